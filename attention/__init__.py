@@ -1,0 +1,21 @@
+"""Attention, step by step: the article's eight steps of self-attention as a traced PyTorch computation."""
+
+from .case import CASE_FORMAT, Case, CaseError, Options, case_to_dict, parse_case
+from .core import STEP_NAMES, Step, Trace, attend
+from .devices import available_devices, gpu_unavailable_reason, resolve_device
+
+__all__ = [
+    "CASE_FORMAT",
+    "STEP_NAMES",
+    "Case",
+    "CaseError",
+    "Options",
+    "Step",
+    "Trace",
+    "attend",
+    "available_devices",
+    "case_to_dict",
+    "gpu_unavailable_reason",
+    "parse_case",
+    "resolve_device",
+]

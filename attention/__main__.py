@@ -1,0 +1,72 @@
+"""Command line: `python -m attention preset|trace|devices` (bad input: one line on stderr, exit status 2)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .case import MAX_D, MAX_N, CaseError
+from .core import attend
+from .devices import available_devices, gpu_unavailable_reason
+from .files import dump_case, dump_trace, load_case
+from .presets import preset
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m attention", description=__doc__.split(":")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    p = commands.add_parser("preset", help="print a case: the article's example, or seeded random numbers")
+    p.add_argument("name", choices=("article", "random"))
+    for flag, default, high in (("--n", 3, MAX_N), ("--d-in", 4, MAX_D), ("--d-k", 3, MAX_D), ("--d-v", 3, MAX_D)):
+        p.add_argument(flag, type=_size(high), default=default, help=f"1 to {high} (default {default}; random only)")
+    p.add_argument("--seed", type=int, default=0, help="random only (default 0)")
+    t = commands.add_parser("trace", help="run a case file and print its trace (JSON)")
+    t.add_argument("case", help="a case file, or - for standard input")
+    t.add_argument("-o", "--output", help="write the trace to this file instead of standard output")
+    commands.add_parser("devices", help="list the devices PyTorch can use here")
+    args = parser.parse_args(argv)
+
+    try:
+        if args.command == "preset":
+            sizes = {"n": args.n, "d_in": args.d_in, "d_k": args.d_k, "d_v": args.d_v, "seed": args.seed}
+            print(dump_case(preset(args.name, **sizes)))
+        elif args.command == "trace":
+            text = _read(args.case)
+            out = dump_trace(attend(load_case(text)))
+            if args.output:
+                with open(args.output, "w", encoding="utf-8") as f:
+                    f.write(out + "\n")
+            else:
+                print(out)
+        else:
+            for device in available_devices():
+                print(device)
+            if reason := gpu_unavailable_reason():
+                print(f"(no GPU: {reason})")
+    except CaseError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _read(path: str) -> bytes:
+    if path == "-":
+        return sys.stdin.buffer.read()
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _size(high: int):
+    def parse(text: str) -> int:
+        if not text.isdigit() or not 1 <= int(text) <= high:
+            raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {high}, not {text!r}")
+        return int(text)
+
+    return parse
+
+
+if __name__ == "__main__":
+    sys.exit(main())

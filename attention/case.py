@@ -1,0 +1,259 @@
+"""The case: every input of one attention computation, its limits, and its validation (JSON in, one error type out)."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, fields, replace
+
+CASE_FORMAT = "attention-case/1"
+
+Matrix = tuple[tuple[float, ...], ...]
+
+# Limits, chosen from measurements (README, "Limits"): at the maximum sizes the step-6 broadcast tensor
+# (n, n, d_v) is 256 MiB in float32, and a trace takes well under a second on two CPU cores.
+MAX_N = 1024  # tokens
+MAX_D = 64  # d_in, d_k, d_v and d_out
+MAX_HEADS = 64
+MAX_ABS = 1e6  # |every input number|: keeps every product finite in float32 (see check_bounds_keep_float32_finite)
+MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 100.0
+MAX_SCALE = 100.0
+MAX_TOKEN_CHARS = 40
+DTYPES = ("float32", "float64")
+DEVICE_PATTERN = re.compile(r"cpu|cuda|cuda:\d{1,2}|mps|auto")
+
+
+class CaseError(ValueError):
+    """Bad input: `where` names the place (matrix, row, column or option), `problem` says what is wrong."""
+
+    def __init__(self, where: str, problem: str):
+        super().__init__(f"{where}: {problem}")
+        self.where, self.problem = where, problem
+
+
+@dataclass(frozen=True)
+class Options:
+    """How steps 4-8 run. The defaults are the article's: unscaled scores, exact softmax, one head, no mask."""
+
+    scale: str | float = "none"  # "none" (the article), "sqrt_dk" (textbook: × 1/√(d_k per head)), or a multiplier
+    temperature: float = 1.0  # scores are divided by it before the softmax: < 1 sharpens, > 1 flattens
+    mask: str | Matrix | None = None  # None, "causal", or n×n of 0/1 (1 = the query may attend to the key)
+    heads: int = 1  # h; head i takes the i-th block of columns of Q, K and V, as nn.MultiheadAttention does
+    w_out: Matrix | None = None  # (d_v, d_out), applied to the concatenated heads
+    weights_override: Matrix | None = None  # n×n used as step 5's result, as given (the article's rounded softmax)
+    dtype: str = "float32"  # "float32" or "float64"
+    device: str = "cpu"  # "cpu", "cuda", "cuda:N", "mps" or "auto"
+
+
+@dataclass(frozen=True)
+class Case:
+    """The inputs of steps 1-2 and the options: plain, hashable values, validated by parse_case."""
+
+    x: Matrix  # (n, d_in), one row per token
+    w_query: Matrix  # (d_in, d_k)
+    w_key: Matrix  # (d_in, d_k)
+    w_value: Matrix  # (d_in, d_v)
+    tokens: tuple[str, ...]  # n labels
+    options: Options = field(default_factory=Options)
+
+    @property
+    def n(self) -> int:
+        return len(self.x)
+
+    @property
+    def d_in(self) -> int:
+        return len(self.x[0])
+
+    @property
+    def d_k(self) -> int:
+        return len(self.w_key[0])
+
+    @property
+    def d_v(self) -> int:
+        return len(self.w_value[0])
+
+
+def default_tokens(n: int) -> tuple[str, ...]:
+    return tuple(f"Input {i + 1}" for i in range(n))
+
+
+def parse_case(obj: object) -> Case:
+    """Validate a case given as plain JSON values; raise CaseError naming the first bad place."""
+    if not isinstance(obj, dict):
+        raise CaseError("case", f"must be a JSON object, not {_kind(obj)}")
+    known = {"format", "tokens", "x", "w_query", "w_key", "w_value", "options"}
+    for key in obj:
+        if key not in known:
+            raise CaseError("case", f"unknown key {key!r} (expected {', '.join(sorted(known))})")
+    if obj.get("format") != CASE_FORMAT:
+        raise CaseError("format", f"must be {CASE_FORMAT!r}, not {obj.get('format')!r}")
+    for name in ("x", "w_query", "w_key", "w_value"):
+        if name not in obj:
+            raise CaseError(name, "is missing")
+    x_rows = obj["x"]
+    tokens = _tokens(obj.get("tokens"), len(x_rows)) if isinstance(x_rows, list | tuple) and 0 < len(x_rows) <= MAX_N else None
+    x = _matrix(x_rows, "x", rows=(1, MAX_N), cols=(1, MAX_D), tokens=tokens)
+    n, d_in = len(x), len(x[0])
+    w_query = _matrix(obj["w_query"], "w_query", rows=(d_in, d_in), cols=(1, MAX_D))
+    d_k = len(w_query[0])
+    w_key = _matrix(obj["w_key"], "w_key", rows=(d_in, d_in), cols=(d_k, d_k))
+    w_value = _matrix(obj["w_value"], "w_value", rows=(d_in, d_in), cols=(1, MAX_D))
+    options = _options(obj.get("options", {}), n, d_k, len(w_value[0]), tokens)
+    return Case(x, w_query, w_key, w_value, tokens, options)
+
+
+def case_to_dict(case: Case) -> dict:
+    """The case file: plain JSON values, with options that differ from the defaults."""
+    options = {f.name: getattr(case.options, f.name) for f in fields(Options)}
+    defaults = Options()
+    return {
+        "format": CASE_FORMAT,
+        "tokens": list(case.tokens),
+        "x": _lists(case.x),
+        "w_query": _lists(case.w_query),
+        "w_key": _lists(case.w_key),
+        "w_value": _lists(case.w_value),
+        "options": {k: _lists(v) for k, v in options.items() if v != getattr(defaults, k)},
+    }
+
+
+def _lists(value):
+    return [list(row) for row in value] if isinstance(value, tuple) else value
+
+
+def _kind(value: object) -> str:
+    return {dict: "an object", list: "a list", str: "text", bool: "true/false", type(None): "null"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _number(value: object, where: str, bound: float = MAX_ABS) -> float:
+    """One finite number within ±bound, checked in float64 before any tensor sees it."""
+    if value is None or value == "":
+        raise CaseError(where, "is empty")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise CaseError(where, f"{str(value)[:20]!r} is not a number")
+    try:
+        number = float(value)
+    except OverflowError:  # a huge JSON integer
+        raise CaseError(where, f"is larger than the limit {bound:g} in magnitude") from None
+    if math.isnan(number):
+        raise CaseError(where, "is not a number (NaN)")
+    if math.isinf(number):
+        raise CaseError(where, f"is {'-' if number < 0 else ''}infinite")
+    if abs(number) > bound:
+        raise CaseError(where, f"{number:g} is larger than the limit {bound:g} in magnitude")
+    return number
+
+
+def _matrix(
+    value: object,
+    name: str,
+    rows: tuple[int, int],
+    cols: tuple[int, int],
+    tokens: tuple[str, ...] | None = None,
+    cell=_number,
+) -> Matrix:
+    """A list of equal-length rows of numbers, its size within [low, high] on both axes."""
+    if not isinstance(value, list | tuple) or not value:
+        raise CaseError(name, f"must be a non-empty list of rows, not {_kind(value)}")
+    if not rows[0] <= len(value) <= rows[1]:
+        raise CaseError(name, f"has {len(value)} rows, expected {_range(rows, 'rows')}")
+    out = []
+    for i, row in enumerate(value):
+        where = f"{name}, row {i + 1}" + (f" ({tokens[i]})" if tokens else "")
+        if not isinstance(row, list | tuple):
+            raise CaseError(where, f"must be a list of numbers, not {_kind(row)}")
+        width = len(value[0])
+        if i == 0 and not cols[0] <= width <= cols[1]:
+            raise CaseError(name, f"has {width} columns, expected {_range(cols, 'columns')}")
+        if len(row) != width:
+            raise CaseError(where, f"has {len(row)} numbers, expected {width} like row 1")
+        out.append(tuple(cell(v, f"{where}, column {j + 1}") for j, v in enumerate(row)))
+    return tuple(out)
+
+
+def _range(bounds: tuple[int, int], what: str) -> str:
+    low, high = bounds
+    return f"{low}" if low == high else f"between {low} and {high} {what}"
+
+
+def _tokens(value: object, n: int) -> tuple[str, ...]:
+    if value is None:
+        return default_tokens(n)
+    if not isinstance(value, list | tuple) or len(value) != n:
+        raise CaseError("tokens", f"must be a list of {n} labels, one per row of x")
+    seen = set()
+    for i, token in enumerate(value):
+        where = f"tokens, label {i + 1}"
+        if not isinstance(token, str) or not token.strip():
+            raise CaseError(where, "must be non-empty text")
+        if len(token) > MAX_TOKEN_CHARS:
+            raise CaseError(where, f"is longer than {MAX_TOKEN_CHARS} characters")
+        if any(not ch.isprintable() for ch in token):
+            raise CaseError(where, "contains a control character")
+        if token in seen:
+            raise CaseError(where, f"{token!r} appears twice; labels name the rows and must differ")
+        seen.add(token)
+    return tuple(value)
+
+
+def _options(value: object, n: int, d_k: int, d_v: int, tokens: tuple[str, ...]) -> Options:
+    if not isinstance(value, dict):
+        raise CaseError("options", f"must be a JSON object, not {_kind(value)}")
+    names = {f.name for f in fields(Options)}
+    for key in value:
+        if key not in names:
+            raise CaseError("options", f"unknown option {key!r} (expected {', '.join(sorted(names))})")
+    o = Options(**value)
+
+    if o.scale not in ("none", "sqrt_dk"):
+        if isinstance(o.scale, str):
+            raise CaseError("options.scale", f"must be 'none', 'sqrt_dk' or a positive number, not {o.scale!r}")
+        scale = _number(o.scale, "options.scale", MAX_SCALE)
+        if scale <= 0:
+            raise CaseError("options.scale", f"must be positive, not {scale:g}")
+        o = replace(o, scale=scale)
+
+    temperature = _number(o.temperature, "options.temperature", MAX_TEMPERATURE)
+    if temperature < MIN_TEMPERATURE:
+        raise CaseError("options.temperature", f"must be at least {MIN_TEMPERATURE:g}, not {temperature:g}")
+
+    heads = o.heads
+    if isinstance(heads, bool) or not isinstance(heads, int) or not 1 <= heads <= MAX_HEADS:
+        raise CaseError("options.heads", f"must be a whole number from 1 to {MAX_HEADS}, not {heads!r}")
+    for dim, size in (("d_k", d_k), ("d_v", d_v)):
+        if size % heads:
+            raise CaseError("options.heads", f"{dim} = {size} does not divide into {heads} heads")
+
+    mask = o.mask
+    if mask is not None and mask != "causal":
+        if isinstance(mask, str):
+            raise CaseError("options.mask", f"must be null, 'causal' or an n×n matrix of 0/1, not {mask!r}")
+        mask = _matrix(mask, "options.mask", rows=(n, n), cols=(n, n), tokens=tokens, cell=_zero_one)
+
+    w_out = None if o.w_out is None else _matrix(o.w_out, "options.w_out", rows=(d_v, d_v), cols=(1, MAX_D))
+
+    override = o.weights_override
+    if override is not None:
+        if heads != 1:
+            raise CaseError("options.weights_override", "works with one head only; set heads to 1")
+        override = _matrix(override, "options.weights_override", rows=(n, n), cols=(n, n), tokens=tokens)
+        for i, row in enumerate(override):
+            for j, weight in enumerate(row):
+                if weight < 0:
+                    where = f"options.weights_override, row {i + 1} ({tokens[i]}), column {j + 1}"
+                    raise CaseError(where, f"{weight:g} is negative; weights must be ≥ 0")
+
+    if o.dtype not in DTYPES:
+        raise CaseError("options.dtype", f"must be 'float32' or 'float64', not {o.dtype!r}")
+    if not isinstance(o.device, str) or not DEVICE_PATTERN.fullmatch(o.device):
+        raise CaseError("options.device", f"must be 'cpu', 'cuda', 'cuda:N', 'mps' or 'auto', not {o.device!r}")
+    return replace(o, temperature=temperature, mask=mask, w_out=w_out, weights_override=override)
+
+
+def _zero_one(value: object, where: str) -> float:
+    if isinstance(value, bool) or value not in (0, 1):
+        raise CaseError(where, f"{value!r} must be 0 (blocked) or 1 (may attend)")
+    return float(value)
+

@@ -1,0 +1,262 @@
+"""The eight steps of self-attention, as in the article, recorded into an immutable trace."""
+
+from __future__ import annotations
+
+import inspect
+import math
+import textwrap
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import torch
+
+from .case import Case
+from .devices import resolve_device, synchronize
+
+STEP_NAMES = ("inputs", "weights", "qkv", "scores", "softmax", "weighted", "outputs", "repeat")
+
+TITLES = {
+    "inputs": "Prepare inputs",
+    "weights": "Initialise weights",
+    "qkv": "Derive keys, queries and values",
+    "scores": "Calculate attention scores",
+    "softmax": "Calculate softmax",
+    "weighted": "Multiply scores with values",
+    "outputs": "Sum weighted values",
+    "repeat": "Repeat for every input",
+}
+
+EXPLANATIONS = {
+    "inputs": "Each token is one row of x: the article's three inputs of four numbers each.",
+    "weights": "Three weight matrices turn an input row into its query, key and value.",
+    "qkv": "Every input is multiplied by the three weight matrices, giving its query, key and value.",
+    "scores": "Each query is dotted with every key: row i says how much input i attends to each input.",
+    "softmax": "Each row of scores becomes weights that are positive and sum to one.",
+    "weighted": "Every value row is multiplied by the weight a query gives it: one broadcast makes all the products.",
+    "outputs": "Summing the weighted values over the keys gives one output row per query.",
+    "repeat": "Steps 4-7 run again one query at a time; each result is that row of the matrix form.",
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the walkthrough: what it is, the code that ran, and the tensors it made (on the CPU)."""
+
+    number: int
+    name: str
+    title: str
+    explanation: str
+    formula: str  # LaTeX
+    code: str  # the lines of this module that computed the tensors
+    tensors: Mapping[str, torch.Tensor]
+    device: str  # where the tensors were computed
+    seconds: float  # time on that device, synchronised
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Trace:
+    """The record of one run: the case as used, the eight steps, and the final outputs."""
+
+    case: Case
+    device: str
+    steps: tuple[Step, ...]
+    outputs: torch.Tensor  # the final result (after w_out when given)
+
+    def step(self, name: str) -> Step:
+        return self.steps[STEP_NAMES.index(name)]
+
+    def __getitem__(self, tensor: str) -> torch.Tensor:
+        """A recorded tensor by its name, whichever step made it."""
+        for step in self.steps:
+            if tensor in step.tensors:
+                return step.tensors[tensor]
+        raise KeyError(tensor)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(note for step in self.steps for note in step.notes)
+
+
+def attend(case: Case) -> Trace:
+    """Run the eight steps on the case's device and return their trace."""
+    o = case.options
+    device, dtype = resolve_device(o.device), getattr(torch, o.dtype)
+    n, h = case.n, o.heads
+    scale, temperature = scale_factor(case), o.temperature
+    allowed = _allowed(o.mask, n, device)  # (n, n) bool or None
+    override = None if o.weights_override is None else torch.tensor(o.weights_override, dtype=dtype, device=device)
+    w_out = None if o.w_out is None else torch.tensor(o.w_out, dtype=dtype, device=device)
+    recorder = _Recorder(device)
+    record = recorder.record
+
+    # step 1: inputs
+    x = torch.tensor(case.x, dtype=dtype, device=device)  # (n, d_in)
+    record(x=x)
+    # step 2: weights
+    w_query = torch.tensor(case.w_query, dtype=dtype, device=device)  # (d_in, d_k)
+    w_key = torch.tensor(case.w_key, dtype=dtype, device=device)  # (d_in, d_k)
+    w_value = torch.tensor(case.w_value, dtype=dtype, device=device)  # (d_in, d_v)
+    record(w_query=w_query, w_key=w_key, w_value=w_value)
+    # step 3: qkv
+    queries = x @ w_query  # (n, d_k)
+    keys = x @ w_key  # (n, d_k)
+    values = x @ w_value  # (n, d_v)
+    if h > 1:  # head i takes the i-th block of columns: (n, d) -> (h, n, d/h)
+        queries, keys, values = (t.unflatten(-1, (h, -1)).transpose(0, 1) for t in (queries, keys, values))
+    record(queries=queries, keys=keys, values=values)
+    # steps 4-7, for all queries at once
+    outputs = steps_4_to_7(queries, keys, values, scale, temperature, allowed, override, w_out, record)
+    # step 8: repeat
+    outputs_by_query = torch.cat([
+        steps_4_to_7(queries[..., i : i + 1, :], keys, values, scale, temperature, _row(allowed, i), _row(override, i), w_out)
+        for i in range(n)
+    ])  # (n, d_out): query i alone gives row i
+    record(outputs_by_query=outputs_by_query)
+    return _trace(case, device, recorder.records, outputs)
+
+
+def steps_4_to_7(queries, keys, values, scale, temperature, allowed, override, w_out, record=lambda **tensors: None):
+    """Steps 4-7 for a block of queries: all of them (the matrix form) or one at a time (step 8)."""
+    # step 4: scores
+    scores_raw = queries @ keys.mT  # (h?, n_q, n_k)
+    scores = scores_raw * scale / temperature
+    if allowed is not None:  # a 0 in the mask: the query may not attend to that key
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    record(scores_raw=scores_raw, scores=scores)
+    # step 5: softmax
+    weights_exact = torch.softmax(scores, dim=-1).nan_to_num(nan=0.0)  # a fully masked row: zeros, as fused attention
+    weights = weights_exact if override is None else override  # (h?, n_q, n_k)
+    record(weights_exact=weights_exact, weights=weights)
+    # step 6: weighted
+    weighted = values[..., :, None, :] * weights.mT[..., :, :, None]  # (h?, n_k, 1, d_v) * (h?, n_k, n_q, 1)
+    record(weighted=weighted)
+    # step 7: outputs
+    head_outputs = weighted.sum(dim=-3)  # (h?, n_q, d_v/h): summed over the keys
+    concat = head_outputs.transpose(0, 1).flatten(1) if head_outputs.dim() == 3 else head_outputs  # (n_q, d_v)
+    outputs = concat if w_out is None else concat @ w_out  # (n_q, d_out)
+    record(outputs=outputs, **_step_7_parts(head_outputs, concat, outputs))
+    return outputs
+
+
+def _step_7_parts(head_outputs, concat, outputs) -> dict[str, torch.Tensor]:
+    """The heads and their concatenation, recorded when they are not simply the outputs."""
+    parts = {"head_outputs": head_outputs} if head_outputs.dim() == 3 else {}
+    return parts | ({"concat": concat} if parts or concat is not outputs else {})
+
+
+def _row(t: torch.Tensor | None, i: int) -> torch.Tensor | None:
+    return None if t is None else t[i : i + 1]
+
+
+def _allowed(mask, n: int, device: torch.device) -> torch.Tensor | None:
+    if mask is None:
+        return None
+    if mask == "causal":  # query i may attend to keys 1..i
+        return torch.ones(n, n, dtype=torch.bool, device=device).tril()
+    return torch.tensor(mask, device=device) != 0
+
+
+class _Recorder:
+    """Collects each step's tensors, copied to the CPU, and its time on the device (synchronised)."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.records = device, []
+        self.last = self._now()
+
+    def _now(self) -> float:
+        synchronize(self.device)
+        return time.perf_counter()
+
+    def record(self, **tensors: torch.Tensor) -> None:
+        seconds = self._now() - self.last
+        self.records.append(({k: t.detach().cpu() for k, t in tensors.items()}, seconds))
+        self.last = self._now()  # the copy to the CPU is not the step's time
+
+
+def _step_code() -> dict[str, str]:
+    """The lines under each '# step N: name' comment of attend and steps_4_to_7, up to its record(...) call."""
+    code: dict[str, list[str]] = {}
+    current = None
+    for line in (inspect.getsource(attend) + inspect.getsource(steps_4_to_7)).splitlines():
+        stripped = line.strip()
+        if stripped.startswith("# step "):
+            current = stripped.split(": ")[1]
+            code[current] = []
+        elif stripped.startswith(("record(", "# steps ", "return ")):
+            current = None
+        elif current:
+            code[current].append(line)
+    return {name: textwrap.dedent("\n".join(lines)) for name, lines in code.items()}
+
+
+STEP_CODE = _step_code()
+
+
+def scale_factor(case: Case) -> float:
+    """The number the raw scores are multiplied by: 1 in the article, 1/√(d_k per head) in textbook attention."""
+    scale = case.options.scale
+    return {"none": 1.0, "sqrt_dk": 1 / math.sqrt(case.d_k // case.options.heads)}.get(scale, scale)
+
+
+def _trace(case: Case, device: torch.device, records: list, outputs: torch.Tensor) -> Trace:
+    steps = []
+    for number, (name, (tensors, seconds)) in enumerate(zip(STEP_NAMES, records, strict=True), start=1):
+        steps.append(
+            Step(
+                number, name, TITLES[name], EXPLANATIONS[name], formula(name, case), STEP_CODE[name],
+                MappingProxyType(tensors), str(device), seconds, tuple(_notes(name, case, tensors, outputs)),
+            )
+        )  # fmt: skip
+    return Trace(case, str(device), tuple(steps), steps[6].tensors["outputs"])
+
+
+def _notes(name: str, case: Case, tensors: dict, outputs: torch.Tensor):
+    """Warnings and checks a reader should see beside the step."""
+    o = case.options
+    if name == "scores" and o.mask is not None:
+        blocked = ~torch.isfinite(tensors["scores"]).any(dim=-1)  # (h?, n_q): every key masked
+        for i in blocked.reshape(-1, case.n).any(dim=0).nonzero().flatten().tolist():
+            yield (
+                f"Row {i + 1} ({case.tokens[i]}) is fully masked: its weights are defined as 0, so its output is 0 "
+                "(as PyTorch's fused attention gives), not NaN."
+            )
+    if name == "softmax" and o.weights_override is not None:
+        yield "The weights override replaces the exact softmax in steps 6-8 (the article rounds it for readability)."
+    if name == "repeat":
+        by_query = tensors["outputs_by_query"]
+        difference = (by_query - outputs.cpu()).abs().max().item()
+        agrees = torch.allclose(by_query, outputs.cpu(), rtol=1e-5, atol=1e-5 * (1 + outputs.abs().max().item()))
+        yield f"One query at a time {'equals' if agrees else 'DIFFERS FROM'} the matrix form (largest difference {difference:.3g})."
+
+
+def formula(name: str, case: Case) -> str:
+    """The step's formula in LaTeX, with this case's sizes and options."""
+    o, n, h = case.options, case.n, case.options.heads
+    if name == "inputs":
+        return rf"X \in \mathbb{{R}}^{{{n} \times {case.d_in}}}"
+    if name == "weights":
+        return (
+            rf"W_Q, W_K \in \mathbb{{R}}^{{{case.d_in} \times {case.d_k}}},\quad "
+            rf"W_V \in \mathbb{{R}}^{{{case.d_in} \times {case.d_v}}}"
+        )
+    if name == "qkv":
+        split = rf",\quad \text{{split into {h} heads of }} {case.d_k // h}, {case.d_v // h} \text{{ columns}}" if h > 1 else ""
+        return rf"Q = X W_Q,\quad K = X W_K,\quad V = X W_V{split}"
+    if name == "scores":
+        scale = "" if o.scale == "none" else rf"\frac{{1}}{{\sqrt{{{case.d_k // h}}}}}\," if o.scale == "sqrt_dk" else rf"{o.scale:g}\,"
+        temperature = "" if o.temperature == 1 else rf" \,/\, {o.temperature:g}"
+        mask = r",\quad S_{ij} = -\infty \text{ where } M_{ij} = 0" if o.mask is not None else ""
+        return rf"S = {scale}Q K^\top{temperature}{mask}"
+    if name == "softmax":
+        exact = r"A_{ij} = \frac{e^{S_{ij}}}{\sum_k e^{S_{ik}}}"
+        return exact + (r",\quad A := \tilde{A} \text{ (rounded)}" if o.weights_override is not None else "")
+    if name == "weighted":
+        return r"\mathcal{W}_{j,i,:} = A_{ij}\, V_{j,:}"
+    if name == "outputs":
+        heads = r",\quad O = [O^{(1)} \cdots O^{(h)}]" if h > 1 else ""
+        project = r",\quad O \leftarrow O\, W_O" if o.w_out is not None else ""
+        return r"O_{i,:} = \sum_j \mathcal{W}_{j,i,:} = (A V)_{i,:}" + heads + project
+    return r"o_i = \sum_j \operatorname{softmax}_j(q_i \cdot k_j)\, v_j \quad \text{for each query } i \text{ alone}"

@@ -1,0 +1,96 @@
+"""Case and trace files: JSON text in and out, numbers written as short as they round-trip."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+
+import torch
+
+from .case import Case, CaseError, case_to_dict, parse_case
+from .core import Trace
+
+TRACE_FORMAT = "attention-trace/1"
+
+
+def load_case(text: str | bytes) -> Case:
+    """A case from the text of a case file; bad JSON is a CaseError naming the line and column."""
+    try:
+        obj = json.loads(text.decode("utf-8") if isinstance(text, bytes) else text)
+    except UnicodeDecodeError:
+        raise CaseError("case file", "is not UTF-8 text") from None
+    except json.JSONDecodeError as e:
+        raise CaseError("case file", f"is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    return parse_case(obj)
+
+
+def dump_case(case: Case) -> str:
+    """The case file's text: one key, or one matrix row, per line."""
+    return _pretty(case_to_dict(case))
+
+
+def trace_to_dict(trace: Trace) -> dict:
+    """The trace file's content. A masked score (-inf) is written as null, since JSON has no infinity."""
+    steps = []
+    for step in trace.steps:
+        entry = {
+            "number": step.number,
+            "name": step.name,
+            "title": step.title,
+            "explanation": step.explanation,
+            "formula": step.formula,
+            "code": step.code,
+            "device": step.device,
+            "seconds": step.seconds,
+            "notes": list(step.notes),
+            "tensors": {name: tensor_to_dict(t, step.device) for name, t in step.tensors.items()},
+        }
+        if step.name == "inputs":
+            entry["tokens"] = list(trace.case.tokens)
+        steps.append(entry)
+    return {
+        "format": TRACE_FORMAT,
+        "case": case_to_dict(trace.case),
+        "device": trace.device,
+        "steps": steps,
+        "outputs": to_lists(trace.outputs),
+    }
+
+
+def dump_trace(trace: Trace) -> str:
+    return json.dumps(trace_to_dict(trace), ensure_ascii=False, allow_nan=False)
+
+
+def tensor_to_dict(t: torch.Tensor, device: str) -> dict:
+    return {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch."), "device": device, "data": to_lists(t)}
+
+
+def to_lists(t: torch.Tensor):
+    """Nested lists of the shortest decimals that read back to the same float32 (or float64) values."""
+    short = _short_float32 if t.dtype == torch.float32 else float
+    return _map(t.tolist(), lambda v: None if math.isinf(v) else short(v))
+
+
+def _pretty(value, indent: str = "") -> str:
+    if isinstance(value, dict) and value:
+        inner = indent + "  "
+        items = ",\n".join(f"{inner}{json.dumps(k)}: {_pretty(v, inner)}" for k, v in value.items())
+        return "{\n" + items + "\n" + indent + "}"
+    if isinstance(value, list) and value and isinstance(value[0], list):
+        rows = ",\n".join(indent + "  " + json.dumps(row, ensure_ascii=False) for row in value)
+        return "[\n" + rows + "\n" + indent + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _map(value, f):
+    return [_map(v, f) for v in value] if isinstance(value, list) else f(value)
+
+
+def _short_float32(v: float) -> float:
+    # 1.8 in float32 is 1.7999999523…; write 1.8, which reads back as the same float32.
+    for digits in (6, 7, 8):
+        s = float(f"{v:.{digits}g}")
+        if struct.pack("<f", s) == struct.pack("<f", v):
+            return s
+    return float(f"{v:.9g}")

@@ -1,0 +1,97 @@
+"""Presets (the article's example, a seeded random case) and resizing a case while keeping its numbers."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from .case import Case, parse_case
+
+# The article's numbers, as printed in the seed.
+ARTICLE_X = ((1, 0, 1, 0), (0, 2, 0, 2), (1, 1, 1, 1))
+ARTICLE_W_KEY = ((0, 0, 1), (1, 1, 0), (0, 1, 0), (1, 1, 0))
+ARTICLE_W_QUERY = ((1, 0, 1), (1, 0, 0), (0, 0, 1), (0, 1, 1))
+ARTICLE_W_VALUE = ((0, 2, 0), (0, 3, 0), (1, 0, 3), (1, 1, 0))
+ARTICLE_ROUNDED_WEIGHTS = ((0.0, 0.5, 0.5), (0.0, 1.0, 0.0), (0.0, 0.9, 0.1))  # "for readability"
+
+PRESETS = ("article", "random")
+
+
+def article() -> Case:
+    """The article's inputs and weights, with its rounded softmax as the weights override."""
+    return parse_case(
+        {
+            "format": "attention-case/1",
+            "x": ARTICLE_X,
+            "w_query": ARTICLE_W_QUERY,
+            "w_key": ARTICLE_W_KEY,
+            "w_value": ARTICLE_W_VALUE,
+            "options": {"weights_override": ARTICLE_ROUNDED_WEIGHTS},
+        }
+    )
+
+
+def random_case(n: int = 3, d_in: int = 4, d_k: int = 3, d_v: int = 3, seed: int = 0, **options) -> Case:
+    """Numbers from a seeded local generator (the global RNG is never touched), one decimal for readability."""
+    generator = torch.Generator().manual_seed(seed)
+
+    def draw(rows: int, cols: int) -> list[list[float]]:
+        return _round(torch.randn(rows, cols, generator=generator, dtype=torch.float64))
+
+    return parse_case(
+        {
+            "format": "attention-case/1",
+            "x": draw(n, d_in),
+            "w_query": draw(d_in, d_k),
+            "w_key": draw(d_in, d_k),
+            "w_value": draw(d_in, d_v),
+            "options": options,
+        }
+    )
+
+
+def preset(name: str, **sizes) -> Case:
+    return article() if name == "article" else random_case(**sizes)
+
+
+def resize(case: Case, n: int, d_in: int, d_k: int, d_v: int, fill: str = "zeros", seed: int = 0) -> Case:
+    """The case at new sizes: numbers that still fit are kept, new cells are zeros or seeded random numbers.
+
+    An override or an explicit mask that no longer fits is dropped (its shape is n×n); w_out follows d_v.
+    """
+    generator = torch.Generator().manual_seed(seed)
+
+    def fit(m, rows: int, cols: int) -> list[list[float]]:
+        fresh = torch.randn(rows, cols, generator=generator, dtype=torch.float64)
+        grid = _round(fresh if fill == "random" else torch.zeros(rows, cols))
+        for i, row in enumerate(m[:rows]):
+            grid[i][: len(row[:cols])] = row[:cols]
+        return grid
+
+    o = case.options
+    same_n = n == case.n
+    options = replace(
+        o,
+        mask=o.mask if same_n or not isinstance(o.mask, tuple) else None,
+        weights_override=o.weights_override if same_n else None,
+        w_out=None if o.w_out is None else tuple(map(tuple, fit(o.w_out, d_v, len(o.w_out[0])))),
+    )
+    tokens = list(case.tokens[:n])
+    for i in range(len(tokens), n):  # a new row is "Input i", unless a kept label already says so
+        tokens.append(next(t for t in (f"Input {i + 1}", *(f"Input {i + 1}.{k}" for k in range(1, n + 2))) if t not in tokens))
+    return parse_case(
+        {
+            "format": "attention-case/1",
+            "tokens": tokens,
+            "x": fit(case.x, n, d_in),
+            "w_query": fit(case.w_query, d_in, d_k),
+            "w_key": fit(case.w_key, d_in, d_k),
+            "w_value": fit(case.w_value, d_in, d_v),
+            "options": {**vars(options)},
+        }
+    )
+
+
+def _round(t: torch.Tensor) -> list[list[float]]:
+    return [[round(v, 1) + 0.0 for v in row] for row in t.tolist()]  # + 0.0 turns -0.0 into 0.0

@@ -1,0 +1,209 @@
+"""Bad input of every kind: one error type, a message naming the place, nothing computed (core, files and CLI)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from attention import CaseError, attend, case_to_dict, parse_case
+from attention.files import dump_case, dump_trace, load_case
+from attention.presets import article, random_case
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def good() -> dict:
+    return json.loads(dump_case(article()))
+
+
+def edit(path: str, value) -> dict:
+    """The article's case with one place changed: 'x.1.2' is x[1][2]; 'options.heads' an option; value None deletes."""
+    case = good()
+    *parents, last = path.split(".")
+    node = case
+    for p in parents:
+        node = node[int(p)] if isinstance(node, list) else node.setdefault(p, {})
+    if value is DELETE:
+        del node[last]
+    elif isinstance(node, list):
+        node[int(last)] = value
+    else:
+        node[last] = value
+    return case
+
+
+DELETE = object()
+
+# (what a careless user or an attacker sends, the start of the message it must give)
+BAD = [
+    (edit("x.1.2", float("nan")), "x, row 2 (Input 2), column 3: is not a number (NaN)"),
+    (edit("x.1.2", float("inf")), "x, row 2 (Input 2), column 3: is infinite"),
+    (edit("x.1.2", float("-inf")), "x, row 2 (Input 2), column 3: is -infinite"),
+    (edit("x.1.2", 1e308), "x, row 2 (Input 2), column 3: 1e+308 is larger than the limit 1e+06"),
+    (edit("x.1.2", 10**400), "x, row 2 (Input 2), column 3: is larger than the limit"),
+    (edit("x.1.2", "abc"), "x, row 2 (Input 2), column 3: 'abc' is not a number"),
+    (edit("x.1.2", None), "x, row 2 (Input 2), column 3: is empty"),
+    (edit("x.1.2", True), "x, row 2 (Input 2), column 3: 'True' is not a number"),
+    (edit("w_query.3.0", -2e6), "w_query, row 4, column 1: -2e+06 is larger than the limit"),
+    (edit("w_key.0.2", [1]), "w_key, row 1, column 3: '[1]' is not a number"),
+    (edit("w_value.2", [1, 2]), "w_value, row 3: has 2 numbers, expected 3 like row 1"),
+    (edit("x.0", 5), "x, row 1 (Input 1): must be a list of numbers"),
+    (edit("x", []), "x: must be a non-empty list of rows"),
+    (edit("x", [[]] * 3), "x: has 0 columns, expected between 1 and 64"),
+    (edit("x", [[1.0] * 4] * 1025), "x: has 1025 rows, expected between 1 and 1024"),
+    (edit("x", [[1.0] * 65] * 3), "x: has 65 columns, expected between 1 and 64"),
+    (edit("w_query", [[1.0] * 3] * 3), "w_query: has 3 rows, expected 4"),
+    (edit("w_key", [[1.0] * 2] * 4), "w_key: has 2 columns, expected 3"),
+    (edit("w_value", "abc"), "w_value: must be a non-empty list of rows, not text"),
+    (edit("w_value", DELETE), "w_value: is missing"),
+    (edit("format", "attention-case/2"), "format: must be 'attention-case/1'"),
+    (edit("extra", 1), "case: unknown key 'extra'"),
+    (edit("tokens", ["a", "b"]), "tokens: must be a list of 3 labels"),
+    (edit("tokens", ["a", "a", "b"]), "tokens, label 2: 'a' appears twice"),
+    (edit("tokens", ["a", " ", "b"]), "tokens, label 2: must be non-empty text"),
+    (edit("tokens", ["a", "b\nc", "d"]), "tokens, label 2: contains a control character"),
+    (edit("tokens", ["a", "b" * 41, "d"]), "tokens, label 2: is longer than 40 characters"),
+    (edit("options.heads", 2), "options.heads: d_k = 3 does not divide into 2 heads"),
+    (edit("options.heads", 0), "options.heads: must be a whole number from 1 to 64"),
+    (edit("options.heads", 1.5), "options.heads: must be a whole number"),
+    (edit("options.temperature", 0), "options.temperature: must be at least 0.01"),
+    (edit("options.temperature", -1), "options.temperature: must be at least 0.01"),
+    (edit("options.temperature", 1e9), "options.temperature: 1e+09 is larger than the limit 100"),
+    (edit("options.scale", "sqrt"), "options.scale: must be 'none', 'sqrt_dk' or a positive number"),
+    (edit("options.scale", -1), "options.scale: must be positive"),
+    (edit("options.scale", float("nan")), "options.scale: is not a number (NaN)"),
+    (edit("options.mask", "upper"), "options.mask: must be null, 'causal' or an n×n matrix"),
+    (edit("options.mask", [[1, 0], [1, 1]]), "options.mask: has 2 rows, expected 3"),
+    (edit("options.mask", [[1, 0, 0], [1, 2, 0], [1, 1, 1]]), "options.mask, row 2 (Input 2), column 2: 2 must be 0"),
+    (edit("options.weights_override.2.1", -0.1), "options.weights_override, row 3 (Input 3), column 2: -0.1 is negative"),
+    (edit("options.weights_override", [[1, 0], [0, 1]]), "options.weights_override: has 2 rows, expected 3"),
+    (edit("options.w_out", [[1.0]] * 2), "options.w_out: has 2 rows, expected 3"),
+    (edit("options.dtype", "float16"), "options.dtype: must be 'float32' or 'float64'"),
+    (edit("options.device", "tpu"), "options.device: must be 'cpu', 'cuda', 'cuda:N', 'mps' or 'auto'"),
+    (edit("options.colour", "red"), "options: unknown option 'colour'"),
+    (edit("options", [1]), "options: must be a JSON object, not a list"),
+    ([1, 2], "case: must be a JSON object, not a list"),
+]
+
+
+@pytest.mark.parametrize(("case", "message"), BAD, ids=[m.split(":")[0] + ":" + m.split(":")[1][:30] for _, m in BAD])
+def test_bad_input_names_the_place(case, message):
+    with pytest.raises(CaseError) as e:
+        parse_case(case)
+    assert str(e.value).startswith(message), str(e.value)
+
+
+def test_heads_with_override_is_refused():
+    case = random_case(3, 4, 4, 4, seed=0, heads=2)
+    with pytest.raises(CaseError, match="options.weights_override: works with one head only"):
+        parse_case({**case_to_dict(case), "options": {"heads": 2, "weights_override": [[1, 0, 0]] * 3}})
+
+
+def test_absent_device_names_the_available_ones():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    with pytest.raises(CaseError, match=r"options.device: 'cuda' is not available here \(.*\); available: cpu"):
+        attend(parse_case(edit("options.device", "cuda")))
+
+
+def test_bounds_keep_float32_finite():
+    """Every number at the bound and every size at the limit: all steps stay finite in float32."""
+    big = 1e6
+    d = 64
+    case = parse_case(
+        {
+            "format": "attention-case/1",
+            "x": [[big] * d] * 8,
+            "w_query": [[big] * d] * d,
+            "w_key": [[-big] * d] * d,
+            "w_value": [[big] * d] * d,
+            "options": {"w_out": [[big] * d] * d, "scale": 100, "temperature": 0.01},
+        }
+    )
+    trace = attend(case)
+    for step in trace.steps:
+        for name, t in step.tensors.items():
+            assert t.isfinite().all(), name
+
+
+def test_files_round_trip():
+    case = random_case(4, 3, 2, 2, seed=3, mask="causal", temperature=0.5)
+    assert load_case(dump_case(case)) == case
+    trace = json.loads(dump_trace(attend(article())))
+    assert trace["format"] == "attention-trace/1"
+    assert trace["steps"][0]["tokens"] == ["Input 1", "Input 2", "Input 3"]
+    assert trace["outputs"] == [[2.0, 7.0, 1.5], [2.0, 8.0, 0.0], [2.0, 7.7999997, 0.3]]  # float32, shortest form
+    assert trace["steps"][5]["tensors"]["weighted"]["shape"] == [3, 3, 3]
+
+
+def test_masked_scores_are_null_in_the_trace_file():
+    trace = json.loads(dump_trace(attend(random_case(3, 2, 2, 2, mask="causal"))))
+    assert trace["steps"][3]["tensors"]["scores"]["data"][0][1:] == [None, None]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("{", "case file: is not valid JSON (line 1, column 2"), (b"\xff\xfe", "case file: is not UTF-8 text")],
+)
+def test_bad_file_text(text, message):
+    with pytest.raises(CaseError) as e:
+        load_case(text)
+    assert str(e.value).startswith(message)
+
+
+def cli(*args, stdin: str = ""):
+    return subprocess.run(
+        [sys.executable, "-m", "attention", *args], input=stdin, capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+
+
+def test_cli_reproduces_the_article(tmp_path):
+    preset = cli("preset", "article")
+    assert preset.returncode == 0
+    (tmp_path / "case.json").write_text(preset.stdout)
+    run = cli("trace", str(tmp_path / "case.json"), "-o", str(tmp_path / "trace.json"))
+    assert run.returncode == 0, run.stderr
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    assert trace["outputs"] == [[2.0, 7.0, 1.5], [2.0, 8.0, 0.0], [2.0, 7.7999997, 0.3]]
+    piped = cli("trace", "-", stdin=preset.stdout)
+    assert json.loads(piped.stdout)["outputs"] == trace["outputs"]
+    random = cli("preset", "random", "--n", "5", "--d-in", "4", "--d-k", "3", "--d-v", "3", "--seed", "0")
+    assert load_case(random.stdout) == random_case(5, 4, 3, 3, seed=0)
+    devices = cli("devices")
+    assert devices.returncode == 0 and devices.stdout.startswith("cpu — ")
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "message"),
+    [
+        (("trace", "-"), json.dumps(edit("x.2.1", "1e400")), "error: x, row 3 (Input 3), column 2: '1e400' is not a number"),
+        (("trace", "-"), json.dumps(edit("x.2.1", 1e400)), "error: x, row 3 (Input 3), column 2: is infinite"),
+        (("trace", "-"), "not json", "error: case file: is not valid JSON"),
+        (("trace", "no-such-file.json"), "", "error: no-such-file.json: No such file or directory"),
+        (("trace", "-"), json.dumps(edit("options.device", "cuda:7")), "error: options.device: 'cuda:7' is not available"),
+        (("preset", "random", "--n", "0"), "", "argument --n: must be a whole number from 1 to 1024"),
+        (("preset", "random", "--d-k", "x"), "", "argument --d-k: must be a whole number from 1 to 64"),
+    ],
+)
+def test_cli_bad_input_is_one_line_and_no_traceback(args, stdin, message):
+    run = cli(*args, stdin=stdin)
+    assert run.returncode == 2
+    assert message in run.stderr
+    assert "Traceback" not in run.stderr
+    assert run.stdout == ""
+
+
+def test_core_never_imports_streamlit_or_plotly():
+    code = (
+        "import sys, attention, attention.files, attention.presets, runpy\n"
+        "sys.argv = ['attention', 'devices']\n"
+        "try:\n    runpy.run_module('attention', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('streamlit', 'plotly', 'pandas')]\n"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr

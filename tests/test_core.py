@@ -1,0 +1,236 @@
+"""The eight steps against the seed's printed numbers and PyTorch's own attention (the trusted oracles)."""
+
+import ast
+import inspect
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attention import STEP_NAMES, attend, case_to_dict, core, parse_case
+from attention.presets import ARTICLE_ROUNDED_WEIGHTS, article, random_case, resize
+
+# The seed's printed numbers (../shared/seed/): PyTorch code and its output, verbatim.
+SEED_KEYS = [[0.0, 1.0, 1.0], [4.0, 4.0, 0.0], [2.0, 3.0, 1.0]]
+SEED_QUERIES = [[1.0, 0.0, 2.0], [2.0, 2.0, 2.0], [2.0, 1.0, 3.0]]
+SEED_VALUES = [[1.0, 2.0, 3.0], [2.0, 8.0, 0.0], [2.0, 6.0, 3.0]]
+SEED_SCORES = [[2.0, 4.0, 4.0], [4.0, 16.0, 12.0], [4.0, 12.0, 10.0]]
+SEED_SOFTMAX = [[6.3379e-02, 4.6831e-01, 4.6831e-01], [6.0337e-06, 9.8201e-01, 1.7986e-02], [2.9539e-04, 8.8054e-01, 1.1917e-01]]
+SEED_WEIGHTED = [
+    [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]],
+    [[1.0, 4.0, 0.0], [2.0, 8.0, 0.0], [1.8, 7.2, 0.0]],
+    [[1.0, 3.0, 1.5], [0.0, 0.0, 0.0], [0.2, 0.6, 0.3]],
+]
+SEED_OUTPUTS = [[2.0, 7.0, 1.5], [2.0, 8.0, 0.0], [2.0, 7.8, 0.3]]
+EXACT_OUTPUTS = [[1.9366, 6.6831, 1.5951], [2.0000, 7.9640, 0.0540], [1.9997, 7.7599, 0.3584]]  # the issue, 4 decimals
+FP32 = {"rtol": 1.3e-6, "atol": 1e-5}
+
+
+def tensor(rows):
+    return torch.tensor(rows, dtype=torch.float32)
+
+
+def with_options(case, **options):
+    return parse_case({**case_to_dict(case), "options": options})
+
+
+def test_article_every_step_matches_the_seed():
+    trace = attend(article())
+    assert [s.name for s in trace.steps] == list(STEP_NAMES)
+    assert [s.number for s in trace.steps] == list(range(1, 9))
+    torch.testing.assert_close(trace["keys"], tensor(SEED_KEYS))
+    torch.testing.assert_close(trace["queries"], tensor(SEED_QUERIES))
+    torch.testing.assert_close(trace["values"], tensor(SEED_VALUES))
+    torch.testing.assert_close(trace["scores"], tensor(SEED_SCORES))
+    torch.testing.assert_close(trace["weights_exact"], tensor(SEED_SOFTMAX), rtol=0, atol=5e-5)  # printed to 4 places
+    torch.testing.assert_close(trace["weights"], tensor(ARTICLE_ROUNDED_WEIGHTS))
+    torch.testing.assert_close(trace["weighted"], tensor(SEED_WEIGHTED))
+    torch.testing.assert_close(trace["outputs"], tensor(SEED_OUTPUTS))
+    torch.testing.assert_close(trace.outputs, tensor(SEED_OUTPUTS))
+    torch.testing.assert_close(trace["outputs_by_query"], tensor(SEED_OUTPUTS))
+
+
+def test_article_exact_softmax_outputs():
+    trace = attend(with_options(article()))
+    torch.testing.assert_close(trace.outputs, tensor(EXACT_OUTPUTS), rtol=0, atol=5e-5)
+    assert torch.equal(trace["weights"], trace["weights_exact"])
+
+
+def test_step_records_what_the_issue_names():
+    trace = attend(article())
+    expected = {
+        "inputs": {"x"},
+        "weights": {"w_query", "w_key", "w_value"},
+        "qkv": {"queries", "keys", "values"},
+        "scores": {"scores_raw", "scores"},
+        "softmax": {"weights_exact", "weights"},
+        "weighted": {"weighted"},
+        "outputs": {"outputs"},
+        "repeat": {"outputs_by_query"},
+    }
+    for step in trace.steps:
+        assert set(step.tensors) == expected[step.name]
+        assert step.title and step.explanation and step.formula and step.code
+        assert step.device == "cpu" and step.seconds >= 0
+        assert all(t.device.type == "cpu" for t in step.tensors.values())
+    assert trace.step("weighted").tensors["weighted"].shape == (3, 3, 3)  # (n_keys, n_queries, d_v)
+
+
+def test_code_is_the_real_source_and_runs_in_order():
+    """Every step's code is lines of core.py, and together they compute the article's outputs."""
+    source = inspect.getsource(core)
+    trace = attend(article())
+    for step in trace.steps:
+        for line in step.code.splitlines():
+            assert line.strip() in source, (step.name, line)
+        ast.parse(step.code)  # whole statements, not fragments
+    scope = {"torch": torch, "case": article(), "dtype": torch.float32, "device": torch.device("cpu"), "h": 1}
+    scope |= {"scale": 1.0, "temperature": 1.0, "allowed": None, "override": tensor(ARTICLE_ROUNDED_WEIGHTS)}
+    scope |= {"w_out": None, "n": 3, "steps_4_to_7": core.steps_4_to_7, "_row": core._row}
+    for step in trace.steps:
+        exec(step.code, scope)
+    torch.testing.assert_close(scope["outputs"], tensor(SEED_OUTPUTS))
+    torch.testing.assert_close(scope["outputs_by_query"], tensor(SEED_OUTPUTS))
+
+
+def test_trace_is_immutable():
+    trace = attend(article())
+    with pytest.raises(AttributeError):
+        trace.outputs = None
+    with pytest.raises(TypeError):
+        trace.steps[0].tensors["x"] = torch.zeros(1)
+
+
+# Random cases against PyTorch's fused attention: every scale, temperature and mask.
+OPTION_GRID = [
+    {},
+    {"scale": "sqrt_dk"},
+    {"scale": 0.25, "temperature": 0.5},
+    {"temperature": 3.0},
+    {"mask": "causal"},
+    {"mask": "causal", "scale": "sqrt_dk", "temperature": 2.0},
+    {"dtype": "float64", "scale": "sqrt_dk"},
+]
+
+
+def sdpa_reference(case):
+    o = case.options
+    dtype = getattr(torch, o.dtype)
+    x = torch.tensor(case.x, dtype=dtype)
+    q, k, v = (x @ torch.tensor(w, dtype=dtype) for w in (case.w_query, case.w_key, case.w_value))
+    h = o.heads
+    q, k, v = (t.unflatten(-1, (h, -1)).transpose(0, 1) for t in (q, k, v))  # (h, n, d/h)
+    mask = None
+    if o.mask == "causal":
+        mask = torch.ones(case.n, case.n, dtype=torch.bool).tril()
+    elif o.mask is not None:
+        mask = torch.tensor(o.mask) != 0
+    scale = {"none": 1.0, "sqrt_dk": (case.d_k // h) ** -0.5}.get(o.scale, o.scale) / o.temperature
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)  # (h, n, d_v/h)
+    return out.transpose(0, 1).flatten(1)
+
+
+@pytest.mark.parametrize("options", OPTION_GRID, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "article")
+@pytest.mark.parametrize("seed", range(8))
+def test_random_cases_equal_fused_attention(options, seed):
+    g = torch.Generator().manual_seed(seed)
+    n, d_in, d_k, d_v = (int(v) for v in torch.randint(1, 12, (4,), generator=g))
+    case = random_case(n, d_in, d_k, d_v, seed=seed, **options)
+    trace = attend(case)
+    tol = FP32 if case.options.dtype == "float32" else {}
+    torch.testing.assert_close(trace.outputs, sdpa_reference(case), **tol)
+    torch.testing.assert_close(trace["outputs_by_query"], trace.outputs, **tol)
+    torch.testing.assert_close(trace["weighted"].sum(dim=0), trace.outputs, **tol)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_explicit_masks_with_fully_masked_rows_give_zeros_not_nan(seed):
+    g = torch.Generator().manual_seed(seed)
+    n = 6
+    mask = (torch.rand(n, n, generator=g) > 0.5).int()
+    mask[seed % n] = 0  # one row may attend to nothing
+    case = random_case(n, 4, 4, 2, seed=seed, mask=mask.tolist())
+    trace = attend(case)
+    assert not trace.outputs.isnan().any()
+    assert torch.equal(trace.outputs[seed % n], torch.zeros(2))
+    torch.testing.assert_close(trace.outputs, sdpa_reference(case), **FP32)
+    assert any(f"Row {seed % n + 1} " in w and "fully masked" in w for w in trace.warnings)
+
+
+@pytest.mark.parametrize("heads", [2, 3, 4])
+@pytest.mark.parametrize("seed", range(4))
+def test_multi_head_equals_fused_attention_per_head(heads, seed):
+    case = random_case(5, 6, 2 * heads * 2, heads * 3, seed=seed, heads=heads, scale="sqrt_dk", mask="causal")
+    trace = attend(case)
+    torch.testing.assert_close(trace.outputs, sdpa_reference(case), **FP32)
+    assert trace["queries"].shape == (heads, 5, 4)
+    assert trace["weighted"].shape == (heads, 5, 5, 3)
+    assert trace["head_outputs"].shape == (heads, 5, 3)
+    torch.testing.assert_close(trace["concat"], trace.outputs)
+
+
+@pytest.mark.parametrize("with_w_out", [False, True])
+@pytest.mark.parametrize("heads", [1, 2, 4])
+@pytest.mark.parametrize("seed", range(3))
+def test_multi_head_equals_nn_multihead_attention(heads, seed, with_w_out):
+    """nn.MultiheadAttention with our projections as its weights (it computes x @ W.T, so ours go in transposed)."""
+    e = 8
+    g = torch.Generator().manual_seed(100 + seed)
+    w_out = torch.randn(e, e, generator=g).round(decimals=1)
+    options = {"heads": heads, "scale": "sqrt_dk"} | ({"w_out": w_out.tolist()} if with_w_out else {})
+    case = random_case(4, e, e, e, seed=seed, **options)
+    mha = torch.nn.MultiheadAttention(e, heads, bias=False, batch_first=True)
+    with torch.no_grad():
+        w_q, w_k, w_v = (torch.tensor(w) for w in (case.w_query, case.w_key, case.w_value))
+        mha.in_proj_weight.copy_(torch.cat([w_q.T, w_k.T, w_v.T]))
+        mha.out_proj.weight.copy_(w_out.T if with_w_out else torch.eye(e))
+        x = torch.tensor(case.x)[None]
+        expected, _ = mha(x, x, x, need_weights=False)
+    torch.testing.assert_close(attend(case).outputs, expected[0], **FP32)
+
+
+def test_w_out_with_one_head_records_concat():
+    case = random_case(3, 4, 3, 3, seed=1, w_out=[[1, 0], [0, 1], [1, 1]])
+    trace = attend(case)
+    assert set(trace.step("outputs").tensors) == {"outputs", "concat"}
+    torch.testing.assert_close(trace.outputs, trace["concat"] @ torch.tensor(case.options.w_out), **FP32)
+
+
+def test_override_is_used_as_given_and_exact_is_still_recorded():
+    case = random_case(3, 2, 2, 2, seed=3, weights_override=[[1, 2, 0], [0, 0, 0], [0.5, 0.5, 0.5]])
+    trace = attend(case)
+    torch.testing.assert_close(trace["weights"], torch.tensor(case.options.weights_override))
+    torch.testing.assert_close(trace["weights_exact"].sum(-1), torch.ones(3))
+    torch.testing.assert_close(trace.outputs, trace["weights"] @ trace["values"], **FP32)
+
+
+def test_random_preset_is_seeded_and_leaves_the_global_rng_alone():
+    torch.manual_seed(1234)
+    before = torch.get_rng_state()
+    assert random_case(4, 3, 2, 2, seed=7) == random_case(4, 3, 2, 2, seed=7)
+    assert random_case(4, 3, 2, 2, seed=7) != random_case(4, 3, 2, 2, seed=8)
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+def test_resize_keeps_numbers_and_fills_new_cells():
+    case = article()
+    bigger = resize(case, 4, 5, 3, 2, fill="zeros")
+    assert bigger.x[:3] == tuple(row + (0.0,) for row in case.x)
+    assert bigger.x[3] == (0.0,) * 5
+    assert bigger.w_value == tuple(row[:2] for row in case.w_value) + ((0.0, 0.0),)
+    assert bigger.tokens == ("Input 1", "Input 2", "Input 3", "Input 4")
+    assert bigger.options.weights_override is None  # 3×3 no longer fits 4 tokens
+    same_n = resize(case, 3, 4, 3, 3, fill="random", seed=5)
+    assert same_n == case  # nothing new to fill, nothing dropped
+    random_fill = resize(case, 3, 6, 3, 3, fill="random", seed=5)
+    assert any(v != 0 for row in random_fill.x for v in row[4:])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("options", OPTION_GRID + [{"heads": 2, "mask": "causal"}])
+def test_gpu_equals_cpu(options):
+    case = random_case(33, 8, 8, 6, seed=0, **options)
+    cpu = attend(case)
+    gpu = attend(with_options(case, **case_to_dict(case)["options"], device="cuda"))
+    assert gpu.device.startswith("cuda") and all(s.device.startswith("cuda") for s in gpu.steps)
+    torch.testing.assert_close(gpu.outputs, cpu.outputs, rtol=1e-5, atol=1e-5)

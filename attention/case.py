@@ -91,7 +91,11 @@ def parse_case(obj: object) -> Case:
         if name not in obj:
             raise CaseError(name, "is missing")
     x_rows = obj["x"]
-    tokens = _tokens(obj.get("tokens"), len(x_rows)) if isinstance(x_rows, list | tuple) and 0 < len(x_rows) <= MAX_N else None
+    tokens = (
+        _tokens(obj.get("tokens"), len(x_rows))
+        if isinstance(x_rows, list | tuple) and 0 < len(x_rows) <= MAX_N
+        else None
+    )
     x = _matrix(x_rows, "x", rows=(1, MAX_N), cols=(1, MAX_D), tokens=tokens)
     n, d_in = len(x), len(x[0])
     w_query = _matrix(obj["w_query"], "w_query", rows=(d_in, d_in), cols=(1, MAX_D))
@@ -256,4 +260,3 @@ def _zero_one(value: object, where: str) -> float:
     if isinstance(value, bool) or value not in (0, 1):
         raise CaseError(where, f"{value!r} must be 0 (blocked) or 1 (may attend)")
     return float(value)
-

@@ -110,10 +110,13 @@ def attend(case: Case) -> Trace:
     # steps 4-7, for all queries at once
     outputs = steps_4_to_7(queries, keys, values, scale, temperature, allowed, override, w_out, record)
     # step 8: repeat
-    outputs_by_query = torch.cat([
-        steps_4_to_7(queries[..., i : i + 1, :], keys, values, scale, temperature, _row(allowed, i), _row(override, i), w_out)
-        for i in range(n)
-    ])  # (n, d_out): query i alone gives row i
+    by_query = []
+    for i in range(n):  # query i alone, with its row of the mask and of the override
+        query_i = queries[..., i : i + 1, :]  # (h?, 1, d_k)
+        by_query.append(
+            steps_4_to_7(query_i, keys, values, scale, temperature, _row(allowed, i), _row(override, i), w_out)
+        )
+    outputs_by_query = torch.cat(by_query)  # (n, d_out): the rows stacked
     record(outputs_by_query=outputs_by_query)
     return _trace(case, device, recorder.records, outputs)
 
@@ -229,7 +232,8 @@ def _notes(name: str, case: Case, tensors: dict, outputs: torch.Tensor):
         by_query = tensors["outputs_by_query"]
         difference = (by_query - outputs.cpu()).abs().max().item()
         agrees = torch.allclose(by_query, outputs.cpu(), rtol=1e-5, atol=1e-5 * (1 + outputs.abs().max().item()))
-        yield f"One query at a time {'equals' if agrees else 'DIFFERS FROM'} the matrix form (largest difference {difference:.3g})."
+        verdict = "equals" if agrees else "DIFFERS FROM"
+        yield f"One query at a time {verdict} the matrix form (largest difference {difference:.3g})."
 
 
 def formula(name: str, case: Case) -> str:
@@ -243,10 +247,12 @@ def formula(name: str, case: Case) -> str:
             rf"W_V \in \mathbb{{R}}^{{{case.d_in} \times {case.d_v}}}"
         )
     if name == "qkv":
-        split = rf",\quad \text{{split into {h} heads of }} {case.d_k // h}, {case.d_v // h} \text{{ columns}}" if h > 1 else ""
+        split = rf",\quad \text{{{h} heads of }} {case.d_k // h}, {case.d_k // h}, {case.d_v // h} \text{{ columns}}"
+        split = split if h > 1 else ""
         return rf"Q = X W_Q,\quad K = X W_K,\quad V = X W_V{split}"
     if name == "scores":
-        scale = "" if o.scale == "none" else rf"\frac{{1}}{{\sqrt{{{case.d_k // h}}}}}\," if o.scale == "sqrt_dk" else rf"{o.scale:g}\,"
+        scale = {"none": "", "sqrt_dk": rf"\frac{{1}}{{\sqrt{{{case.d_k // h}}}}}\,"}.get(o.scale)
+        scale = rf"{o.scale:g}\," if scale is None else scale
         temperature = "" if o.temperature == 1 else rf" \,/\, {o.temperature:g}"
         mask = r",\quad S_{ij} = -\infty \text{ where } M_{ij} = 0" if o.mask is not None else ""
         return rf"S = {scale}Q K^\top{temperature}{mask}"

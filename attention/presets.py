@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import torch
 
-from .case import Case, parse_case
+from .case import Case, case_to_dict, default_tokens, parse_case
 
 # The article's numbers, as printed in the seed.
 ARTICLE_X = ((1, 0, 1, 0), (0, 2, 0, 2), (1, 1, 1, 1))
@@ -56,41 +54,46 @@ def preset(name: str, **sizes) -> Case:
 
 
 def resize(case: Case, n: int, d_in: int, d_k: int, d_v: int, fill: str = "zeros", seed: int = 0) -> Case:
-    """The case at new sizes: numbers that still fit are kept, new cells are zeros or seeded random numbers.
+    """The case at new sizes: numbers that still fit are kept, new cells are zeros or seeded random numbers."""
+    return parse_case(resize_grids(case_to_dict(case), n, d_in, d_k, d_v, fill, seed))
+
+
+def resize_grids(case: dict, n: int, d_in: int, d_k: int, d_v: int, fill: str = "zeros", seed: int = 0) -> dict:
+    """resize() on a case file's plain values, which may hold not-yet-valid entries (kept as they are).
 
     An override or an explicit mask that no longer fits is dropped (its shape is n×n); w_out follows d_v.
     """
     generator = torch.Generator().manual_seed(seed)
 
-    def fit(m, rows: int, cols: int) -> list[list[float]]:
+    def fit(m: list[list], rows: int, cols: int) -> list[list]:
         fresh = torch.randn(rows, cols, generator=generator, dtype=torch.float64)
         grid = _round(fresh if fill == "random" else torch.zeros(rows, cols))
         for i, row in enumerate(m[:rows]):
             grid[i][: len(row[:cols])] = row[:cols]
         return grid
 
-    o = case.options
-    same_n = n == case.n
-    options = replace(
-        o,
-        mask=o.mask if same_n or not isinstance(o.mask, tuple) else None,
-        weights_override=o.weights_override if same_n else None,
-        w_out=None if o.w_out is None else tuple(map(tuple, fit(o.w_out, d_v, len(o.w_out[0])))),
-    )
-    tokens = list(case.tokens[:n])
-    for i in range(len(tokens), n):  # a new row is "Input i", unless a kept label already says so
-        tokens.append(next(t for t in (f"Input {i + 1}", *(f"Input {i + 1}.{k}" for k in range(1, n + 2))) if t not in tokens))
-    return parse_case(
-        {
-            "format": "attention-case/1",
-            "tokens": tokens,
-            "x": fit(case.x, n, d_in),
-            "w_query": fit(case.w_query, d_in, d_k),
-            "w_key": fit(case.w_key, d_in, d_k),
-            "w_value": fit(case.w_value, d_in, d_v),
-            "options": {**vars(options)},
-        }
-    )
+    options = dict(case.get("options", {}))
+    if n != len(case["x"]):
+        options.pop("weights_override", None)
+        if not isinstance(options.get("mask"), str):
+            options.pop("mask", None)
+    if options.get("w_out") is not None:
+        options["w_out"] = fit(options["w_out"], d_v, len(options["w_out"][0]))
+    tokens = list(case.get("tokens") or default_tokens(len(case["x"])))[:n]
+    for i in range(len(tokens), n):
+        label = f"Input {i + 1}"
+        while label in tokens:  # a kept label may already say so
+            label += "′"
+        tokens.append(label)
+    return {
+        **case,
+        "tokens": tokens,
+        "x": fit(case["x"], n, d_in),
+        "w_query": fit(case["w_query"], d_in, d_k),
+        "w_key": fit(case["w_key"], d_in, d_k),
+        "w_value": fit(case["w_value"], d_in, d_v),
+        "options": options,
+    }
 
 
 def _round(t: torch.Tensor) -> list[list[float]]:

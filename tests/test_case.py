@@ -77,7 +77,10 @@ BAD = [
     (edit("options.mask", "upper"), "options.mask: must be null, 'causal' or an n×n matrix"),
     (edit("options.mask", [[1, 0], [1, 1]]), "options.mask: has 2 rows, expected 3"),
     (edit("options.mask", [[1, 0, 0], [1, 2, 0], [1, 1, 1]]), "options.mask, row 2 (Input 2), column 2: 2 must be 0"),
-    (edit("options.weights_override.2.1", -0.1), "options.weights_override, row 3 (Input 3), column 2: -0.1 is negative"),
+    (
+        edit("options.weights_override.2.1", -0.1),
+        "options.weights_override, row 3 (Input 3), column 2: -0.1 is negative",
+    ),
     (edit("options.weights_override", [[1, 0], [0, 1]]), "options.weights_override: has 2 rows, expected 3"),
     (edit("options.w_out", [[1.0]] * 2), "options.w_out: has 2 rows, expected 3"),
     (edit("options.dtype", "float16"), "options.dtype: must be 'float32' or 'float64'"),
@@ -97,7 +100,7 @@ def test_bad_input_names_the_place(case, message):
 
 def test_heads_with_override_is_refused():
     case = random_case(3, 4, 4, 4, seed=0, heads=2)
-    with pytest.raises(CaseError, match="options.weights_override: works with one head only"):
+    with pytest.raises(CaseError, match=r"options.weights_override: works with one head only"):
         parse_case({**case_to_dict(case), "options": {"heads": 2, "weights_override": [[1, 0, 0]] * 3}})
 
 
@@ -180,11 +183,19 @@ def test_cli_reproduces_the_article(tmp_path):
 @pytest.mark.parametrize(
     ("args", "stdin", "message"),
     [
-        (("trace", "-"), json.dumps(edit("x.2.1", "1e400")), "error: x, row 3 (Input 3), column 2: '1e400' is not a number"),
+        (
+            ("trace", "-"),
+            json.dumps(edit("x.2.1", "1e400")),
+            "error: x, row 3 (Input 3), column 2: '1e400' is not a number",
+        ),
         (("trace", "-"), json.dumps(edit("x.2.1", 1e400)), "error: x, row 3 (Input 3), column 2: is infinite"),
         (("trace", "-"), "not json", "error: case file: is not valid JSON"),
         (("trace", "no-such-file.json"), "", "error: no-such-file.json: No such file or directory"),
-        (("trace", "-"), json.dumps(edit("options.device", "cuda:7")), "error: options.device: 'cuda:7' is not available"),
+        (
+            ("trace", "-"),
+            json.dumps(edit("options.device", "cuda:7")),
+            "error: options.device: 'cuda:7' is not available",
+        ),
         (("preset", "random", "--n", "0"), "", "argument --n: must be a whole number from 1 to 1024"),
         (("preset", "random", "--d-k", "x"), "", "argument --d-k: must be a whole number from 1 to 64"),
     ],

@@ -15,7 +15,11 @@ SEED_KEYS = [[0.0, 1.0, 1.0], [4.0, 4.0, 0.0], [2.0, 3.0, 1.0]]
 SEED_QUERIES = [[1.0, 0.0, 2.0], [2.0, 2.0, 2.0], [2.0, 1.0, 3.0]]
 SEED_VALUES = [[1.0, 2.0, 3.0], [2.0, 8.0, 0.0], [2.0, 6.0, 3.0]]
 SEED_SCORES = [[2.0, 4.0, 4.0], [4.0, 16.0, 12.0], [4.0, 12.0, 10.0]]
-SEED_SOFTMAX = [[6.3379e-02, 4.6831e-01, 4.6831e-01], [6.0337e-06, 9.8201e-01, 1.7986e-02], [2.9539e-04, 8.8054e-01, 1.1917e-01]]
+SEED_SOFTMAX = [
+    [6.3379e-02, 4.6831e-01, 4.6831e-01],
+    [6.0337e-06, 9.8201e-01, 1.7986e-02],
+    [2.9539e-04, 8.8054e-01, 1.1917e-01],
+]
 SEED_WEIGHTED = [
     [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]],
     [[1.0, 4.0, 0.0], [2.0, 8.0, 0.0], [1.8, 7.2, 0.0]],
@@ -215,9 +219,9 @@ def test_random_preset_is_seeded_and_leaves_the_global_rng_alone():
 def test_resize_keeps_numbers_and_fills_new_cells():
     case = article()
     bigger = resize(case, 4, 5, 3, 2, fill="zeros")
-    assert bigger.x[:3] == tuple(row + (0.0,) for row in case.x)
+    assert bigger.x[:3] == tuple((*row, 0.0) for row in case.x)
     assert bigger.x[3] == (0.0,) * 5
-    assert bigger.w_value == tuple(row[:2] for row in case.w_value) + ((0.0, 0.0),)
+    assert bigger.w_value == (*tuple(row[:2] for row in case.w_value), (0.0, 0.0))
     assert bigger.tokens == ("Input 1", "Input 2", "Input 3", "Input 4")
     assert bigger.options.weights_override is None  # 3×3 no longer fits 4 tokens
     same_n = resize(case, 3, 4, 3, 3, fill="random", seed=5)
@@ -227,7 +231,7 @@ def test_resize_keeps_numbers_and_fills_new_cells():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("options", OPTION_GRID + [{"heads": 2, "mask": "causal"}])
+@pytest.mark.parametrize("options", [*OPTION_GRID, {"heads": 2, "mask": "causal"}])
 def test_gpu_equals_cpu(options):
     case = random_case(33, 8, 8, 6, seed=0, **options)
     cpu = attend(case)

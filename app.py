@@ -1,0 +1,22 @@
+"""Attention, step by step: the frame (page config, shared sidebar, session state, navigation)."""
+
+import streamlit as st
+
+from attention import ui
+
+st.set_page_config(page_title="Attention, step by step", page_icon=":material/visibility:", layout="wide")
+ui.start()
+page = st.navigation(
+    [
+        st.Page(
+            "pages/walkthrough.py", title="Walkthrough", icon=":material/stairs:", url_path="walkthrough", default=True
+        ),
+        st.Page("pages/inputs.py", title="Inputs", icon=":material/edit:", url_path="inputs"),
+        st.Page("pages/broadcasting.py", title="Broadcasting", icon=":material/view_in_ar:", url_path="broadcasting"),
+        st.Page("pages/one_query.py", title="One query at a time", icon=":material/my_location:", url_path="one-query"),
+        st.Page("pages/devices.py", title="Devices", icon=":material/memory:", url_path="devices"),
+    ]
+)
+ui.sidebar()
+
+page.run()

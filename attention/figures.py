@@ -1,0 +1,153 @@
+"""Pure figure and table builders: trace tensors in, Plotly figures and pandas tables out (no Streamlit here)."""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import torch
+
+from .core import Trace
+from .files import to_lists
+
+TEXT_MAX_SIDE = 16  # numbers are drawn in the cells up to 16×16: past that they cost seconds per edit in the browser
+TABLE_MAX_CELLS = 4096  # tables beyond this are not readable anyway; the heatmap stays
+SEQUENTIAL = "Viridis"  # both scales read for colour-blind viewers (viridis; red-blue diverging)
+DIVERGING = "RdBu"
+
+# What the rows and columns of each recorded tensor are, so that axes and hover text say it.
+AXES = {
+    "x": ("token", "feature"),
+    "w_query": ("feature", "query dim"),
+    "w_key": ("feature", "key dim"),
+    "w_value": ("feature", "value dim"),
+    "queries": ("token", "query dim"),
+    "keys": ("token", "key dim"),
+    "values": ("token", "value dim"),
+    "scores_raw": ("query", "key"),
+    "scores": ("query", "key"),
+    "weights_exact": ("query", "key"),
+    "weights": ("query", "key"),
+    "head_outputs": ("query", "value dim"),
+    "concat": ("query", "value dim"),
+    "outputs": ("query", "output dim"),
+    "outputs_by_query": ("query", "output dim"),
+}
+TOKEN_KINDS = {"token", "query", "key"}
+
+
+def labels(trace: Trace, kind: str, size: int) -> list[str]:
+    """Axis labels: the tokens for token axes, 1..size otherwise; escaped, since Plotly renders some HTML in labels."""
+    raw = trace.case.tokens if kind in TOKEN_KINDS else [str(i + 1) for i in range(size)]
+    return [html.escape(label) for label in raw]
+
+
+def heatmap(
+    z: torch.Tensor | np.ndarray, rows: list[str], cols: list[str], row_kind: str, col_kind: str, title: str = ""
+) -> go.Figure:
+    """One matrix as a heatmap: rows top to bottom as printed, hover naming both axes, numbers in small ones."""
+    z = np.asarray(z, dtype=np.float64)
+    z = np.where(np.isneginf(z), np.nan, z)  # a masked score (-inf) shows as an empty cell
+    finite = z[np.isfinite(z)]
+    signed = finite.size and finite.min() < 0 < finite.max()
+    small = max(z.shape) <= TEXT_MAX_SIDE
+    trace = go.Heatmap(
+        z=z,
+        x=cols,
+        y=rows,
+        colorscale=DIVERGING if signed else SEQUENTIAL,
+        reversescale=bool(signed),  # red negative, blue positive
+        zmid=0 if signed else None,
+        texttemplate="%{z:.4~g}" if small else None,
+        hovertemplate=f"{row_kind} %{{y}} · {col_kind} %{{x}} = %{{z:.7~g}}<extra></extra>",
+        hoverongaps=False,
+        xgap=1 if small else 0,
+        ygap=1 if small else 0,
+        colorbar={"thickness": 12},
+    )
+    height = 90 + 28 * min(len(rows), 20) if small else 420
+    return go.Figure(
+        trace,
+        layout={
+            "title": {"text": title, "font": {"size": 14}, "x": 0, "y": 0.99, "yref": "container", "yanchor": "top"},
+            "height": height + 30,
+            "margin": {"l": 10, "r": 10, "t": 90, "b": 10},
+            "xaxis": {"type": "category", "side": "top", "title": {"text": col_kind}},
+            "yaxis": {"type": "category", "autorange": "reversed", "title": {"text": row_kind}},
+        },
+    )
+
+
+def tensor_heatmap(trace: Trace, name: str, head: int | None = None, title: str | None = None) -> go.Figure:
+    """A recorded 2-D tensor (or one head of it) with its rows and columns named after the tokens and dims."""
+    t = trace[name] if head is None else trace[name][head]
+    row_kind, col_kind = AXES[name]
+    return heatmap(
+        t,
+        labels(trace, row_kind, t.shape[0]),
+        labels(trace, col_kind, t.shape[1]),
+        row_kind,
+        col_kind,
+        name if title is None else title,
+    )
+
+
+def weighted_heatmap(trace: Trace, head: int | None = None) -> go.Figure:
+    """Step 6's (n_k, n_q, d_v) tensor flattened to rows (key j, query i): each block of rows is one key."""
+    w = trace["weighted"] if head is None else trace["weighted"][head]
+    n_k, n_q, d_v = w.shape
+    tokens = labels(trace, "token", n_k)
+    rows = [f"k {tokens[j]} · q {tokens[i]}" for j in range(n_k) for i in range(n_q)]
+    fig = heatmap(w.reshape(n_k * n_q, d_v), rows, labels(trace, "value dim", d_v), "key · query", "value dim")
+    return fig.update_traces(hovertemplate="%{y} · value dim %{x} = %{z:.7~g}<extra></extra>")
+
+
+def table(trace: Trace, name: str, head: int | None = None) -> pd.DataFrame | None:
+    """A recorded 2-D tensor as a table with the same labels, numbers as short as they round-trip; None if too big."""
+    t = trace[name] if head is None else trace[name][head]
+    if t.numel() > TABLE_MAX_CELLS:
+        return None
+    row_kind, col_kind = AXES[name]
+    index = pd.Index(list(trace.case.tokens) if row_kind in TOKEN_KINDS else labels(trace, row_kind, t.shape[0]))
+    columns = list(trace.case.tokens) if col_kind in TOKEN_KINDS else labels(trace, col_kind, t.shape[1])
+    return pd.DataFrame(to_lists(t), index=index, columns=columns, dtype="float64")
+
+
+def broadcast_panels(trace: Trace, key: int, head: int | None = None) -> dict[str, go.Figure]:
+    """Step 6 for one key j: value row j (1, d_v) times weight column j (n_q, 1) gives the slice (n_q, d_v)."""
+    values, weights, weighted = (
+        trace[n] if head is None else trace[n][head] for n in ("values", "weights", "weighted")
+    )
+    tokens = labels(trace, "token", trace.case.n)
+    dims = labels(trace, "value dim", values.shape[-1])
+    k = tokens[key]
+    return {
+        "value": heatmap(values[key : key + 1], [k], dims, "key", "value dim", f"values[{key}, None] · (1, d_v)"),
+        "weight": heatmap(
+            weights[:, key : key + 1], tokens, [k], "query", "key", f"weights.T[{key}, :, None] · (n_q, 1)"
+        ),
+        "product": heatmap(weighted[key], tokens, dims, "query", "value dim", f"weighted[{key}] · (n_q, d_v)"),
+    }
+
+
+def query_sum(trace: Trace, query: int, head: int | None = None) -> go.Figure:
+    """Step 7 for one query i: the rows weighted[:, i] (one per key) that sum to output row i."""
+    weighted = trace["weighted"] if head is None else trace["weighted"][head]
+    tokens = labels(trace, "token", trace.case.n)
+    dims = labels(trace, "value dim", weighted.shape[-1])
+    return heatmap(weighted[:, query], tokens, dims, "key", "value dim", f"weighted[:, {query}] · (n_k, d_v)")
+
+
+def key_sum(trace: Trace) -> str:
+    """The name of step 7's sum over keys: per head, or (one head, w_out given) before the projection, or outputs."""
+    return next(name for name in ("head_outputs", "concat", "outputs") if name in trace.step("outputs").tensors)
+
+
+def step_times(traces: dict[str, Trace]) -> pd.DataFrame:
+    """Milliseconds per step on each device, side by side."""
+    return pd.DataFrame(
+        {device: [s.seconds * 1e3 for s in t.steps] for device, t in traces.items()},
+        index=[f"{s.number} {s.name}" for s in next(iter(traces.values())).steps],
+    )

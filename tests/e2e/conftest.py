@@ -1,0 +1,93 @@
+"""Fixtures for the real-browser tests: one Streamlit server and one Chromium per session, a fresh context per test."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"  # Debian's build: Playwright's own browser download cannot work offline
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+VIEWPORT = {"width": 1400, "height": 1000}
+START_TIMEOUT = 60  # seconds: the server imports torch on two slow cores
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+            return response.status == 200 and response.read().strip() == b"ok"
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The app served by a real `streamlit run`, on a free port; yields its base URL."""
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("streamlit") / "server.log"  # a file, not a pipe: a full pipe would block it
+    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true"]
+    command += ["--server.port", str(port), "--server.address", "127.0.0.1"]
+    log = log_path.open("wb")
+    process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while not _healthy(url):
+            if process.poll() is not None:
+                output = log_path.read_text(errors="replace")
+                pytest.fail(f"streamlit exited with {process.returncode} before it was healthy:\n{output}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"streamlit was not healthy at {url} after {START_TIMEOUT} s")
+            time.sleep(0.25)
+        yield url
+    finally:
+        process.terminate()  # only the server this fixture started, by its PID
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    # Imported here so that collecting the other tests never needs Playwright.
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    """A page in a fresh browser context: a new Streamlit session, so no test sees another's edits."""
+    context = browser.new_context(viewport=VIEWPORT, base_url=server)
+    context.set_default_timeout(60_000)  # two slow cores: a run with torch can take seconds
+    page = context.new_page()
+    yield page
+    context.close()

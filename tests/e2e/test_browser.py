@@ -1,0 +1,182 @@
+"""Real-browser tests: the app served by `streamlit run` and driven by Chromium, as a visitor would use it."""
+
+from __future__ import annotations
+
+import base64
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from playwright.sync_api import Page, expect
+
+from attention import attend, case_to_dict, parse_case
+from attention.presets import article
+
+pytestmark = pytest.mark.e2e
+expect.set_options(timeout=60_000)  # expect()'s own default is 5 s: too short for a rerun on two slow cores
+
+ARTICLE_OUTPUTS = [[2, 7, 1.5], [2, 8, 0], [2, 7.8, 0.3]]  # printed in the article: the oracle, not our own result
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+TIMEOUT_MS = 60_000  # two slow cores: a rerun with torch can take seconds
+ROW_PX, HEADER_PX = 35, 35  # st.data_editor's default row and header heights
+READY = """() => !document.querySelector('[data-testid=stSkeleton]')
+    && [...document.querySelectorAll('[data-testid=stPlotlyChart]')].every(c => c.querySelector('.main-svg'))"""
+# The z of every heatmap titled `title` (Streamlit's theme wraps titles in <b>). Plotly 7 ships arrays as
+# {dtype, bdata, shape}; plotly.js keeps that object in gd.data, so it is decoded in Python (see _decode).
+HEATMAPS = """(title) => [...document.querySelectorAll('.js-plotly-plot')]
+    .filter(gd => (gd.layout?.title?.text ?? '').replace(/<[^>]*>/g, '') === title && gd.data?.[0]?.z)
+    .map(gd => gd.data[0].z)
+    .map(z => Array.isArray(z) ? z.map(row => Array.from(row)) : {dtype: z.dtype, bdata: z.bdata, shape: z.shape})"""
+
+# URL path → (screenshot name or None, the page's own header, more text its main area must show)
+PAGES = {
+    "/": (None, "Step 1 · Prepare inputs", ()),
+    "/walkthrough": ("walkthrough", "Step 1 · Prepare inputs", ()),
+    "/inputs": ("inputs", "Inputs and weights", ()),
+    "/broadcasting": ("broadcasting", "Step 6 · the broadcast", ()),
+    "/one-query": ("one-query", "Step 8 · one query at a time", ()),
+    "/devices": ("devices", "Devices", ("GPU: unavailable",)),  # the test machine has no GPU
+}
+
+
+def wait_ready(page: Page) -> None:
+    """Wait for the current run to end and for everything it drew (charts, grids) to be on screen."""
+    page.wait_for_timeout(250)  # let a rerun that an action triggered start first
+    page.wait_for_selector("[data-testid=stApp][data-test-script-state=notRunning]", timeout=TIMEOUT_MS)
+    page.wait_for_function(READY, timeout=TIMEOUT_MS)  # charts and data editors draw after the run ends
+
+
+def open_page(page: Page, path: str) -> None:
+    page.goto(path)
+    wait_ready(page)
+
+
+def _decode(z: list | dict) -> np.ndarray:
+    if isinstance(z, list):
+        return np.asarray(z, dtype=np.float64)
+    shape = [int(s) for s in str(z["shape"]).split(",")]
+    return np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).astype(np.float64).reshape(shape)
+
+
+def heatmaps(page: Page, title: str) -> list[np.ndarray]:
+    return [_decode(z) for z in page.evaluate(HEATMAPS, title)]
+
+
+def wait_for_heatmap(page: Page, title: str, expected, atol: float) -> np.ndarray | None:
+    """The heatmap titled `title` once it shows `expected`, or the last one seen when it never does in time.
+
+    Polled, since a rerun can still be redrawing its charts when the script state already reads notRunning.
+    """
+    expected = np.asarray(expected, dtype=np.float64)
+    deadline, last = time.monotonic() + TIMEOUT_MS / 1000, None
+    while True:
+        for z in heatmaps(page, title):
+            last = z
+            if z.shape == expected.shape and np.allclose(z, expected, rtol=0, atol=atol):
+                return z
+        if time.monotonic() > deadline:
+            return last
+        page.wait_for_timeout(200)
+
+
+def edit_cell(page: Page, editor: int, row: int, column: int, text: str) -> None:
+    """Type `text` into a data editor's cell, as the GUIDE's recipe does (typing onto a selected cell drops keys).
+
+    `column` counts grid columns: 0 is the row label, so x's "token" is 1 and its numeric column "1" is 2.
+    """
+    grid = page.locator("[data-testid=stDataFrame]").nth(editor)
+    # x=5 is the row-label column: a click on the canvas itself is intercepted
+    grid.click(position={"x": 5, "y": HEADER_PX + ROW_PX * row + ROW_PX // 2})
+    for _ in range(column):
+        page.keyboard.press("ArrowRight")
+    page.keyboard.press("Enter")
+    box = page.locator("input.gdg-input")
+    box.wait_for(timeout=TIMEOUT_MS)
+    box.fill(text)
+    expect(box).to_have_value(text)
+    page.keyboard.press("Enter")
+    wait_ready(page)
+
+
+def clear_cell(page: Page, editor: int, row: int, column: int) -> None:
+    """Delete a cell's number: the server then receives None for it."""
+    grid = page.locator("[data-testid=stDataFrame]").nth(editor)
+    grid.click(position={"x": 5, "y": HEADER_PX + ROW_PX * row + ROW_PX // 2})
+    for _ in range(column):
+        page.keyboard.press("ArrowRight")
+    page.keyboard.press("Delete")
+    wait_ready(page)
+
+
+def assert_no_exception(page: Page) -> None:
+    expect(page.locator("[data-testid=stException]")).to_have_count(0)
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_deep_link_shows_the_page_and_the_shared_sidebar(page: Page, path: str) -> None:
+    """Each page opened straight from its URL, in a new session, runs app.py's frame around it."""
+    screenshot, header, texts = PAGES[path]
+    open_page(page, path)
+    main, sidebar = page.locator("[data-testid=stMain]"), page.locator("[data-testid=stSidebar]")
+    expect(main.locator("h2", has_text=header).first).to_be_visible()
+    for text in texts:
+        expect(main.get_by_text(text).first).to_be_visible()
+    expect(sidebar.locator("[data-testid=stSelectbox]", has_text="Preset")).to_be_visible()
+    expect(sidebar.locator("h3", has_text="Options")).to_be_visible()
+    assert_no_exception(page)
+    if screenshot:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=SCREENSHOTS / f"{screenshot}.png", full_page=True)
+
+
+def test_inputs_page_shows_the_articles_outputs(page: Page) -> None:
+    open_page(page, "/inputs")
+    z = wait_for_heatmap(page, "outputs", ARTICLE_OUTPUTS, atol=1e-5)
+    assert z is not None, "no heatmap titled 'outputs' on /inputs"
+    np.testing.assert_allclose(z, ARTICLE_OUTPUTS, rtol=0, atol=1e-5)
+    assert_no_exception(page)
+
+
+def test_a_cell_edit_reaches_every_step_and_page(page: Page) -> None:
+    """x[1][1] (Input 2's second feature) from 2 to 5: its value row has weight in the article's rounded softmax."""
+    d = case_to_dict(article())
+    d["x"][1][1] = 5.0
+    expected = attend(parse_case(d)).outputs.tolist()  # the project's own core, as the oracle for the new numbers
+    open_page(page, "/inputs")
+    edit_cell(page, editor=0, row=1, column=3, text="5")  # column "2" of x: after the row label and "token"
+    expect(page.locator("[data-testid=stDataFrame]").first.locator("#glide-cell-3-1")).to_have_text("5")
+
+    z = wait_for_heatmap(page, "outputs", expected, atol=1e-4)
+    assert z is not None, "no heatmap titled 'outputs' on /inputs"
+    assert not np.allclose(z, ARTICLE_OUTPUTS, rtol=0, atol=1e-5), "the outputs did not follow the edit"
+    np.testing.assert_allclose(z, expected, rtol=0, atol=1e-4)
+
+    # The sidebar link, not a reload: the same session (and so the edit) goes on to the next page.
+    page.locator("[data-testid=stSidebarNav] a", has_text="Walkthrough").click()
+    wait_ready(page)
+    expect(page).to_have_url(re.compile(r"/walkthrough$"))
+    page.locator("[data-testid=stRadio] label", has_text="7 outputs").click()
+    wait_ready(page)
+    expect(page.locator("[data-testid=stMain] h2", has_text="Step 7").first).to_be_visible()
+    z = wait_for_heatmap(page, "outputs", expected, atol=1e-4)
+    assert z is not None, "no heatmap titled 'outputs' at the Walkthrough's step 7"
+    np.testing.assert_allclose(z, expected, rtol=0, atol=1e-4)
+    assert_no_exception(page)
+
+
+def test_an_invalid_cell_keeps_the_last_valid_result(page: Page) -> None:
+    """An emptied cell (the server gets None) is named in an error; the numbers shown stay the last valid ones.
+
+    "1e400" cannot be typed: the number editor drops the letter "e" and "1400" is valid, so the cell is cleared.
+    """
+    open_page(page, "/inputs")
+    clear_cell(page, editor=0, row=1, column=3)
+    alert = page.locator("[data-testid=stAlert]", has_text="x, row 2")
+    expect(alert).to_be_visible()
+    expect(alert).to_contain_text("column 2")
+    z = wait_for_heatmap(page, "outputs", ARTICLE_OUTPUTS, atol=1e-5)
+    assert z is not None, "no heatmap titled 'outputs' on /inputs while the input is invalid"
+    np.testing.assert_allclose(z, ARTICLE_OUTPUTS, rtol=0, atol=1e-5)
+    assert_no_exception(page)

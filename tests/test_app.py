@@ -1,0 +1,179 @@
+"""The app through Streamlit's AppTest: every page from app.py, widgets by key, seeded edits, bad edits, devices."""
+
+import base64
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from attention import attend, case_to_dict, parse_case
+from attention.presets import article
+from attention.ui import plain
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+PAGES = ["pages/walkthrough.py", "pages/inputs.py", "pages/broadcasting.py", "pages/one_query.py", "pages/devices.py"]
+ARTICLE_OUTPUTS = [[2.0, 7.0, 1.5], [2.0, 8.0, 0.0], [2.0, 7.8, 0.3]]
+
+
+@pytest.fixture
+def at() -> AppTest:
+    app = AppTest.from_file(APP, default_timeout=60).run()
+    assert not app.exception
+    return app
+
+
+def charts(app: AppTest) -> dict[str, np.ndarray]:
+    """Every heatmap's z by its title, decoded from Plotly's typed-array JSON."""
+    import json
+
+    out = {}
+    for chart in app.get("plotly_chart"):
+        spec = json.loads(chart.proto.spec)
+        z = spec["data"][0]["z"]
+        if isinstance(z, dict):  # {"dtype", "bdata", "shape"}
+            shape = [int(s) for s in str(z["shape"]).split(",")]
+            z = np.frombuffer(base64.b64decode(z["bdata"]), z["dtype"]).reshape(shape)
+        title = (spec["layout"].get("title") or {}).get("text", "")
+        out[title] = np.asarray(z, dtype=float)
+    return out
+
+
+def edit(app: AppTest, matrix: str, row: int, column: str, value) -> AppTest:
+    """A data-editor edit as the browser sends it (AppTest cannot type into the grid)."""
+    key = f"editor_{matrix}_{app.session_state['version']}"
+    app.session_state[key] = {"edited_rows": {row: {column: value}}, "added_rows": [], "deleted_rows": []}
+    return app.run()
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_from_app_py(at, page):
+    at.switch_page(page).run()
+    assert not at.exception, at.exception
+    assert not at.error
+    assert at.selectbox(key="preset").value == "article"  # the shared sidebar from app.py is there too
+    assert at.get("plotly_chart") or page == "pages/devices.py"
+
+
+def test_default_is_the_article_with_its_rounded_softmax(at):
+    at.switch_page("pages/inputs.py").run()
+    np.testing.assert_allclose(charts(at)["outputs"], ARTICLE_OUTPUTS, atol=1e-6)
+    assert at.toggle(key="use_rounded").value is True
+
+
+def test_exact_softmax_switch_and_the_difference_shown(at):
+    at.toggle(key="use_rounded").set_value(False).run()
+    at.switch_page("pages/inputs.py").run()
+    exact = attend(parse_case({**case_to_dict(article()), "options": {}})).outputs.numpy()
+    np.testing.assert_allclose(charts(at)["outputs"], exact, atol=1e-6)
+    at.toggle(key="use_rounded").set_value(True).run()
+    at.switch_page("pages/walkthrough.py").run()
+    at.session_state["step"] = 7
+    at.run()
+    shown = charts(at)
+    np.testing.assert_allclose(shown["outputs: rounded − exact"], np.array(ARTICLE_OUTPUTS) - exact, atol=1e-5)
+
+
+def test_a_seeded_edit_changes_every_step(at):
+    at.switch_page("pages/inputs.py").run()
+    edit(at, "x", 1, "2", 5.0)  # Input 2's second feature: 2 -> 5 (Input 1 has weight 0, so edit row 2)
+    expected = case_to_dict(article())
+    expected["x"][1][1] = 5.0
+    outputs = attend(parse_case(expected)).outputs.numpy()
+    assert not at.error
+    np.testing.assert_allclose(charts(at)["outputs"], outputs, atol=1e-5)
+    assert not np.allclose(outputs, ARTICLE_OUTPUTS)
+    at.switch_page("pages/walkthrough.py").run()  # the edit travels to the other pages
+    at.session_state["step"] = 4
+    at.run()
+    scores = attend(parse_case(expected))["scores"].numpy()
+    np.testing.assert_allclose(charts(at)["scores"], scores, atol=1e-5)
+
+
+def test_a_token_label_edit_relabels_the_axes(at):
+    at.switch_page("pages/inputs.py").run()
+    edit(at, "x", 2, "token", "cat")
+    assert at.session_state["trace"].case.tokens == ("Input 1", "Input 2", "cat")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (float("nan"), "x, row 2 (Input 2), column 3: is not a number (NaN)"),
+        (None, "x, row 2 (Input 2), column 3: is empty"),
+        (float("inf"), "x, row 2 (Input 2), column 3: is infinite"),
+        (1e9, "x, row 2 (Input 2), column 3: 1e+09 is larger than the limit 1e+06"),
+        ("abc", "x, row 2 (Input 2), column 3: 'abc' is not a number"),
+    ],
+)
+def test_an_invalid_edit_names_the_cell_and_keeps_the_last_valid_result(at, value, message):
+    at.switch_page("pages/inputs.py").run()
+    edit(at, "w_value", 0, "1", 4.0)  # a valid edit first: it must survive the bad one
+    valid = charts(at)["outputs"]
+    edit(at, "x", 1, "3", value)
+    assert not at.exception
+    assert len(at.error) == 1
+    assert plain(message) in at.error[0].value
+    np.testing.assert_allclose(charts(at)["outputs"], valid)  # the last valid result stays
+    assert at.session_state["inputs"]["w_value"][0][0] == 4.0  # nothing else is lost
+    edit(at, "x", 1, "3", 1.0)  # fixed: the message goes
+    assert not at.error
+
+
+def test_heads_that_do_not_divide_are_refused_with_a_message(at):
+    at.number_input(key="heads").set_value(2).run()
+    assert not at.exception
+    assert plain("options.heads: d_k = 3 does not divide into 2 heads") in at.error[0].value
+    np.testing.assert_allclose(at.session_state["trace"].outputs, ARTICLE_OUTPUTS)
+
+
+def test_resize_keeps_numbers_and_presets_reset(at):
+    at.number_input(key="n").set_value(4).run()
+    assert not at.error
+    trace = at.session_state["trace"]
+    assert trace.case.n == 4 and trace.case.x[:3] == article().x
+    assert trace.case.options.weights_override is None  # the 3×3 rounded weights no longer fit
+    at.selectbox(key="preset").set_value("random").run()
+    assert at.session_state["trace"].case.n == 4
+    at.button(key="reset").click().run()  # the preset again, edits dropped
+    assert at.session_state["trace"].case.n == 4
+    at.selectbox(key="preset").set_value("article").run()
+    np.testing.assert_allclose(at.session_state["trace"].outputs, ARTICLE_OUTPUTS)
+
+
+def test_options_recompute_with_textbook_scaling_and_a_causal_mask(at):
+    at.toggle(key="use_rounded").set_value(False).run()
+    at.selectbox(key="scale").set_value("sqrt_dk").run()
+    at.selectbox(key="mask").set_value("causal").run()
+    case = at.session_state["trace"].case
+    assert case.options.scale == "sqrt_dk" and case.options.mask == "causal"
+    x = torch.tensor(case.x)
+    q, k, v = (x @ torch.tensor(w) for w in (case.w_query, case.w_key, case.w_value))
+    mask = torch.ones(3, 3, dtype=torch.bool).tril()
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(at.session_state["trace"].outputs, expected)
+
+
+def test_walkthrough_steps_forward_and_back_by_key(at):
+    assert "Step 1 · Prepare inputs" in at.header[0].value
+    at.button(key="next").click().run()
+    at.button(key="next").click().run()
+    assert "Step 3" in at.header[0].value
+    at.button(key="previous").click().run()
+    assert "Step 2" in at.header[0].value
+    at.radio(key="step_picker").set_value(6).run()
+    assert "Step 6" in at.header[0].value
+    at.switch_page("pages/inputs.py").run()
+    at.switch_page("pages/walkthrough.py").run()
+    assert "Step 6" in at.header[0].value  # the step survives a visit to another page
+
+
+def test_device_choice_without_a_gpu(at):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    assert [o.split(" — ")[0] for o in at.selectbox(key="device").options] == ["cpu"]
+    assert any("GPU: unavailable" in c.value for c in at.sidebar.caption)
+    at.switch_page("pages/devices.py").run()
+    assert not at.exception
+    assert any("GPU: unavailable" in i.value for i in at.info)

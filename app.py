@@ -8,9 +8,8 @@ st.set_page_config(page_title="Attention, step by step", page_icon=":material/vi
 ui.start()
 page = st.navigation(
     [
-        st.Page(
-            "pages/walkthrough.py", title="Walkthrough", icon=":material/stairs:", url_path="walkthrough", default=True
-        ),
+        st.Page("pages/overview.py", title="Overview", icon=":material/home:", default=True),
+        st.Page("pages/walkthrough.py", title="Walkthrough", icon=":material/stairs:", url_path="walkthrough"),
         st.Page("pages/inputs.py", title="Inputs", icon=":material/edit:", url_path="inputs"),
         st.Page("pages/broadcasting.py", title="Broadcasting", icon=":material/view_in_ar:", url_path="broadcasting"),
         st.Page("pages/one_query.py", title="One query at a time", icon=":material/my_location:", url_path="one-query"),

@@ -9,8 +9,19 @@ import pandas as pd
 import streamlit as st
 
 from . import presets
-from .case import DTYPES, MAX_ABS, MAX_D, MAX_HEADS, MAX_N, MAX_TEMPERATURE, MIN_TEMPERATURE, Case, CaseError
-from .case import case_to_dict, parse_case
+from .case import (
+    DTYPES,
+    MAX_ABS,
+    MAX_D,
+    MAX_HEADS,
+    MAX_N,
+    MAX_TEMPERATURE,
+    MIN_TEMPERATURE,
+    Case,
+    CaseError,
+    case_to_dict,
+    parse_case,
+)
 from .core import STEP_NAMES, Trace, attend
 from .devices import available_devices, gpu_unavailable_reason
 
@@ -171,6 +182,9 @@ def trace() -> Trace:
         st.error(f"{plain(s.error)}. The numbers below are from the last valid input: fix it to go on.", icon="⚠️")
         if "trace" not in s:  # nothing valid yet in this session: the article
             s.trace = _memo("trace", presets.article())
+    if s.trace.device != "cpu":  # the device switch: show that the GPU agrees with the CPU
+        difference = (s.trace.outputs - trace_on(s.trace, "cpu").outputs).abs().max().item()
+        st.caption(f"Computed on {s.trace.device}; largest difference from the CPU: {difference:.3g}")
     return s.trace
 
 

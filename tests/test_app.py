@@ -13,7 +13,7 @@ from attention.presets import article
 from attention.ui import plain
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
-PAGES = ["pages/walkthrough.py", "pages/inputs.py", "pages/broadcasting.py", "pages/one_query.py", "pages/devices.py"]
+PAGES = ["overview", "walkthrough", "inputs", "broadcasting", "one_query", "devices"]
 ARTICLE_OUTPUTS = [[2.0, 7.0, 1.5], [2.0, 8.0, 0.0], [2.0, 7.8, 0.3]]
 
 
@@ -49,11 +49,11 @@ def edit(app: AppTest, matrix: str, row: int, column: str, value) -> AppTest:
 
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_renders_from_app_py(at, page):
-    at.switch_page(page).run()
+    at.switch_page(f"pages/{page}.py").run()
     assert not at.exception, at.exception
     assert not at.error
     assert at.selectbox(key="preset").value == "article"  # the shared sidebar from app.py is there too
-    assert at.get("plotly_chart") or page == "pages/devices.py"
+    assert at.get("plotly_chart") or page == "devices"
 
 
 def test_default_is_the_article_with_its_rounded_softmax(at):
@@ -156,6 +156,7 @@ def test_options_recompute_with_textbook_scaling_and_a_causal_mask(at):
 
 
 def test_walkthrough_steps_forward_and_back_by_key(at):
+    at.switch_page("pages/walkthrough.py").run()
     assert "Step 1 · Prepare inputs" in at.header[0].value
     at.button(key="next").click().run()
     at.button(key="next").click().run()

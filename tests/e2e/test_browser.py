@@ -32,7 +32,7 @@ HEATMAPS = """(title) => [...document.querySelectorAll('.js-plotly-plot')]
 
 # URL path → (screenshot name or None, the page's own header, more text its main area must show)
 PAGES = {
-    "/": (None, "Step 1 · Prepare inputs", ()),
+    "/": ("overview", "Attention, step by step", ()),
     "/walkthrough": ("walkthrough", "Step 1 · Prepare inputs", ()),
     "/inputs": ("inputs", "Inputs and weights", ()),
     "/broadcasting": ("broadcasting", "Step 6 · the broadcast", ()),
@@ -120,12 +120,15 @@ def test_deep_link_shows_the_page_and_the_shared_sidebar(page: Page, path: str) 
     screenshot, header, texts = PAGES[path]
     open_page(page, path)
     main, sidebar = page.locator("[data-testid=stMain]"), page.locator("[data-testid=stSidebar]")
-    expect(main.locator("h2", has_text=header).first).to_be_visible()
+    expect(main.locator("h1, h2", has_text=header).first).to_be_visible()
     for text in texts:
         expect(main.get_by_text(text).first).to_be_visible()
     expect(sidebar.locator("[data-testid=stSelectbox]", has_text="Preset")).to_be_visible()
     expect(sidebar.locator("h3", has_text="Options")).to_be_visible()
     assert_no_exception(page)
+    # An unknown path is rewritten to "/" (with a "Page not found" dialog, shown at once, so counted, not awaited)
+    assert page.evaluate("location.pathname") == path, "the URL did not stay the page's own"
+    assert page.get_by_role("dialog").filter(has_text="Page not found").count() == 0, "'Page not found' dialog"
     if screenshot:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=SCREENSHOTS / f"{screenshot}.png", full_page=True)
@@ -176,6 +179,7 @@ def test_an_invalid_cell_keeps_the_last_valid_result(page: Page) -> None:
     alert = page.locator("[data-testid=stAlert]", has_text="x, row 2")
     expect(alert).to_be_visible()
     expect(alert).to_contain_text("column 2")
+    wait_ready(page)  # the alert proves the rerun started: now let it finish, so no stale chart is read below
     z = wait_for_heatmap(page, "outputs", ARTICLE_OUTPUTS, atol=1e-5)
     assert z is not None, "no heatmap titled 'outputs' on /inputs while the input is invalid"
     np.testing.assert_allclose(z, ARTICLE_OUTPUTS, rtol=0, atol=1e-5)

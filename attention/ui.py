@@ -32,7 +32,7 @@ SESSION = "session"  # sidebar widgets keep their values across page switches
 HEADED = {"queries", "keys", "values", "scores_raw", "scores", "weights_exact", "weights", "weighted", "head_outputs"}
 
 # Session state (one per browser tab, never shared): "inputs" holds what the user typed, valid or not, as plain
-# lists; "case" and "trace" the last valid computation; widget keys hold the options.
+# lists; "trace" is the last valid computation; the sidebar's widget keys hold the sizes and options.
 
 
 def start() -> None:
@@ -176,10 +176,9 @@ def trace() -> Trace:
     s = st.session_state
     try:
         case = parse_case(_candidate())
-        s.trace, s.error = _memo("trace", case), None
+        s.trace = _memo("trace", case)
     except CaseError as e:
-        s.error = str(e)
-        st.error(f"{plain(s.error)}. The numbers below are from the last valid input: fix it to go on.", icon="⚠️")
+        st.error(f"{plain(str(e))}. The numbers below are from the last valid input: fix it to go on.", icon="⚠️")
         if "trace" not in s:  # nothing valid yet in this session: the article
             s.trace = _memo("trace", presets.article())
     if s.trace.device != "cpu":  # the device switch: show that the GPU agrees with the CPU
@@ -261,10 +260,10 @@ def _apply_edits() -> None:
 def _apply(name: str, delta: dict) -> None:
     grid, tokens = st.session_state.inputs[name], st.session_state.inputs["tokens"]
     for row, changes in delta.get("edited_rows", {}).items():
+        if not str(row).isdigit() or int(row) >= len(grid):
+            continue  # rows cannot be added here: the size is set in the sidebar
         i = int(row)
         for column, value in changes.items():
-            if not 0 <= i < len(grid):
-                continue  # rows cannot be added here: the size is set in the sidebar
             if column == "token" and name == "x":
                 tokens[i] = value
             elif str(column).isdigit() and 1 <= int(column) <= len(grid[i]):
@@ -298,9 +297,9 @@ def _move(by: int) -> None:
 def head_picker(t: Trace, key: str) -> int | None:
     """Which head to show, when there are several."""
     h = t.case.options.heads
-    return (
-        None if h == 1 else st.radio("Head", range(h), format_func=lambda i: f"head {i + 1}", key=key, horizontal=True)
-    )
+    if h == 1:
+        return None
+    return st.radio("Head", range(h), format_func=lambda i: f"head {i + 1}", key=key, horizontal=True)
 
 
 def token_picker(t: Trace, label: str, key: str) -> int:

@@ -178,3 +178,20 @@ def test_device_choice_without_a_gpu(at):
     at.switch_page("pages/devices.py").run()
     assert not at.exception
     assert any("GPU: unavailable" in i.value for i in at.info)
+
+
+def test_two_heads_render_on_every_page_with_a_head_picker(at):
+    at.number_input(key="d_k").set_value(4).run()
+    at.number_input(key="d_v").set_value(4).run()
+    at.toggle(key="use_rounded").set_value(False).run()
+    at.number_input(key="heads").set_value(2).run()
+    assert not at.error
+    assert at.session_state["trace"]["weighted"].shape == (2, 3, 3, 2)
+    for page in PAGES:
+        at.switch_page(f"pages/{page}.py").run()
+        assert not at.exception, (page, at.exception)
+        assert not at.error
+    at.switch_page("pages/walkthrough.py").run()
+    at.radio(key="step_picker").set_value(4).run()
+    at.radio(key="walkthrough_head").set_value(1).run()
+    np.testing.assert_allclose(charts(at)["scores"], at.session_state["trace"]["scores"][1].numpy())

@@ -13,6 +13,9 @@ page = st.navigation(
         st.Page("pages/inputs.py", title="Inputs", icon=":material/edit:", url_path="inputs"),
         st.Page("pages/broadcasting.py", title="Broadcasting", icon=":material/view_in_ar:", url_path="broadcasting"),
         st.Page("pages/one_query.py", title="One query at a time", icon=":material/my_location:", url_path="one-query"),
+        st.Page("pages/variants.py", title="Article vs textbook", icon=":material/compare:", url_path="variants"),
+        st.Page("pages/multi_head.py", title="Multi-head", icon=":material/view_week:", url_path="multi-head"),
+        st.Page("pages/explain.py", title="Explain a number", icon=":material/calculate:", url_path="explain"),
         st.Page("pages/devices.py", title="Devices", icon=":material/memory:", url_path="devices"),
     ]
 )

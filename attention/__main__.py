@@ -12,14 +12,19 @@ from .files import dump_case, dump_trace, load_case
 from .presets import preset
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, like every other error here (argparse adds its usage text)
+        self.exit(2, f"error: {message} (see python -m attention --help)\n")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m attention", description=__doc__.split(":")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="python -m attention", description=__doc__.split(":")[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p = commands.add_parser("preset", help="print a case: the article's example, or seeded random numbers")
     p.add_argument("name", choices=("article", "random"))
     for flag, default, high in (("--n", 3, MAX_N), ("--d-in", 4, MAX_D), ("--d-k", 3, MAX_D), ("--d-v", 3, MAX_D)):
         p.add_argument(flag, type=_size(high), default=default, help=f"1 to {high} (default {default}; random only)")
-    p.add_argument("--seed", type=int, default=0, help="random only (default 0)")
+    p.add_argument("--seed", type=_size(2**31 - 1, low=0), default=0, help="random only (default 0)")
     t = commands.add_parser("trace", help="run a case file and print its trace (JSON)")
     t.add_argument("case", help="a case file, or - for standard input")
     t.add_argument("-o", "--output", help="write the trace to this file instead of standard output")
@@ -59,10 +64,10 @@ def _read(path: str) -> bytes:
         return f.read()
 
 
-def _size(high: int):
+def _size(high: int, low: int = 1):
     def parse(text: str) -> int:
-        if not text.isdigit() or not 1 <= int(text) <= high:
-            raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {high}, not {text!r}")
+        if not text.isdecimal() or len(text) > 12 or not low <= int(text) <= high:
+            raise argparse.ArgumentTypeError(f"must be a whole number from {low} to {high}, not {text[:20]!r}")
         return int(text)
 
     return parse

@@ -6,7 +6,7 @@ import inspect
 import math
 import textwrap
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -15,6 +15,7 @@ import torch
 from .case import Case
 from .devices import resolve_device, synchronize
 
+STALE_OVERRIDE = "The weights override is not this case's softmax rounded"
 STEP_NAMES = ("inputs", "weights", "qkv", "scores", "softmax", "weighted", "outputs", "repeat")
 
 TITLES = {
@@ -29,7 +30,7 @@ TITLES = {
 }
 
 EXPLANATIONS = {
-    "inputs": "Each token is one row of x: the article's three inputs of four numbers each.",
+    "inputs": "Each token is one row of x (the article has three inputs of four numbers each).",
     "weights": "Three weight matrices turn an input row into its query, key and value.",
     "qkv": "Every input is multiplied by the three weight matrices, giving its query, key and value.",
     "scores": "Each query is dotted with every key: row i says how much input i attends to each input.",
@@ -121,7 +122,20 @@ def attend(case: Case) -> Trace:
     return _trace(case, device, recorder.records, outputs)
 
 
-def steps_4_to_7(queries, keys, values, scale, temperature, allowed, override, w_out, record=lambda **tensors: None):
+Tensor = torch.Tensor
+
+
+def steps_4_to_7(
+    queries: Tensor,
+    keys: Tensor,
+    values: Tensor,
+    scale: float,
+    temperature: float,
+    allowed: Tensor | None,
+    override: Tensor | None,
+    w_out: Tensor | None,
+    record: Callable[..., None] = lambda **tensors: None,
+) -> Tensor:
     """Steps 4-7 for a block of queries: all of them (the matrix form) or one at a time (step 8)."""
     # step 4: scores
     scores_raw = queries @ keys.mT  # (h?, n_q, n_k)
@@ -140,14 +154,31 @@ def steps_4_to_7(queries, keys, values, scale, temperature, allowed, override, w
     head_outputs = weighted.sum(dim=-3)  # (h?, n_q, d_v/h): summed over the keys
     concat = head_outputs.transpose(0, 1).flatten(1) if head_outputs.dim() == 3 else head_outputs  # (n_q, d_v)
     outputs = concat if w_out is None else concat @ w_out  # (n_q, d_out)
-    record(outputs=outputs, **_step_7_parts(head_outputs, concat, outputs))
+    record(outputs=outputs, **_step_7_parts(head_outputs, concat, w_out))
     return outputs
 
 
-def _step_7_parts(head_outputs, concat, outputs) -> dict[str, torch.Tensor]:
-    """The heads and their concatenation, recorded when they are not simply the outputs."""
-    parts = {"head_outputs": head_outputs} if head_outputs.dim() == 3 else {}
-    return parts | ({"concat": concat} if parts or concat is not outputs else {})
+def _step_7_parts(head_outputs: Tensor, concat: Tensor, w_out: Tensor | None) -> dict[str, Tensor]:
+    """What step 7 records beside the outputs: the heads and their concatenation, and concat before w_out."""
+    multi_head = head_outputs.dim() == 3
+    parts = {"head_outputs": head_outputs} if multi_head else {}
+    return parts | ({"concat": concat} if multi_head or w_out is not None else {})
+
+
+def one_query(trace: Trace, i: int) -> dict[str, Tensor]:
+    """Steps 4-7 for query i alone, as step 8 runs them, with every tensor recorded (on the CPU)."""
+    case, o = trace.case, trace.case.options
+    dtype = getattr(torch, o.dtype)
+    allowed = _allowed(o.mask, case.n, torch.device("cpu"))
+    override = None if o.weights_override is None else torch.tensor(o.weights_override, dtype=dtype)
+    w_out = None if o.w_out is None else torch.tensor(o.w_out, dtype=dtype)
+    recorded: dict[str, Tensor] = {}
+    query_i = trace["queries"][..., i : i + 1, :]
+    steps_4_to_7(
+        query_i, trace["keys"], trace["values"], scale_factor(case), o.temperature,
+        _row(allowed, i), _row(override, i), w_out, lambda **tensors: recorded.update(tensors),
+    )  # fmt: skip
+    return recorded
 
 
 def _row(t: torch.Tensor | None, i: int) -> torch.Tensor | None:
@@ -222,12 +253,16 @@ def _notes(name: str, case: Case, tensors: dict, outputs: torch.Tensor):
     if name == "scores" and o.mask is not None:
         blocked = ~torch.isfinite(tensors["scores"]).any(dim=-1)  # (h?, n_q): every key masked
         for i in blocked.reshape(-1, case.n).any(dim=0).nonzero().flatten().tolist():
+            then = "the override's row is used as given" if o.weights_override else "so its output is 0"
             yield (
-                f"Row {i + 1} ({case.tokens[i]}) is fully masked: its weights are defined as 0, so its output is 0 "
-                "(as PyTorch's fused attention gives), not NaN."
+                f"Row {i + 1} ({case.tokens[i]}) is fully masked: its exact weights are defined as 0 (as PyTorch's "
+                f"fused attention gives), not NaN; {then}."
             )
     if name == "softmax" and o.weights_override is not None:
         yield "The weights override replaces the exact softmax in steps 6-8 (the article rounds it for readability)."
+        gap = (tensors["weights"] - tensors["weights_exact"]).abs().max().item()
+        if gap > 0.05 + 1e-6:  # more than rounding to one decimal explains
+            yield f"{STALE_OVERRIDE} (they differ by up to {gap:.2g}): it was made for other numbers."
     if name == "repeat":
         by_query = tensors["outputs_by_query"]
         difference = (by_query - outputs.cpu()).abs().max().item()
@@ -265,4 +300,4 @@ def formula(name: str, case: Case) -> str:
         heads = r",\quad O = [O^{(1)} \cdots O^{(h)}]" if h > 1 else ""
         project = r",\quad O \leftarrow O\, W_O" if o.w_out is not None else ""
         return r"O_{i,:} = \sum_j \mathcal{W}_{j,i,:} = (A V)_{i,:}" + heads + project
-    return r"o_i = \sum_j \operatorname{softmax}_j(q_i \cdot k_j)\, v_j \quad \text{for each query } i \text{ alone}"
+    return r"o_i = \text{steps 4–7 with } q_i \text{ alone} = O_{i,:} \quad \text{for each query } i"

@@ -80,9 +80,42 @@ def heatmap(
     )
 
 
+def clickable(fig: go.Figure) -> go.Figure:
+    """An invisible marker on every cell, since Plotly's selection events skip heatmaps: point i is cell divmod(i, cols)."""
+    heat = fig.data[0]
+    rows, cols = list(heat.y), list(heat.x)
+    fig.add_trace(
+        go.Scatter(
+            x=[c for _ in rows for c in cols],
+            y=[r for r in rows for _ in cols],
+            mode="markers",
+            marker={"size": 18, "opacity": 0},
+            hoverinfo="skip",
+            showlegend=False,
+        )
+    )
+    return fig
+
+
+def highlight(fig: go.Figure, rows: tuple[int, ...] | None, cols: tuple[int, ...] | None) -> go.Figure:
+    """Outline the rows and columns that took part in a number (None: all of them)."""
+    n_rows, n_cols = len(fig.data[0].y), len(fig.data[0].x)
+    for i in range(n_rows) if rows is None else rows:
+        for j in range(n_cols) if cols is None else cols:
+            fig.add_shape(
+                type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5, line={"color": "#ff7f0e", "width": 3}
+            )
+    return fig
+
+
+def tensor(trace: Trace, name: str, head: int | None = None) -> torch.Tensor:
+    """A recorded tensor, or one head of it."""
+    return trace[name] if head is None else trace[name][head]
+
+
 def tensor_heatmap(trace: Trace, name: str, head: int | None = None, title: str | None = None) -> go.Figure:
     """A recorded 2-D tensor (or one head of it) with its rows and columns named after the tokens and dims."""
-    t = trace[name] if head is None else trace[name][head]
+    t = tensor(trace, name, head)
     row_kind, col_kind = AXES[name]
     return heatmap(
         t,
@@ -94,19 +127,26 @@ def tensor_heatmap(trace: Trace, name: str, head: int | None = None, title: str 
     )
 
 
+WEIGHTED_MAX_ROWS = 1024  # (key, query) rows drawn at once: past that, the first keys only
+
+
 def weighted_heatmap(trace: Trace, head: int | None = None) -> go.Figure:
     """Step 6's (n_k, n_q, d_v) tensor flattened to rows (key j, query i): each block of rows is one key."""
-    w = trace["weighted"] if head is None else trace["weighted"][head]
+    w = tensor(trace, "weighted", head)
     n_k, n_q, d_v = w.shape
+    keys = max(1, min(n_k, WEIGHTED_MAX_ROWS // n_q))
     tokens = labels(trace, "token", n_k)
-    rows = [f"k {tokens[j]} · q {tokens[i]}" for j in range(n_k) for i in range(n_q)]
-    fig = heatmap(w.reshape(n_k * n_q, d_v), rows, labels(trace, "value dim", d_v), "key · query", "value dim")
+    rows = [f"k {tokens[j]} · q {tokens[i]}" for j in range(keys) for i in range(n_q)]
+    title = "" if keys == n_k else f"keys 1-{keys} of {n_k}: the Broadcasting page shows any key"
+    fig = heatmap(
+        w[:keys].reshape(keys * n_q, d_v), rows, labels(trace, "value dim", d_v), "key · query", "value dim", title
+    )
     return fig.update_traces(hovertemplate="%{y} · value dim %{x} = %{z:.7~g}<extra></extra>")
 
 
 def table(trace: Trace, name: str, head: int | None = None) -> pd.DataFrame | None:
     """A recorded 2-D tensor as a table with the same labels, numbers as short as they round-trip; None if too big."""
-    t = trace[name] if head is None else trace[name][head]
+    t = tensor(trace, name, head)
     if t.numel() > TABLE_MAX_CELLS:
         return None
     row_kind, col_kind = AXES[name]
@@ -117,9 +157,7 @@ def table(trace: Trace, name: str, head: int | None = None) -> pd.DataFrame | No
 
 def broadcast_panels(trace: Trace, key: int, head: int | None = None) -> dict[str, go.Figure]:
     """Step 6 for one key j: value row j (1, d_v) times weight column j (n_q, 1) gives the slice (n_q, d_v)."""
-    values, weights, weighted = (
-        trace[n] if head is None else trace[n][head] for n in ("values", "weights", "weighted")
-    )
+    values, weights, weighted = (tensor(trace, n, head) for n in ("values", "weights", "weighted"))
     tokens = labels(trace, "token", trace.case.n)
     dims = labels(trace, "value dim", values.shape[-1])
     k = tokens[key]
@@ -134,10 +172,25 @@ def broadcast_panels(trace: Trace, key: int, head: int | None = None) -> dict[st
 
 def query_sum(trace: Trace, query: int, head: int | None = None) -> go.Figure:
     """Step 7 for one query i: the rows weighted[:, i] (one per key) that sum to output row i."""
-    weighted = trace["weighted"] if head is None else trace["weighted"][head]
+    weighted = tensor(trace, "weighted", head)
     tokens = labels(trace, "token", trace.case.n)
     dims = labels(trace, "value dim", weighted.shape[-1])
     return heatmap(weighted[:, query], tokens, dims, "key", "value dim", f"weighted[:, {query}] · (n_k, d_v)")
+
+
+TEMPERATURES = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 10.0)
+
+
+def variant_table(variants: dict[str, Trace], reference: torch.Tensor) -> pd.DataFrame:
+    """Each variant's distance from the reference outputs."""
+    rows = {name: (t.outputs - reference).abs() for name, t in variants.items()}
+    return pd.DataFrame(
+        {
+            "largest |Δ outputs|": [float(d.max()) for d in rows.values()],
+            "mean |Δ outputs|": [float(d.mean()) for d in rows.values()],
+        },
+        index=list(rows),
+    )
 
 
 def key_sum(trace: Trace) -> str:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import math
 import struct
+import zlib
 
 import torch
 
@@ -12,6 +15,8 @@ from .case import Case, CaseError, case_to_dict, parse_case
 from .core import Trace
 
 TRACE_FORMAT = "attention-trace/1"
+MAX_LINK_CHARS = 16_000  # a link's case token; browsers and servers take URLs of 32 KB and more
+MAX_LINK_JSON = 4_000_000  # bytes of JSON a token may unpack to: the largest valid case, not a zip bomb
 
 
 def load_case(text: str | bytes) -> Case:
@@ -22,12 +27,39 @@ def load_case(text: str | bytes) -> Case:
         raise CaseError("case file", "is not UTF-8 text") from None
     except json.JSONDecodeError as e:
         raise CaseError("case file", f"is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    except RecursionError:
+        raise CaseError("case file", "is nested too deeply to be a case") from None
+    except ValueError as e:  # e.g. an integer of more than 4,300 digits
+        raise CaseError("case file", f"is not a case ({str(e)[:80]})") from None
     return parse_case(obj)
 
 
 def dump_case(case: Case) -> str:
     """The case file's text: one key, or one matrix row, per line."""
     return _pretty(case_to_dict(case))
+
+
+def case_to_link(case: Case) -> str:
+    """The case file, compact: JSON, deflated, base64url without padding (for the `case` URL parameter)."""
+    text = json.dumps(case_to_dict(case), separators=(",", ":"), ensure_ascii=False)
+    return base64.urlsafe_b64encode(zlib.compress(text.encode(), 9)).decode().rstrip("=")
+
+
+def case_from_link(token: str) -> Case:
+    """The case in a link token; a malformed, oversized or invalid one is a CaseError that says which."""
+    if len(token) > MAX_LINK_CHARS:
+        raise CaseError("link", f"is {len(token):,} characters, more than the {MAX_LINK_CHARS:,} a link may hold")
+    try:
+        packed = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        inflater = zlib.decompressobj()
+        text = inflater.decompress(packed, MAX_LINK_JSON)
+        if inflater.unconsumed_tail:
+            raise CaseError("link", "unpacks to more than a case can be")
+        if not inflater.eof:
+            raise CaseError("link", "is not a case link (it is cut short)")
+    except (binascii.Error, ValueError, zlib.error):
+        raise CaseError("link", "is not a case link (it does not decode)") from None
+    return load_case(text)
 
 
 def trace_to_dict(trace: Trace) -> dict:

@@ -98,3 +98,30 @@ def resize_grids(case: dict, n: int, d_in: int, d_k: int, d_v: int, fill: str = 
 
 def _round(t: torch.Tensor) -> list[list[float]]:
     return [[round(v, 1) + 0.0 for v in row] for row in t.tolist()]  # + 0.0 turns -0.0 into 0.0
+
+
+def with_options(case: Case, **changes) -> Case:
+    """The same numbers with some options changed (None removes one: back to its default)."""
+    d = case_to_dict(case)
+    options = {k: v for k, v in {**d["options"], **changes}.items() if v is not None}
+    return parse_case({**d, "options": options})
+
+
+def variants(case: Case) -> dict[str, Case]:
+    """Where the article departs from textbook attention, side by side on one case's numbers."""
+    exact = {"scale": None, "temperature": None, "mask": None, "weights_override": None}
+    out = {}
+    if case.options.weights_override is not None:
+        out["article: rounded softmax"] = with_options(
+            case, **exact | {"weights_override": case.options.weights_override}
+        )
+    out[EXACT] = with_options(case, **exact)
+    out["exact, ÷√d_k (textbook)"] = with_options(case, **exact | {"scale": "sqrt_dk"})
+    out[f"exact, temperature {case.options.temperature:g}"] = with_options(
+        case, **exact | {"temperature": case.options.temperature}
+    )
+    out["exact, causal mask"] = with_options(case, **exact | {"mask": "causal"})
+    return out
+
+
+EXACT = "exact softmax, unscaled"  # the reference the other variants are compared with

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 import re
+import time
 
 import pandas as pd
 import streamlit as st
 
-from . import presets
+from . import figures, files, oracles, presets
 from .case import (
     DTYPES,
     MAX_ABS,
@@ -22,8 +23,9 @@ from .case import (
     case_to_dict,
     parse_case,
 )
-from .core import STEP_NAMES, Trace, attend
-from .devices import available_devices, gpu_unavailable_reason
+from .core import STALE_OVERRIDE, STEP_NAMES, Trace, attend
+from .devices import available_devices, gpu_unavailable_reason, resolve_device
+from .script import to_script
 
 MATRICES = ("x", "w_query", "w_key", "w_value")
 SIZES = {"n": ("n · tokens", MAX_N), "d_in": ("d_in", MAX_D), "d_k": ("d_k", MAX_D), "d_v": ("d_v", MAX_D)}
@@ -44,12 +46,29 @@ def start() -> None:
     """
     s = st.session_state
     if "inputs" not in s:
-        s.preset, s.seed, s.fill, s.device = "article", 0, "zeros", "cpu"
-    if s.get("loaded") != _preset_choice():
+        s.preset, s.seed, s.fill, s.device, s.notices = "article", 0, "zeros", "cpu", []
+        _load_preset()
+        _open_link()
+    elif s.loaded != _preset_choice():
         _load_preset()
     elif (s.n, s.d_in, s.d_k, s.d_v) != _shape():
         _resize()
     _apply_edits()
+
+
+def _open_link() -> None:
+    """A shared link (?case=…&step=…) restores its case and step; a bad one is refused with a note."""
+    s, params = st.session_state, st.query_params
+    if token := params.get("case"):
+        try:
+            _load(files.case_from_link(token))
+        except CaseError as e:
+            s.notices.append(f"This link was refused ({e}); showing the article instead.")
+    if step := params.get("step"):
+        if step.isdigit() and 1 <= int(step) <= 8:
+            s.step = int(step)
+        else:
+            s.notices.append(f"This link's step {step[:20]!r} is not 1 to 8; showing step 1.")
 
 
 def _preset_choice() -> tuple:
@@ -66,13 +85,28 @@ def _load(case: Case) -> None:
     """Put a whole case into the session: the editors' grids, the sizes and the option widgets."""
     s = st.session_state
     d, o = case_to_dict(case), case.options
-    s.inputs = {name: d[name] for name in (*MATRICES, "tokens")} | {"rounded": d["options"].get("weights_override")}
+    s.inputs = {name: d[name] for name in (*MATRICES, "tokens")} | {
+        "rounded": d["options"].get("weights_override"),
+        "w_out": d["options"].get("w_out"),
+        "mask": d["options"]["mask"] if isinstance(o.mask, tuple) else None,  # an explicit 0/1 matrix
+    }
     s.version = s.get("version", 0) + 1  # new editor keys: edits made to the old grids do not carry over
     s.n, s.d_in, s.d_k, s.d_v = case.n, case.d_in, case.d_k, case.d_v
     s.scale = o.scale if isinstance(o.scale, str) else "custom"
     s.scale_value = 1.0 if isinstance(o.scale, str) else o.scale
-    s.temperature, s.mask, s.heads, s.dtype = o.temperature, o.mask or "none", o.heads, o.dtype
+    s.temperature, s.heads, s.dtype = o.temperature, o.heads, o.dtype
+    s.mask = "custom" if isinstance(o.mask, tuple) else o.mask or "none"
     s.use_rounded = o.weights_override is not None
+    s.device = _device_here(o.device)
+
+
+def _device_here(spec: str) -> str:
+    """The device a case asks for, when it is here; else the CPU, with a note."""
+    try:
+        return str(resolve_device(spec))
+    except CaseError as e:
+        st.session_state.notices.append(f"{e}: running on the CPU.")
+        return "cpu"
 
 
 def _load_preset() -> None:
@@ -87,9 +121,10 @@ def _load_preset() -> None:
 def _resize() -> None:
     s = st.session_state
     grids = presets.resize_grids(_candidate(), s.n, s.d_in, s.d_k, s.d_v, fill=s.fill, seed=s.seed)
-    if s.n != _shape()[0]:
-        s.inputs["rounded"], s.use_rounded = None, False  # n×n no longer fits
-    s.inputs |= {name: grids[name] for name in (*MATRICES, "tokens")}
+    if s.n != _shape()[0]:  # n×n matrices no longer fit
+        s.inputs["rounded"], s.inputs["mask"], s.use_rounded = None, None, False
+        s.mask = "none" if s.mask == "custom" else s.mask
+    s.inputs |= {name: grids[name] for name in (*MATRICES, "tokens")} | {"w_out": grids["options"].get("w_out")}
     s.version += 1
 
 
@@ -99,13 +134,15 @@ def _candidate() -> dict:
     options = {
         "scale": s.scale_value if s.scale == "custom" else s.scale,
         "temperature": s.temperature,
-        "mask": None if s.mask == "none" else s.mask,
+        "mask": {"none": None, "custom": i["mask"]}.get(s.mask, s.mask),
         "heads": s.heads,
         "dtype": s.dtype,
         "device": s.device,
     }
     if s.use_rounded and i["rounded"] is not None:
         options["weights_override"] = i["rounded"]
+    if i["w_out"] is not None:
+        options["w_out"] = i["w_out"]
     return {"format": "attention-case/1", **{name: i[name] for name in (*MATRICES, "tokens")}, "options": options}
 
 
@@ -156,7 +193,8 @@ def sidebar() -> None:
             key="temperature",
             format="%g",
         )
-        st.selectbox("Mask", ("none", "causal"), persist_state=SESSION, key="mask")
+        masks = ("none", "causal", "custom") if s.inputs["mask"] is not None else ("none", "causal")
+        st.selectbox("Mask", masks, persist_state=SESSION, key="mask", help="custom: the 0/1 matrix of a loaded case")
         st.number_input(
             "Heads", 1, MAX_HEADS, step=1, persist_state=SESSION, key="heads", help="d_k and d_v must divide by it"
         )
@@ -170,10 +208,14 @@ def sidebar() -> None:
 def trace() -> Trace:
     """The trace of the current inputs; while they are invalid, a message naming the place and the last valid trace.
 
-    Each page calls this once, first: every run recomputes from the inputs (only when they changed).
+    Each page calls this once, first: every run recomputes from the inputs (only when they changed), checks the
+    result against PyTorch's attention, keeps the URL a link to this view, and adds the share panel.
     """
     _ensure_app_py_ran()
     s = st.session_state
+    for notice in s.notices:
+        st.warning(plain(notice), icon=":material/link:")
+    s.notices = []
     try:
         case = parse_case(_candidate())
         s.trace = _memo("trace", case)
@@ -181,10 +223,75 @@ def trace() -> Trace:
         st.error(f"{plain(str(e))}. The numbers below are from the last valid input: fix it to go on.", icon="⚠️")
         if "trace" not in s:  # nothing valid yet in this session: the article
             s.trace = _memo("trace", presets.article())
-    if s.trace.device != "cpu":  # the device switch: show that the GPU agrees with the CPU
-        difference = (s.trace.outputs - trace_on(s.trace, "cpu").outputs).abs().max().item()
-        st.caption(f"Computed on {s.trace.device}; largest difference from the CPU: {difference:.3g}")
+    for note in s.trace.step("softmax").notes:
+        if note.startswith(STALE_OVERRIDE):
+            st.info(f"{plain(note)}. Turn off “Article's rounded softmax” in the sidebar to use the exact weights.")
+    _verified(s.trace)
+    _share(s.trace)
     return s.trace
+
+
+def _verified(t: Trace) -> None:
+    """Whether this trace agrees with PyTorch's attention (fused, or nn.MultiheadAttention), shown on every page."""
+    exact = exact_trace(t)
+    c = oracles.check(exact.case, exact.outputs)
+    where = "" if t.device == "cpu" else f" Computed on {t.device}."
+    note = "" if exact is t else " (checked with the exact softmax: the article's rounding is not attention's)"
+    text = f"{c.oracle}: largest difference {c.difference:.2g}{note}.{where}"
+    if c.agrees:
+        st.caption(f":material/verified: Agrees with PyTorch's {text}")
+    else:
+        st.error(f"Differs from PyTorch's {text}")
+
+
+def _share(t: Trace) -> None:
+    """Keep the URL a link to this view (case and step), and offer the link, the files and an import."""
+    s, params = st.session_state, st.query_params
+    token = files.case_to_link(t.case)
+    too_long = len(token) > files.MAX_LINK_CHARS
+    if t.case == presets.article() or too_long:
+        params.pop("case", None)
+    else:
+        params["case"] = token
+    if s.get("step", 1) != 1:
+        params["step"] = str(s.step)
+    else:
+        params.pop("step", None)
+    with st.sidebar.expander("Share and export", icon=":material/share:"):
+        if too_long:
+            st.caption(f"This case is too big for a link ({len(token):,} characters): share the case file instead.")
+        else:
+            query = "&".join(f"{k}={v}" for k, v in params.to_dict().items())
+            st.code(f"{st.context.url or ''}{'?' if query else ''}{query}", language=None, wrap_lines=True)
+            st.caption("Copy the link (button at the top right): it opens this page with these numbers.")
+        case_file = files.dump_case(t.case)
+        st.download_button("Case file", case_file, "case.json", "application/json", on_click="ignore", key="get_case")
+        st.download_button(
+            "Trace file",
+            lambda: files.dump_trace(t),
+            "trace.json",
+            "application/json",
+            on_click="ignore",
+            key="get_trace",
+        )
+        st.download_button(
+            "Python script", lambda: to_script(t.case), "attention_case.py", "text/x-python", on_click="ignore",
+            key="get_script",
+        )  # fmt: skip
+        st.file_uploader("Open a case file", type=["json"], key="upload", on_change=_import_case)
+
+
+def _import_case() -> None:
+    """Load an uploaded case file; a bad one changes nothing and says why."""
+    s = st.session_state
+    upload = s.get("upload")
+    if upload is None:
+        return
+    try:
+        _load(files.load_case(upload.getvalue()))
+        s.notices.append(f"Opened {upload.name}.")
+    except CaseError as e:
+        s.notices.append(f"{upload.name} was not opened, nothing changed: {e}")
 
 
 def _ensure_app_py_ran() -> None:
@@ -203,15 +310,21 @@ def _ensure_app_py_ran() -> None:
 
 def exact_trace(t: Trace) -> Trace:
     """The same case with the exact softmax, to show what the article's rounding changes."""
-    d = case_to_dict(t.case)
-    d["options"].pop("weights_override", None)
-    return _memo("exact", parse_case(d))
+    return _variant(t, "exact", weights_override=None)
 
 
 def trace_on(t: Trace, device: str) -> Trace:
-    d = case_to_dict(t.case)
-    d["options"]["device"] = device
-    return _memo(f"on:{device}", parse_case(d))
+    return _variant(t, f"on:{device}", device=device)
+
+
+def variant_trace(name: str, case: Case) -> Trace:
+    return _memo(f"variant:{name}", case)
+
+
+def _variant(t: Trace, slot: str, **options) -> Trace:
+    """The trace of this case with some options changed; the trace itself when they change nothing."""
+    case = presets.with_options(t.case, **options)
+    return t if case == t.case else _memo(slot, case)
 
 
 def _memo(slot: str, case: Case) -> Trace:
@@ -236,6 +349,22 @@ def matrix_editor(name: str) -> None:
     st.data_editor(frame, key=editor_key(name), num_rows="fixed", column_config=config)
 
 
+def w_out_switch() -> None:
+    """Add or remove the output projection w_out (d_v × d_v, the identity to start with), and edit it."""
+    s = st.session_state
+    key = f"use_w_out_{s.version}"
+    s[key] = s.inputs["w_out"] is not None  # the inputs decide: a link or a file may bring one
+    st.toggle("Output projection w_out", key=key, on_change=_toggle_w_out, args=(key,))
+    if s.inputs["w_out"] is not None:
+        matrix_editor("w_out")
+
+
+def _toggle_w_out(key: str) -> None:
+    d_v = _shape()[3]
+    identity = [[float(i == j) for j in range(d_v)] for i in range(d_v)]
+    st.session_state.inputs["w_out"] = identity if st.session_state[key] else None
+
+
 def editor_key(name: str) -> str:
     """The editor's widget key: new after a preset, reset or resize, so that old edits do not apply to new grids."""
     return f"editor_{name}_{st.session_state.version}"
@@ -252,22 +381,25 @@ def _apply_edits() -> None:
     applying them again changes nothing, so this can run at the start of every run, on any page.
     """
     s = st.session_state
-    for name in MATRICES:
-        if editor_key(name) in s:
+    for name in (*MATRICES, "w_out"):
+        if editor_key(name) in s and s.inputs[name] is not None:
             _apply(name, s[editor_key(name)])
 
 
 def _apply(name: str, delta: dict) -> None:
-    grid, tokens = st.session_state.inputs[name], st.session_state.inputs["tokens"]
+    """One editor's cell edits; keys a real grid never sends (a forged client might) are left out, with a note."""
+    s = st.session_state
+    grid, tokens = s.inputs[name], s.inputs["tokens"]
+    columns = {str(j + 1): j for j in range(len(grid[0]))}
     for row, changes in delta.get("edited_rows", {}).items():
-        if not str(row).isdigit() or int(row) >= len(grid):
-            continue  # rows cannot be added here: the size is set in the sidebar
-        i = int(row)
-        for column, value in changes.items():
+        i = int(row) if str(row).isdecimal() and int(row) < len(grid) else None
+        for column, value in changes.items() if i is not None else ():
             if column == "token" and name == "x":
                 tokens[i] = value
-            elif str(column).isdigit() and 1 <= int(column) <= len(grid[i]):
-                grid[i][int(column) - 1] = value
+            elif str(column) in columns:
+                grid[i][columns[str(column)]] = value
+    if delta.get("added_rows") or delta.get("deleted_rows"):
+        s.notices.append(f"{name}: rows cannot be added or deleted here; change the sizes in the sidebar.")
 
 
 def step_picker() -> int:
@@ -276,8 +408,8 @@ def step_picker() -> int:
     s.setdefault("step", 1)
     s.step_picker = s.step
     previous, picker, following = st.columns([1, 8, 1], vertical_alignment="center")
-    previous.button("◀", key="previous", on_click=_move, args=(-1,), disabled=s.step == 1, help="Previous step")
-    following.button("▶", key="next", on_click=_move, args=(1,), disabled=s.step == 8, help="Next step")
+    previous.button("◀", key="previous", on_click=_move, args=(-1,), disabled=s.step == 1, shortcut="Left")
+    following.button("▶", key="next", on_click=_move, args=(1,), disabled=s.step == 8, shortcut="Right")
     picker.radio(
         "Step",
         range(1, 9),
@@ -294,6 +426,32 @@ def _move(by: int) -> None:
     st.session_state.step = min(8, max(1, st.session_state.step + by))
 
 
+PACES = (0.5, 1.0, 2.0, 3.0, 5.0)  # seconds per step
+
+
+def player() -> None:
+    """Play / pause through steps 1-8 at a chosen pace (a timed fragment moves to the next step and reruns)."""
+    s = st.session_state
+    play, pace = st.columns([1, 3], vertical_alignment="center")
+    play.toggle("Play", key="playing", help="Step through 1-8 by itself; ← and → step by hand")
+    seconds = pace.select_slider(
+        "Pace", PACES, value=2.0, format_func=lambda v: f"{v:g} s per step", key="pace", label_visibility="collapsed"
+    )
+    if s.playing:
+        st.fragment(lambda: _advance(seconds), run_every=seconds)()
+    else:
+        s.pop("play_due", None)
+
+
+def _advance(seconds: float) -> None:
+    s = st.session_state
+    due = s.setdefault("play_due", time.monotonic() + seconds)
+    if time.monotonic() >= due:
+        s.play_due = time.monotonic() + seconds
+        s.step = s.step % 8 + 1  # after step 8, step 1 again
+        st.rerun(scope="app")
+
+
 def head_picker(t: Trace, key: str) -> int | None:
     """Which head to show, when there are several."""
     h = t.case.options.heads
@@ -306,6 +464,65 @@ def token_picker(t: Trace, label: str, key: str) -> int:
     """Pick a token by its label; Input 2 first when there is one (the article's Input 1 has weight 0 everywhere)."""
     index = min(1, t.case.n - 1)
     return st.selectbox(label, range(t.case.n), index=index, format_func=lambda i: t.case.tokens[i], key=key)
+
+
+# Explain a number: a picker per axis of the chosen tensor, and clicks on its heatmap that set those pickers.
+
+CELL_AXES = figures.AXES | {"weighted": ("key", "query", "value dim")}
+
+
+def _axes(t: Trace, name: str) -> list[tuple[str, int]]:
+    """(kind, size) for each axis of a recorded tensor: the head first when it has one."""
+    kinds = CELL_AXES[name]
+    shape = t[name].shape
+    return list(zip(("head", *kinds) if len(shape) > len(kinds) else kinds, shape, strict=True))
+
+
+def cell_picker(t: Trace, name: str) -> tuple[int, ...]:
+    index = []
+    for a, ((kind, size), column) in enumerate(zip(_axes(t, name), st.columns(len(_axes(t, name))), strict=True)):
+        names = [f"head {i + 1}" for i in range(size)] if kind == "head" else figures.labels(t, kind, size)
+        default = min(1, size - 1) if kind in figures.TOKEN_KINDS else 0  # Input 2: the article's Input 1 is all 0
+        key = f"explain_{name}_{a}"
+        index.append(column.selectbox(kind, range(size), index=default, format_func=names.__getitem__, key=key))
+    return tuple(index)
+
+
+def explain_figure(t: Trace, name: str, index: tuple[int, ...]):
+    """The tensor's 2-D view, clickable, with the picked cell outlined."""
+    head, cell = _split_head(name, index)
+    if name == "weighted":  # rows are (key j, query i) pairs
+        fig, (row, col) = figures.weighted_heatmap(t, head), (cell[0] * t["weighted"].shape[-2] + cell[1], cell[2])
+    else:
+        fig, (row, col) = figures.tensor_heatmap(t, name, head), cell
+    return figures.highlight(figures.clickable(fig), (row,), (col,))
+
+
+def apply_click(t: Trace, name: str) -> None:
+    """A click on the heatmap picks its cell: set the pickers before they are drawn (each click once)."""
+    s = st.session_state
+    chart = s.get("explain_chart") or {}
+    points = [p for p in chart.get("selection", {}).get("points", []) if p.get("curve_number") == 1]
+    if not points or points[0] == s.get("explain_click"):
+        return
+    s.explain_click = points[0]
+    shape = t[name].shape
+    r, c = divmod(points[0]["point_index"], shape[-1])
+    cell = (*divmod(r, shape[-2]), c) if name == "weighted" else (r, c)
+    head = (s.get(f"explain_{name}_0", 0),) if len(shape) > len(CELL_AXES[name]) else ()
+    for a, value in enumerate((*head, *cell)):
+        s[f"explain_{name}_{a}"] = value
+
+
+def _split_head(name: str, index: tuple[int, ...]) -> tuple[int | None, tuple[int, ...]]:
+    extra = len(index) - len(CELL_AXES[name])
+    return (index[0] if extra else None), index[extra:]
+
+
+def part_figure(t: Trace, part: str, head: int | None):
+    """A tensor that took part in the explained number, as the same 2-D view (the same head)."""
+    head = head if part in HEADED else None
+    return figures.weighted_heatmap(t, head) if part == "weighted" else figures.tensor_heatmap(t, part, head)
 
 
 def plain(text: str) -> str:

@@ -6,13 +6,14 @@ from attention import figures, ui
 
 trace = ui.trace()
 step = trace.steps[ui.step_picker() - 1]
+ui.player()
 
 st.header(f"Step {step.number} · {step.title}")
 st.write(step.explanation)
 st.latex(step.formula)
 st.code(step.code, language="python")
 for note in step.notes:
-    st.info(note)
+    st.info(ui.plain(note))
 
 head = ui.head_picker(trace, "walkthrough_head") if set(step.tensors) & ui.HEADED else None
 for name, tensor in step.tensors.items():

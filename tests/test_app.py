@@ -1,8 +1,5 @@
 """The app through Streamlit's AppTest: every page from app.py, widgets by key, seeded edits, bad edits, devices."""
 
-import base64
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -11,10 +8,7 @@ from streamlit.testing.v1 import AppTest
 from attention import attend, case_to_dict, parse_case
 from attention.presets import article
 from attention.ui import plain
-
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
-PAGES = ["overview", "walkthrough", "inputs", "broadcasting", "one_query", "devices"]
-ARTICLE_OUTPUTS = [[2.0, 7.0, 1.5], [2.0, 8.0, 0.0], [2.0, 7.8, 0.3]]
+from tests.apptest import APP, ARTICLE_OUTPUTS, PAGES, charts, edit
 
 
 @pytest.fixture
@@ -22,29 +16,6 @@ def at() -> AppTest:
     app = AppTest.from_file(APP, default_timeout=60).run()
     assert not app.exception
     return app
-
-
-def charts(app: AppTest) -> dict[str, np.ndarray]:
-    """Every heatmap's z by its title, decoded from Plotly's typed-array JSON."""
-    import json
-
-    out = {}
-    for chart in app.get("plotly_chart"):
-        spec = json.loads(chart.proto.spec)
-        z = spec["data"][0]["z"]
-        if isinstance(z, dict):  # {"dtype", "bdata", "shape"}
-            shape = [int(s) for s in str(z["shape"]).split(",")]
-            z = np.frombuffer(base64.b64decode(z["bdata"]), z["dtype"]).reshape(shape)
-        title = (spec["layout"].get("title") or {}).get("text", "")
-        out[title] = np.asarray(z, dtype=float)
-    return out
-
-
-def edit(app: AppTest, matrix: str, row: int, column: str, value) -> AppTest:
-    """A data-editor edit as the browser sends it (AppTest cannot type into the grid)."""
-    key = f"editor_{matrix}_{app.session_state['version']}"
-    app.session_state[key] = {"edited_rows": {row: {column: value}}, "added_rows": [], "deleted_rows": []}
-    return app.run()
 
 
 @pytest.mark.parametrize("page", PAGES)

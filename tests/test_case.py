@@ -198,12 +198,18 @@ def test_cli_reproduces_the_article(tmp_path):
         ),
         (("preset", "random", "--n", "0"), "", "argument --n: must be a whole number from 1 to 1024"),
         (("preset", "random", "--d-k", "x"), "", "argument --d-k: must be a whole number from 1 to 64"),
+        (("preset", "random", "--seed", "9" * 30), "", "argument --seed: must be a whole number from 0 to"),
+        (("preset", "nonsense"), "", "argument name: invalid choice"),
+        ((), "", "error: the following arguments are required: command"),
+        (("trace", "-"), "[" * 100_000, "error: case file: is nested too deeply"),
+        (("trace", "-"), '{"x": ' + "9" * 5000 + "}", "error: case file: is not a case"),
     ],
 )
 def test_cli_bad_input_is_one_line_and_no_traceback(args, stdin, message):
     run = cli(*args, stdin=stdin)
     assert run.returncode == 2
     assert message in run.stderr
+    assert run.stderr.count("\n") == 1, run.stderr  # one line
     assert "Traceback" not in run.stderr
     assert run.stdout == ""
 

@@ -1,0 +1,73 @@
+"""PyTorch's own attention as the oracle: scaled_dot_product_attention, and nn.MultiheadAttention where it fits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from .case import Case
+from .core import scale_factor
+
+
+@dataclass(frozen=True)
+class Check:
+    oracle: str  # what computed the reference
+    difference: float  # largest |trace − oracle| over the outputs
+    agrees: bool  # within float32 (or float64) tolerance
+
+
+def fused_outputs(case: Case) -> torch.Tensor:
+    """The case's exact attention (no override) by scaled_dot_product_attention, per head, then concat and w_out."""
+    o, h = case.options, case.options.heads
+    dtype = getattr(torch, o.dtype)
+    x = torch.tensor(case.x, dtype=dtype)
+    q, k, v = (x @ torch.tensor(w, dtype=dtype) for w in (case.w_query, case.w_key, case.w_value))
+    q, k, v = (t.unflatten(-1, (h, -1)).transpose(0, 1) for t in (q, k, v))  # (h, n, d/h)
+    mask = None
+    if o.mask == "causal":
+        mask = torch.ones(case.n, case.n, dtype=torch.bool).tril()
+    elif o.mask is not None:
+        mask = torch.tensor(o.mask) != 0  # True = may attend, as SDPA takes it
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale_factor(case) / o.temperature)
+    out = out.transpose(0, 1).flatten(1)  # (n, d_v): heads side by side
+    return out if o.w_out is None else out @ torch.tensor(o.w_out, dtype=dtype)
+
+
+def mha_outputs(case: Case) -> torch.Tensor | None:
+    """nn.MultiheadAttention with our weights, where it can express the case; else None.
+
+    It projects to embed_dim (so d_in = d_k = d_v, and w_out square), always scales by 1/√(d_k/h), has no
+    temperature, and gives NaN for a fully masked row: so only textbook cases with no mask or a causal one.
+    """
+    o = case.options
+    e = case.d_in
+    fits = case.d_k == case.d_v == e and (o.w_out is None or len(o.w_out[0]) == e)
+    if not fits or o.scale != "sqrt_dk" or o.temperature != 1 or o.mask not in (None, "causal"):
+        return None
+    dtype = getattr(torch, o.dtype)
+    mha = torch.nn.MultiheadAttention(e, o.heads, bias=False, batch_first=True, dtype=dtype)
+    with torch.no_grad():
+        w_q, w_k, w_v = (torch.tensor(w, dtype=dtype) for w in (case.w_query, case.w_key, case.w_value))
+        mha.in_proj_weight.copy_(torch.cat([w_q.T, w_k.T, w_v.T]))  # it computes x @ W.T
+        mha.out_proj.weight.copy_(
+            torch.eye(e, dtype=dtype) if o.w_out is None else torch.tensor(o.w_out, dtype=dtype).T
+        )
+        x = torch.tensor(case.x, dtype=dtype)[None]
+        # its bool mask is True where attending is NOT allowed (the opposite of scaled_dot_product_attention's)
+        blocked = torch.ones(case.n, case.n, dtype=torch.bool).triu(1) if o.mask == "causal" else None
+        out, _ = mha(x, x, x, need_weights=False, attn_mask=blocked)
+    return out[0]
+
+
+def check(case: Case, outputs: torch.Tensor) -> Check:
+    """Compare exact outputs (a trace without the override) with PyTorch's attention for the same case."""
+    reference = mha_outputs(case) if case.options.heads > 1 else None
+    oracle = "nn.MultiheadAttention" if reference is not None else "scaled_dot_product_attention"
+    reference = fused_outputs(case) if reference is None else reference
+    tolerance = {"float32": (1.3e-6, 1e-5), "float64": (1e-7, 1e-7)}[case.options.dtype]
+    agrees = torch.allclose(
+        outputs.cpu(), reference, rtol=tolerance[0], atol=tolerance[1] * (1 + reference.abs().max())
+    )
+    return Check(oracle, (outputs.cpu() - reference).abs().max().item(), bool(agrees))

@@ -1,0 +1,28 @@
+"""Explain a number: pick any cell of any step (or click it) and see the arithmetic that made it, with its numbers."""
+
+import streamlit as st
+
+from attention import figures, ui
+from attention.explain import explain, explainable
+
+trace = ui.trace()
+st.header("Explain a number")
+st.write(
+    "Pick a tensor and a cell, or click a cell in the heatmap: its arithmetic appears below, with the real numbers."
+)
+
+names = explainable(trace)
+name = st.selectbox("Tensor", names, index=names.index("scores_raw"), key="explain_tensor")
+ui.apply_click(trace, name)
+index = ui.cell_picker(trace, name)
+explanation = explain(trace, name, index)
+
+figure = ui.explain_figure(trace, name, index)
+st.plotly_chart(figure, key="explain_chart", on_select="rerun", selection_mode="points", width="stretch")
+
+st.subheader(ui.plain(explanation.title), anchor=False)
+st.code("\n".join(explanation.lines), language=None, wrap_lines=True)
+st.caption("Outlined: the cells that took part.")
+for column, (part, (rows, cols)) in zip(st.columns(max(1, len(explanation.parts))), explanation.parts.items()):
+    figure = figures.highlight(ui.part_figure(trace, part, explanation.head), rows, cols)
+    column.plotly_chart(figure, key=f"explain_part_{part}", width="stretch")

@@ -1,0 +1,248 @@
+"""Explaining one number: against the article's printed arithmetic, and against the trace itself on random cases."""
+
+import ast
+import math
+import random
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from attention import explain as explain_module
+from attention.core import attend
+from attention.explain import PER_HEAD, explain, explainable
+from attention.presets import article, random_case
+
+# The seed's printed step-6 tensor, weighted[j, i] = (query i's weight on key j) × value row j.
+SEED_WEIGHTED = [
+    [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]],
+    [[1.0, 4.0, 0.0], [2.0, 8.0, 0.0], [1.8, 7.2, 0.0]],
+    [[1.0, 3.0, 1.5], [0.0, 0.0, 0.0], [0.2, 0.6, 0.3]],
+]
+W_OUT = [[0.5, -1.0], [1.2, 0.3], [-0.7, 2.0], [0.1, -0.4]]  # (d_v = 4, d_out = 2)
+NUMBER_AT_END = re.compile(r"(−?∞|−?\d+(?:\.\d+)?(?:e−?\d+)?)$")
+
+
+def number(text: str) -> float:
+    return float(text.replace("−", "-").replace("∞", "inf"))
+
+
+def last_number(explanation) -> float:
+    match = NUMBER_AT_END.search(explanation.lines[-1])
+    assert match, f"the last line does not end with a number: {explanation.lines[-1]!r}"
+    return number(match.group(1))
+
+
+def float32(v: float) -> float:
+    """The float32 a printed number reads back as (they are printed as short as round-trips)."""
+    return torch.tensor(v, dtype=torch.float32).item()
+
+
+def numbers(text: str) -> list[float]:
+    return [number(m) for m in re.findall(r"−?\d+(?:\.\d+)?(?:e−?\d+)?", text)]
+
+
+def text(explanation) -> str:
+    return "\n".join(explanation.lines)
+
+
+@pytest.fixture(scope="module")
+def seed():
+    return attend(article())
+
+
+# The article's numbers ------------------------------------------------------------------------------------------
+
+
+def test_article_scores_raw(seed):
+    e = explain(seed, "scores_raw", (1, 2))
+    assert "q₂ · k₃ = 2·2 + 2·3 + 2·1 = 12" in text(e)
+    assert e.value == 12 and e.title == "scores_raw[Input 2, Input 3]: query Input 2 · key Input 3"
+    assert e.parts["queries"] == ((1,), None) and e.parts["keys"] == ((2,), None)
+    assert "= 2·4 + 2·4 + 2·0 = 16" in text(explain(seed, "scores_raw", (1, 1)))
+
+
+def test_article_scores_are_the_raw_scores(seed):
+    e = explain(seed, "scores", (1, 2))
+    assert "raw score" in text(e) and last_number(e) == e.value == 12
+
+
+def test_article_exact_softmax(seed):
+    e = explain(seed, "weights_exact", (1, 2))
+    assert "exp(12) / (exp(4) + exp(16) + exp(12))" in text(e)
+    assert f"{e.value:.4e}" == "1.7986e-02" and f"{last_number(e):.4e}" == "1.7986e-02"
+    assert e.parts["scores"] == ((1,), None)
+
+
+def test_article_rounded_weight_beside_the_exact_one(seed):
+    e = explain(seed, "weights", (2, 1))
+    assert "rounded" in text(e) and "0.9" in text(e)
+    assert e.value == pytest.approx(0.9) and last_number(e) == pytest.approx(0.9)
+    assert any(round(v, 5) == 0.88054 for v in numbers(text(e)))  # the exact softmax, beside it
+
+
+def test_article_output_is_the_weighted_sum(seed):
+    e = explain(seed, "outputs", (2, 1))
+    assert "0·2 + 0.9·8 + 0.1·6" in text(e) and "= 7.8" in text(e)
+    assert float32(last_number(e)) == e.value == seed["outputs"][2, 1].item()  # float32's 7.7999997, beside 7.8
+    assert e.parts["weighted"] == ((2, 5, 8), (1,))  # rows j·n_q + i of the flattened (key · query) view
+
+
+def test_article_weighted_is_key_first(seed):
+    for j, i, c in [(j, i, c) for j in range(3) for i in range(3) for c in range(3)]:
+        e = explain(seed, "weighted", (j, i, c))
+        assert e.value == pytest.approx(SEED_WEIGHTED[j][i][c])
+        assert f"A{'₁₂₃'[i]}{'₁₂₃'[j]} · v{'₁₂₃'[j]},{'₁₂₃'[c]}" in text(e)
+    e = explain(seed, "weighted", (2, 1, 0))  # key Input 3, query Input 2: the rounded weight 0
+    assert "key Input 3 · query Input 2" in e.title and "A₂₃ · v₃,₁ = 0 · 2 = 0" in text(e)
+    assert "A₃₃ · v₃,₁ = 0.1 · 2 = 0.2" in text(explain(seed, "weighted", (2, 2, 0)))
+    assert "A₃₂ · v₂,₂ = 0.9 · 8 = 7.2" in text(explain(seed, "weighted", (1, 2, 1)))
+
+
+def test_article_query_is_row_times_column(seed):
+    e = explain(seed, "queries", (1, 0))
+    assert "q₂,₁ = x₂ · W_Q[:, 1] = 0·1 + 2·1 + 0·0 + 2·0 = 2" in text(e)
+    assert e.parts == {"x": ((1,), None), "w_query": (None, (0,)), "queries": ((1,), (0,))}
+
+
+def test_article_inputs_and_step_8(seed):
+    e = explain(seed, "x", (1, 3))
+    assert "typed" in text(e) and last_number(e) == e.value == 2
+    e = explain(seed, "outputs_by_query", (2, 1))
+    assert "same" in text(e) and float32(last_number(e)) == e.value == seed["outputs"][2, 1].item()
+
+
+# Every tensor of random cases, against the trace ------------------------------------------------------------------
+
+CASES = {
+    "two heads, w_out": lambda: random_case(d_k=4, d_v=4, heads=2, w_out=W_OUT),
+    "two heads": lambda: random_case(d_k=4, d_v=4, heads=2, seed=1),
+    "one head, w_out": lambda: random_case(d_v=4, w_out=W_OUT, seed=2),
+    "causal": lambda: random_case(mask="causal", seed=3),
+    "sqrt_dk, temperature 0.5": lambda: random_case(scale="sqrt_dk", temperature=0.5, seed=4),
+    "fully masked row": lambda: random_case(mask=[[0, 0, 0], [1, 0, 1], [1, 1, 1]], seed=5),
+    "n = 10, scale 0.3": lambda: random_case(n=10, d_in=12, d_k=10, d_v=4, scale=0.3, seed=6),
+    "float64": lambda: random_case(dtype="float64", seed=7),
+}
+
+
+def view_shape(trace, name: str) -> tuple[int, int]:
+    """The 2-D view `parts` describes: one head's slice; weighted flattened to (key · query, value column)."""
+    t = trace[name][0] if name in PER_HEAD and trace.case.options.heads > 1 else trace[name]
+    return (t.shape[0] * t.shape[1], t.shape[2]) if name == "weighted" else tuple(t.shape)
+
+
+def some_indices(shape: torch.Size, rng: random.Random) -> set[tuple[int, ...]]:
+    return {tuple(0 for _ in shape), tuple(s - 1 for s in shape)} | {
+        tuple(rng.randrange(s) for s in shape) for _ in range(4)
+    }
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_every_tensor_adds_up(name):
+    trace, rng = attend(CASES[name]()), random.Random(0)
+    names = explainable(trace)
+    assert set(names) == {n for step in trace.steps for n in step.tensors}
+    tolerance = {"rtol": 1.3e-6, "atol": 1e-5} if trace["x"].dtype == torch.float32 else {"rtol": 1e-12, "atol": 1e-12}
+    for tensor in names:
+        for index in some_indices(trace[tensor].shape, rng):
+            e = explain(trace, tensor, index)
+            where = f"{tensor}{list(index)}: {e.lines}"
+            assert e.tensor == tensor and e.index == index and e.title.startswith(f"{tensor}[")
+            recorded = trace[tensor][index].item()
+            assert e.value == recorded, where
+            total = last_number(e)
+            if math.isinf(recorded):
+                assert total == recorded, where
+            else:
+                assert abs(total - recorded) <= tolerance["atol"] + tolerance["rtol"] * abs(recorded), where
+            assert not any("⚠" in line for line in e.lines), where
+            assert tensor in e.parts, where
+            heads = trace.case.options.heads
+            assert e.head is None or 0 <= e.head < heads, where
+            for part, (rows, cols) in e.parts.items():
+                assert part in names, where
+                n_rows, n_cols = view_shape(trace, part)
+                assert rows is None or all(0 <= r < n_rows for r in rows), where
+                assert cols is None or all(0 <= c < n_cols for c in cols), where
+
+
+def test_masked_cells_and_rows():
+    trace = attend(CASES["fully masked row"]())
+    assert "−∞" in explain(trace, "scores", (0, 1)).lines[-1]
+    assert "mask" in text(explain(trace, "scores", (1, 1)))
+    e = explain(trace, "weights_exact", (0, 2))
+    assert "by definition" in text(e) and e.value == 0
+    e = explain(trace, "weights_exact", (1, 1))  # a masked key in a row that has others
+    assert "exp(−∞)" in text(e) and e.value == 0
+    trace = attend(CASES["causal"]())
+    assert "causal" in text(explain(trace, "scores", (0, 2)))
+
+
+def test_scale_and_temperature_are_written_out():
+    trace = attend(CASES["sqrt_dk, temperature 0.5"]())
+    e = explain(trace, "scores", (1, 2))
+    assert "× 1/√3 ÷ 0.5" in text(e)
+
+
+def test_heads_name_the_head_and_the_full_weight_column():
+    trace = attend(CASES["two heads, w_out"]())
+    e = explain(trace, "queries", (1, 2, 1))  # head 2, Input 3, column 2 = column 4 of W_Q
+    assert e.head == 1 and "head 2" in e.title and "W_Q[:, 4]" in text(e)
+    assert e.parts["w_query"] == (None, (3,))
+    e = explain(trace, "concat", (0, 3))
+    assert e.head == 1 and "head 2" in text(e) and e.parts["head_outputs"] == ((0,), (1,))
+    assert "W_O[:, 2]" in text(explain(trace, "outputs", (0, 1)))
+
+
+def test_long_rows_are_abbreviated_but_summed_in_full():
+    trace = attend(CASES["n = 10, scale 0.3"]())
+    e = explain(trace, "weights_exact", (4, 6))
+    assert "…" in text(e) and "exp(s₅₇)" in text(e)
+    assert last_number(e) == pytest.approx(e.value, rel=1e-6)
+    assert "…" in text(explain(trace, "queries", (0, 0)))  # 12 products
+
+
+def test_numbers_are_written_compactly():
+    assert explain_module._text(2.0) == "2" and explain_module._text(0.5) == "0.5"
+    assert explain_module._text(-1.0) == "−1" and explain_module._text(-0.0) == "0"
+    assert explain_module._text(6.0336647e-06) == "6.0336647e−6"
+    assert explain_module._sub(1, 0) == "₂,₁" and explain_module._pair(1, 2) == "₂₃"
+    trace = attend(random_case(seed=0))
+    assert "·(−" in text(explain(trace, "queries", (0, 0)))  # a negative factor is in parentheses
+
+
+@pytest.mark.parametrize(
+    ("tensor", "index", "message"),
+    [
+        ("nope", (0, 0), "cannot explain 'nope'"),
+        ("scores", (3, 0), "query 3 is out of range"),
+        ("scores", (0, -1), "key -1 is out of range"),
+        ("scores", (0,), "has 1 numbers, not 2"),
+        ("weighted", (0, 0), "has 2 numbers, not 3"),
+        ("x", ("a", 0), "not a tuple of whole numbers"),
+        ("head_outputs", (0, 0, 0), "cannot explain 'head_outputs'"),  # one head: not recorded
+    ],
+)
+def test_bad_tensor_or_index(seed, tensor, index, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        explain(seed, tensor, index)
+
+
+def test_core_imports_only_torch_and_the_core():
+    tree = ast.parse(Path(explain_module.__file__).read_text())
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0}
+    assert not imported & {"streamlit", "plotly", "pandas", "numpy"}
+    assert ast.get_docstring(tree)
+
+
+def test_a_sum_that_does_not_add_up_is_said():
+    trace = attend(article())
+    trace["scores_raw"][1, 2] += 1  # tamper with the record: 13 where the terms give 12
+    e = explain(trace, "scores_raw", (1, 2))
+    assert "⚠" in e.lines[-1] and "12" in e.lines[-1] and last_number(e) == e.value == 13
+    trace["outputs_by_query"][2, 1] += 1
+    e = explain(trace, "outputs_by_query", (2, 1))
+    assert "DIFFERS" in text(e) and float32(last_number(e)) == e.value

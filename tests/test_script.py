@@ -1,0 +1,152 @@
+"""Tests of the generated PyTorch script: it runs alone and prints the core's outputs, for every option."""
+
+import ast
+import subprocess
+import sys
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from attention import STEP_NAMES, attend, core
+from attention.presets import article, random_case
+from attention.script import STEP_TITLES, to_script
+
+ARTICLE_OUTPUTS = [[2.0, 7.0, 1.5], [2.0, 8.0, 0.0], [2.0, 7.8, 0.3]]
+ARTICLE_BROADCAST = "weighted = values[:, None] * weights.T[:, :, None]"
+BLOCKED_ROW = [[1, 0, 1], [0, 0, 0], [1, 1, 1]]  # query 2 may attend to nothing: its output is 0
+W_OUT = [[0.5, -1.0, 0.25], [1.5, 0.0, -0.5], [-2.0, 1.0, 0.75], [0.1, 0.2, -0.3]]  # (d_v = 4, d_out = 3)
+HOSTILE = (
+    'x\nimport os; os.system("echo pwned")',
+    '"""',
+    "\\",
+    '\rprint("pwned")',
+    'a\u2028print("pwned")\x00',
+    "# -*- coding: rot13 -*-",
+)
+
+CASES = {
+    "article": article(),
+    "article, exact softmax": replace(article(), options=replace(article().options, weights_override=None)),
+    "sqrt_dk, causal": random_case(n=4, seed=1, scale="sqrt_dk", mask="causal"),
+    "scale 0.3, temperature 0.5, a fully masked row": random_case(seed=2, scale=0.3, temperature=0.5, mask=BLOCKED_ROW),
+    "2 heads, w_out, sqrt_dk, causal": random_case(
+        n=5, d_k=4, d_v=4, seed=3, heads=2, w_out=W_OUT, scale="sqrt_dk", mask="causal"
+    ),
+    "float64, 2 heads, w_out, scale, temperature, a fully masked row": random_case(
+        d_k=2, d_v=4, seed=4, dtype="float64", heads=2, w_out=W_OUT, scale=0.3, temperature=0.5, mask=BLOCKED_ROW
+    ),
+    # Labels straight into the dataclass: to_script must be safe even for a case that skipped validation
+    "hostile labels": replace(random_case(n=len(HOSTILE), seed=5), tokens=HOSTILE),
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
+    """Every case's script, run once with a bare Python (in parallel: each run imports torch, ~1.5 s)."""
+    folder = tmp_path_factory.mktemp("scripts")
+
+    def run(i: int, case) -> subprocess.CompletedProcess:
+        path = folder / f"case_{i}.py"
+        path.write_text(to_script(case), encoding="utf-8")
+        return subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=120)
+
+    with ThreadPoolExecutor() as pool:
+        done = pool.map(run, range(len(CASES)), CASES.values())
+        return dict(zip(CASES, done, strict=True))
+
+
+def printed_outputs(result: subprocess.CompletedProcess) -> list[list[float]]:
+    assert result.returncode == 0, result.stderr
+    return ast.literal_eval(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_script_prints_the_cores_outputs(runs, name):
+    case, result = CASES[name], runs[name]
+    expected = attend(case).outputs
+    printed = torch.tensor(printed_outputs(result), dtype=expected.dtype)
+    tolerances = {"rtol": 1.3e-6, "atol": 1e-5} if expected.dtype == torch.float32 else {}
+    torch.testing.assert_close(printed, expected, **tolerances)
+    # Step 8's loop, one query at a time, agrees with the matrix form it printed
+    step_8 = next(line for line in result.stdout.splitlines() if line.startswith("step 8"))
+    assert float(step_8.split()[-1]) <= 1e-5 * (1 + expected.abs().max().item())
+
+
+def test_article_script_reads_and_prints_like_the_article(runs):
+    source = to_script(CASES["article"])
+    assert ARTICLE_BROADCAST + "  #" in source
+    assert "For readability, approximate the above" in source  # why step 5's exact weights are replaced
+    for line in ("keys = x @ w_key", "queries = x @ w_query", "values = x @ w_value", "outputs = weighted.sum(dim=0)"):
+        assert line in source
+    for title_number, title in enumerate(STEP_TITLES, start=1):
+        assert f"# Step {title_number}: {title}" in source
+    # Only the lines an option needs: the article uses none of these
+    for absent in ("math", "mask", "heads", "nan_to_num", "w_out", "temperature", "scale"):
+        assert absent not in source
+    assert '"outputs:\\n", outputs' in source
+    torch.testing.assert_close(
+        torch.tensor(printed_outputs(runs["article"]), dtype=torch.float64),
+        torch.tensor(ARTICLE_OUTPUTS, dtype=torch.float64),
+        rtol=0,
+        atol=1e-6,
+    )
+    assert "outputs:\n" in runs["article"].stdout
+
+
+def test_options_add_their_lines():
+    heads = to_script(CASES["2 heads, w_out, sqrt_dk, causal"])
+    assert "t.unflatten(-1, (heads, -1)).transpose(0, 1)" in heads
+    assert "weighted = values[..., :, None, :] * weights.mT[..., :, :, None]" in heads
+    assert "head_outputs.transpose(0, 1).flatten(1)" in heads
+    assert "outputs = outputs @ w_out" in heads
+    assert "mask = torch.ones(n, n).tril()" in heads
+    assert "(1 / math.sqrt(2))" in heads  # d_k = 4 split into 2 heads
+    assert "nan_to_num" not in heads  # a causal mask never blocks a whole row
+    blocked = to_script(CASES["float64, 2 heads, w_out, scale, temperature, a fully masked row"])
+    for line in ("dtype=torch.float64", "scores = scores * 0.3", "scores = scores / 0.5", ".nan_to_num(nan=0.0)"):
+        assert line in blocked
+    assert "[0.0, 0.0, 0.0]," in blocked  # the explicit mask, as a literal
+
+
+def test_hostile_labels_stay_in_comments(runs):
+    source = to_script(CASES["hostile labels"])
+    result = runs["hostile labels"]
+    assert "pwned" not in result.stdout
+    assert "pwned" not in result.stderr
+    # The labels live only in comments: the code is what it would be with plain labels
+    plain = to_script(replace(CASES["hostile labels"], tokens=tuple(f"t{i}" for i in range(len(HOSTILE)))))
+    assert ast.dump(ast.parse(source)) == ast.dump(ast.parse(plain))
+    assert "\\n" in source and "\\r" in source and "\\u2028" in source and "\\x00" in source  # visible, escaped
+
+
+def test_step_titles_are_the_cores():
+    assert tuple(core.TITLES[name] for name in STEP_NAMES) == STEP_TITLES
+
+
+def test_script_module_does_not_import_torch():
+    package = Path(__file__).resolve().parents[1] / "attention"
+    # attention/__init__.py imports the core (and so torch): load the package without it, as a bare namespace
+    code = textwrap.dedent(
+        """
+        import sys, types
+        package = types.ModuleType("attention")
+        package.__path__ = [sys.argv[1]]
+        sys.modules["attention"] = package
+        import attention.script
+        print(sorted(name for name in ("torch", "streamlit", "plotly", "pandas") if name in sys.modules))
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", code, str(package)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+    # And by its source: the standard library and the sibling attention.case, nothing else
+    tree = ast.parse((package / "script.py").read_text(encoding="utf-8"))
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {
+        ("." * node.level) + (node.module or "") for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+    }
+    assert all(name == ".case" or name.split(".")[0] in sys.stdlib_module_names for name in imported), imported

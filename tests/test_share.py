@@ -1,0 +1,181 @@
+"""Teach and share, through AppTest: links, import and export, variants, explain-a-number, multi-head, the player."""
+
+import ast
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from attention import attend, case_to_dict, parse_case
+from attention.files import MAX_LINK_CHARS, case_to_link, dump_case
+from attention.oracles import fused_outputs
+from attention.presets import article, random_case, variants, with_options
+from attention.script import to_script
+from attention.ui import plain
+from tests.apptest import APP, ARTICLE_OUTPUTS, PAGES, charts
+
+EDITED = parse_case({**case_to_dict(article()), "x": [[1, 0, 1, 0], [0, 5, 0, 2], [1, 1, 1, 1]]})
+
+
+def open_link(query: dict[str, str]) -> AppTest:
+    """A fresh session opening the app at a URL with these query parameters."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at.run()
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_a_link_restores_the_case_and_step_on_every_page(page):
+    case = with_options(EDITED, temperature=0.5)
+    at = open_link({"case": case_to_link(case), "step": "5"})
+    at.switch_page(f"pages/{page}.py").run()
+    assert not at.exception and not at.error
+    assert at.session_state["trace"].case == case
+    assert at.session_state["step"] == 5
+    assert at.query_params["case"] == case_to_link(case)  # the URL stays a link to this view
+    if page == "walkthrough":
+        assert "Step 5" in at.header[0].value
+
+
+def test_a_link_carries_options_tokens_and_an_explicit_mask():
+    case = parse_case(
+        {
+            "format": "attention-case/1",
+            "tokens": ["the", "cat", "sat"],
+            "x": [[1, 2], [3, 4], [5, 6]],
+            "w_query": [[1, 0], [0, 1]],
+            "w_key": [[0.5, 0], [0, 0.5]],
+            "w_value": [[1, 1], [0, 1]],
+            "options": {"mask": [[1, 0, 0], [1, 1, 0], [0, 0, 0]], "scale": 0.7, "dtype": "float64"},
+        }
+    )
+    at = open_link({"case": case_to_link(case)})
+    assert not at.exception and not at.error
+    assert at.session_state["trace"].case == case
+    assert at.selectbox(key="mask").value == "custom"
+    torch.testing.assert_close(at.session_state["trace"].outputs, fused_outputs(case))
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ({"case": "not-a-case!!"}, "link: is not a case link"),
+        ({"case": "A" * (MAX_LINK_CHARS + 1)}, "link: is 16,001 characters"),
+        ({"case": case_to_link(random_case(3, 2, 2, 2))[:-12]}, "link: is not a case link"),
+        ({"step": "99"}, "step '99' is not 1 to 8"),
+        ({"step": "<script>"}, "step '<script>' is not 1 to 8"),
+    ],
+)
+def test_a_bad_link_is_refused_with_a_message_and_the_defaults(query, message):
+    at = open_link(query)
+    assert not at.exception
+    assert any(plain(message) in w.value for w in at.warning), [w.value for w in at.warning]
+    np.testing.assert_allclose(at.session_state["trace"].outputs, ARTICLE_OUTPUTS)
+
+
+def test_a_link_naming_impossible_sizes_is_refused():
+    import base64
+    import json
+    import zlib
+
+    huge = {"format": "attention-case/1", "x": [[1.0]] * 2000, "w_query": [[1]], "w_key": [[1]], "w_value": [[1]]}
+    token = base64.urlsafe_b64encode(zlib.compress(json.dumps(huge).encode())).decode().rstrip("=")
+    at = open_link({"case": token})
+    assert any("x: has 2000 rows, expected between 1 and 1024" in w.value for w in at.warning)
+    np.testing.assert_allclose(at.session_state["trace"].outputs, ARTICLE_OUTPUTS)
+
+
+def test_a_link_to_an_absent_gpu_runs_on_the_cpu_and_says_so():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    at = open_link({"case": case_to_link(with_options(EDITED, device="cuda"))})
+    assert not at.exception and not at.error
+    assert at.session_state["trace"].device == "cpu"
+    assert any("not available here" in w.value for w in at.warning)
+
+
+def test_import_a_good_file_and_refuse_a_bad_one():
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.file_uploader(key="upload").set_value(("mine.json", dump_case(EDITED).encode(), "application/json")).run()
+    assert at.session_state["trace"].case == EDITED
+    assert any(plain("Opened mine.json") in w.value for w in at.warning)
+    at.file_uploader(key="upload").set_value(("bad.json", b'{"format": "attention-case/1"}', "application/json"))
+    at.run()
+    assert any(plain("bad.json was not opened, nothing changed: x: is missing") in w.value for w in at.warning)
+    assert at.session_state["trace"].case == EDITED  # nothing changed
+
+
+def test_the_exported_script_prints_the_apps_outputs(tmp_path):
+    at = open_link({"case": case_to_link(EDITED)})
+    shown = charts(at.switch_page("pages/inputs.py").run())["outputs"]
+    path = tmp_path / "attention_case.py"
+    path.write_text(to_script(at.session_state["trace"].case))
+    run = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    np.testing.assert_allclose(ast.literal_eval(run.stdout.strip().splitlines()[-1]), shown, atol=1e-5)
+
+
+def test_variants_show_the_cores_outputs():
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("pages/variants.py").run()
+    assert not at.exception
+    shown = charts(at)
+    for name, case in variants(article()).items():
+        np.testing.assert_allclose(shown[name], attend(case).outputs.numpy(), atol=1e-6)
+    at.select_slider(key="explore_temperature").set_value(0.25).run()
+    sharp = attend(with_options(article(), temperature=0.25, weights_override=None))
+    np.testing.assert_allclose(charts(at)["weights at T = 0.25"], sharp["weights"].numpy(), atol=1e-6)
+
+
+def test_explain_a_score_of_the_article():
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("pages/explain.py").run()
+    at.selectbox(key="explain_tensor").set_value("scores_raw").run()
+    at.selectbox(key="explain_scores_raw_0").set_value(1).run()
+    at.selectbox(key="explain_scores_raw_1").set_value(2).run()
+    assert not at.exception
+    assert "q₂ · k₃ = 2·2 + 2·3 + 2·1 = 12" in at.code[0].value
+
+
+def test_a_click_on_the_heatmap_picks_the_cell():
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("pages/explain.py").run()
+    at.selectbox(key="explain_tensor").set_value("scores_raw").run()
+    # A click on cell (row 3, column 1) as the browser reports it: point 6 of the invisible marker trace
+    at.session_state["explain_chart"] = {"selection": {"points": [{"curve_number": 1, "point_index": 6}]}}
+    at.run()
+    assert at.selectbox(key="explain_scores_raw_0").value == 2 and at.selectbox(key="explain_scores_raw_1").value == 0
+    assert "q₃ · k₁ = 2·0 + 1·1 + 3·1 = 4" in at.code[0].value
+
+
+def test_multi_head_is_verified_against_nn_multihead_attention():
+    case = random_case(4, 4, 4, 4, seed=2, heads=2, scale="sqrt_dk", w_out=[[1, 0, 0, 1]] * 4)
+    at = open_link({"case": case_to_link(case)})
+    at.switch_page("pages/multi_head.py").run()
+    assert not at.exception and not at.error
+    assert any("nn.MultiheadAttention with these weights gives the same outputs" in s.value for s in at.success)
+    assert any("Agrees with PyTorch's nn.MultiheadAttention" in c.value for c in at.caption)
+    assert {f"head {i + 1}: weights" for i in range(2)} <= set(charts(at))
+
+
+def test_every_page_says_it_agrees_with_fused_attention():
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    for page in PAGES:
+        at.switch_page(f"pages/{page}.py").run()
+        assert any("Agrees with PyTorch's scaled_dot_product_attention" in c.value for c in at.caption), page
+
+
+def test_the_player_moves_on_when_its_time_is_due():
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("pages/walkthrough.py").run()
+    at.toggle(key="playing").set_value(True).run()
+    assert "Step 1" in at.header[0].value
+    at.session_state["play_due"] = 0.0  # the pace has passed
+    at.run()
+    assert "Step 2" in at.header[0].value
+    assert at.button(key="next").proto.shortcut.lower() == "right"
+    assert at.button(key="previous").proto.shortcut.lower() == "left"

@@ -81,7 +81,7 @@ def heatmap(
 
 
 def clickable(fig: go.Figure) -> go.Figure:
-    """An invisible marker on every cell, since Plotly's selection events skip heatmaps: point i is cell divmod(i, cols)."""
+    """An invisible marker on every cell, since Plotly's selections skip heatmaps: point i is cell divmod(i, cols)."""
     heat = fig.data[0]
     rows, cols = list(heat.y), list(heat.x)
     fig.add_trace(

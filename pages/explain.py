@@ -23,6 +23,7 @@ st.plotly_chart(figure, key="explain_chart", on_select="rerun", selection_mode="
 st.subheader(ui.plain(explanation.title), anchor=False)
 st.code("\n".join(explanation.lines), language=None, wrap_lines=True)
 st.caption("Outlined: the cells that took part.")
-for column, (part, (rows, cols)) in zip(st.columns(max(1, len(explanation.parts))), explanation.parts.items()):
+parts = explanation.parts.items()
+for column, (part, (rows, cols)) in zip(st.columns(len(parts) or 1), parts, strict=False):
     figure = figures.highlight(ui.part_figure(trace, part, explanation.head), rows, cols)
     column.plotly_chart(figure, key=f"explain_part_{part}", width="stretch")

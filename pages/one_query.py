@@ -1,4 +1,4 @@
-"""One query at a time (step 8): steps 4-7 run for the chosen query alone, and its match with that row of the outputs."""
+"""One query at a time (step 8): steps 4-7 for the chosen query alone, and its match with that row of the outputs."""
 
 import streamlit as st
 

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Installs everything the tests need (Python packages; Debian's Chromium for the browser tests) and runs them all.
+# Installs everything the tests need (a virtual environment with the Python packages; Debian's Chromium for the
+# browser tests) and runs them all: lint, format, pytest. Arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v chromium >/dev/null || ! ldconfig -p | grep -q 'libatomic\.so\.1'; then
   sudo=$([ "$(id -u)" = 0 ] || echo sudo)  # Playwright drives this browser; its own download cannot work offline
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends chromium libatomic1 >/dev/null
+fi
+if [ -z "${VIRTUAL_ENV:-}" ]; then  # Debian's own Python refuses pip installs outside one (PEP 668)
+  [ -x .venv/bin/python ] || python3 -m venv .venv
+  . .venv/bin/activate
 fi
 python -m pip install -q --disable-pip-version-check -r requirements-test.txt
 python -m ruff check .

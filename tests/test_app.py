@@ -1,5 +1,7 @@
 """The app through Streamlit's AppTest: every page from app.py, widgets by key, seeded edits, bad edits, devices."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -49,23 +51,35 @@ def test_exact_softmax_switch_and_the_difference_shown(at):
 def test_a_seeded_edit_changes_every_step(at):
     at.switch_page("pages/inputs.py").run()
     edit(at, "x", 1, "2", 5.0)  # Input 2's second feature: 2 -> 5 (Input 1 has weight 0, so edit row 2)
-    expected = case_to_dict(article())
-    expected["x"][1][1] = 5.0
-    outputs = attend(parse_case(expected)).outputs.numpy()
+    d = case_to_dict(article())
+    d["x"][1][1] = 5.0
+    x, w_query, w_key, w_value = (np.array(d[k]) for k in ("x", "w_query", "w_key", "w_value"))
+    outputs = np.array(d["options"]["weights_override"]) @ (x @ w_value)  # the article's steps, by hand in numpy
     assert not at.error
     np.testing.assert_allclose(charts(at)["outputs"], outputs, atol=1e-5)
     assert not np.allclose(outputs, ARTICLE_OUTPUTS)
     at.switch_page("pages/walkthrough.py").run()  # the edit travels to the other pages
     at.session_state["step"] = 4
     at.run()
-    scores = attend(parse_case(expected))["scores"].numpy()
-    np.testing.assert_allclose(charts(at)["scores"], scores, atol=1e-5)
+    np.testing.assert_allclose(charts(at)["scores"], (x @ w_query) @ (x @ w_key).T, atol=1e-5)
 
 
 def test_a_token_label_edit_relabels_the_axes(at):
     at.switch_page("pages/inputs.py").run()
-    edit(at, "x", 2, "token", "cat")
-    assert at.session_state["trace"].case.tokens == ("Input 1", "Input 2", "cat")
+    edit(at, "x", 2, "token", "<b>cat</b>")
+    assert at.session_state["trace"].case.tokens == ("Input 1", "Input 2", "<b>cat</b>")
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert spec["data"][0]["y"][-1] == "&lt;b&gt;cat&lt;/b&gt;"  # shown as text, not as bold HTML
+
+
+def test_rows_sent_to_add_or_delete_are_refused_with_a_note(at):
+    at.switch_page("pages/inputs.py").run()
+    key = f"editor_x_{at.session_state['version']}"
+    at.session_state[key] = {"edited_rows": {}, "added_rows": [{"1": 1.0}], "deleted_rows": [0]}
+    at.run()
+    assert not at.exception
+    assert any("x: rows cannot be added or deleted here" in w.value for w in at.warning)
+    assert at.session_state["trace"].case.n == 3
 
 
 @pytest.mark.parametrize(

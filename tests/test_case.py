@@ -115,22 +115,22 @@ def test_absent_device_names_the_available_ones():
 
 def test_bounds_keep_float32_finite():
     """Every number at the bound and every size at the limit: all steps stay finite in float32."""
-    big = 1e6
-    d = 64
-    case = parse_case(
-        {
-            "format": "attention-case/1",
-            "x": [[big] * d] * 8,
-            "w_query": [[big] * d] * d,
-            "w_key": [[-big] * d] * d,
-            "w_value": [[big] * d] * d,
-            "options": {"w_out": [[big] * d] * d, "scale": 100, "temperature": 0.01},
-        }
-    )
-    trace = attend(case)
-    for step in trace.steps:
-        for name, t in step.tensors.items():
-            assert t.isfinite().all(), name
+    big, d = 1e6, 64
+    for n, options in ((8, {"w_out": [[big] * d] * d, "scale": 100, "temperature": 0.01}), (1024, {})):
+        override = {"weights_override": [[big] * n] * n} if n == 8 else {}
+        case = parse_case(
+            {
+                "format": "attention-case/1",
+                "x": [[big] * d] * n,
+                "w_query": [[big] * d] * d,
+                "w_key": [[-big] * d] * d,
+                "w_value": [[big] * d] * d,
+                "options": options | override,
+            }
+        )
+        for step in attend(case).steps:
+            for name, t in step.tensors.items():
+                assert t.isfinite().all(), (n, name)
 
 
 def test_files_round_trip():

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from attention import STEP_NAMES, attend, case_to_dict, core, parse_case
-from attention.presets import ARTICLE_ROUNDED_WEIGHTS, article, random_case, resize
+from attention.presets import ARTICLE_ROUNDED_WEIGHTS, article, random_case, resize, with_options
 
 # The seed's printed numbers (../shared/seed/): PyTorch code and its output, verbatim.
 SEED_KEYS = [[0.0, 1.0, 1.0], [4.0, 4.0, 0.0], [2.0, 3.0, 1.0]]
@@ -34,10 +34,6 @@ def tensor(rows):
     return torch.tensor(rows, dtype=torch.float32)
 
 
-def with_options(case, **options):
-    return parse_case({**case_to_dict(case), "options": options})
-
-
 def test_article_every_step_matches_the_seed():
     trace = attend(article())
     assert [s.name for s in trace.steps] == list(STEP_NAMES)
@@ -55,7 +51,7 @@ def test_article_every_step_matches_the_seed():
 
 
 def test_article_exact_softmax_outputs():
-    trace = attend(with_options(article()))
+    trace = attend(with_options(article(), weights_override=None))
     torch.testing.assert_close(trace.outputs, tensor(EXACT_OUTPUTS), rtol=0, atol=5e-5)
     assert torch.equal(trace["weights"], trace["weights_exact"])
 
@@ -235,6 +231,38 @@ def test_resize_keeps_numbers_and_fills_new_cells():
 def test_gpu_equals_cpu(options):
     case = random_case(33, 8, 8, 6, seed=0, **options)
     cpu = attend(case)
-    gpu = attend(with_options(case, **case_to_dict(case)["options"], device="cuda"))
+    gpu = attend(with_options(case, device="cuda"))
     assert gpu.device.startswith("cuda") and all(s.device.startswith("cuda") for s in gpu.steps)
     torch.testing.assert_close(gpu.outputs, cpu.outputs, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "options", [{"mask": [[1, 1, 1], [0, 0, 0], [1, 1, 1]]}, {"scale": "sqrt_dk", "temperature": 3.0}]
+)
+def test_with_the_override_steps_6_to_8_use_it_and_steps_4_5_still_follow_the_case(options):
+    """The override is used as given (the article's semantics), and the trace says when it no longer fits."""
+    case = with_options(article(), **options, weights_override=[list(r) for r in ARTICLE_ROUNDED_WEIGHTS])
+    trace = attend(case)
+    torch.testing.assert_close(trace.outputs, tensor(SEED_OUTPUTS))
+    torch.testing.assert_close(trace["weights_exact"], attend(with_options(case, weights_override=None))["weights"])
+    notes = " ".join(trace.warnings)
+    assert "not this case's softmax rounded" in notes
+    if "mask" in options:
+        assert "Row 2 (Input 2) is fully masked" in notes and "the override's row is used as given" in notes
+
+
+def test_an_edited_w_query_with_the_override_says_the_override_is_stale():
+    d = case_to_dict(article())
+    d["w_query"][0][0] = 5.0  # the scores change; the rounded weights do not
+    trace = attend(parse_case(d))
+    assert any(w.startswith(core.STALE_OVERRIDE) for w in trace.warnings)
+    assert not any(w.startswith(core.STALE_OVERRIDE) for w in attend(article()).warnings)
+
+
+def test_one_query_recomputes_steps_4_to_7_for_that_query():
+    case = random_case(5, 4, 4, 4, seed=4, heads=2, mask="causal", w_out=[[1, 0], [0, 1], [1, 1], [0, 0]])
+    trace = attend(case)
+    for i in range(5):
+        alone = core.one_query(trace, i)
+        torch.testing.assert_close(alone["scores"], trace["scores"][..., i : i + 1, :])
+        torch.testing.assert_close(alone["outputs"], trace.outputs[i : i + 1], **FP32)

@@ -45,8 +45,18 @@ def _healthy(url: str) -> bool:
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The app served by a real `streamlit run`, on a free port; yields its base URL."""
+    yield from _serve(tmp_path_factory.mktemp("streamlit"))
+
+
+@pytest.fixture
+def fresh_server(tmp_path: Path) -> Iterator[str]:
+    """A server of its own, whose first request is the test's (a fresh server runs pages/ differently)."""
+    yield from _serve(tmp_path)
+
+
+def _serve(folder: Path) -> Iterator[str]:
     port = _free_port()
-    log_path = tmp_path_factory.mktemp("streamlit") / "server.log"  # a file, not a pipe: a full pipe would block it
+    log_path = folder / "server.log"  # a file, not a pipe: a full pipe would block it
     command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true"]
     command += ["--server.port", str(port), "--server.address", "127.0.0.1"]
     log = log_path.open("wb")

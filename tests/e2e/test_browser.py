@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 import re
 import time
 from pathlib import Path
@@ -18,7 +19,9 @@ pytestmark = pytest.mark.e2e
 expect.set_options(timeout=60_000)  # expect()'s own default is 5 s: too short for a rerun on two slow cores
 
 ARTICLE_OUTPUTS = [[2, 7, 1.5], [2, 8, 0], [2, 7.8, 0.3]]  # printed in the article: the oracle, not our own result
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+ROOT = Path(__file__).resolve().parents[2]
+# The README's screenshots are refreshed with SCREENSHOTS_DIR=docs/screenshots; a plain run leaves them alone.
+SCREENSHOTS = ROOT / os.environ.get("SCREENSHOTS_DIR", "tests/artifacts/screenshots")
 TIMEOUT_MS = 60_000  # two slow cores: a rerun with torch can take seconds
 ROW_PX, HEADER_PX = 35, 35  # st.data_editor's default row and header heights
 READY = """() => !document.querySelector('[data-testid=stSkeleton]')
@@ -37,6 +40,9 @@ PAGES = {
     "/inputs": ("inputs", "Inputs and weights", ()),
     "/broadcasting": ("broadcasting", "Step 6 · the broadcast", ()),
     "/one-query": ("one-query", "Step 8 · one query at a time", ()),
+    "/variants": ("variants", "The article and textbook attention, side by side", ()),
+    "/multi-head": ("multi-head", "Multi-head attention", ()),
+    "/explain": ("explain", "Explain a number", ("q₂ · k₂ = 2·4 + 2·4 + 2·0 = 16",)),
     "/devices": ("devices", "Devices", ("GPU: unavailable",)),  # the test machine has no GPU
 }
 
@@ -159,7 +165,7 @@ def test_a_cell_edit_reaches_every_step_and_page(page: Page) -> None:
     # The sidebar link, not a reload: the same session (and so the edit) goes on to the next page.
     page.locator("[data-testid=stSidebarNav] a", has_text="Walkthrough").click()
     wait_ready(page)
-    expect(page).to_have_url(re.compile(r"/walkthrough$"))
+    expect(page).to_have_url(re.compile(r"/walkthrough(\?.*)?$"))  # with the link to the edited case
     page.locator("[data-testid=stRadio] label", has_text="7 outputs").click()
     wait_ready(page)
     expect(page.locator("[data-testid=stMain] h2", has_text="Step 7").first).to_be_visible()
@@ -184,3 +190,54 @@ def test_an_invalid_cell_keeps_the_last_valid_result(page: Page) -> None:
     assert z is not None, "no heatmap titled 'outputs' on /inputs while the input is invalid"
     np.testing.assert_allclose(z, ARTICLE_OUTPUTS, rtol=0, atol=1e-5)
     assert_no_exception(page)
+
+
+def test_a_fresh_servers_first_request_can_be_a_deep_link(browser, fresh_server) -> None:
+    """A pages/ folder starts a server in Streamlit's legacy mode, which runs a deep-linked page without app.py."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, base_url=fresh_server)
+    page = context.new_page()
+    try:
+        open_page(page, "/walkthrough")
+        expect(page.locator("[data-testid=stMain] h2", has_text="Step 1 · Prepare inputs").first).to_be_visible()
+        expect(page.locator("[data-testid=stSidebar] [data-testid=stSelectbox]", has_text="Preset")).to_be_visible()
+        assert_no_exception(page)
+    finally:
+        context.close()
+
+
+def test_a_copied_link_opens_the_same_numbers_in_a_fresh_browser(page: Page, browser) -> None:
+    """Edit, copy the link from the share panel, open it in a new context (a new session): the same view."""
+    d = case_to_dict(article())
+    d["x"][1][1] = 5.0
+    x, w_value = np.array(d["x"]), np.array(d["w_value"])
+    expected = np.array(d["options"]["weights_override"]) @ (x @ w_value)  # the article's steps 6-7, by hand
+    open_page(page, "/inputs")
+    edit_cell(page, editor=0, row=1, column=3, text="5")
+    assert wait_for_heatmap(page, "outputs", expected, atol=1e-4) is not None
+    page.locator("[data-testid=stSidebar] [data-testid=stExpander]", has_text="Share and export").click()
+    link = page.locator("[data-testid=stSidebar] [data-testid=stCode] code").first.inner_text().strip()
+    assert link.startswith(page.url.split("?")[0]) and "case=" in link
+
+    other = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        fresh = other.new_page()
+        fresh.goto(link)
+        wait_ready(fresh)
+        expect(fresh.locator("[data-testid=stMain] h2", has_text="Inputs and weights").first).to_be_visible()
+        z = wait_for_heatmap(fresh, "outputs", expected, atol=1e-4)
+        np.testing.assert_allclose(z, expected, rtol=0, atol=1e-4)
+        assert_no_exception(fresh)
+    finally:
+        other.close()
+
+
+def test_arrow_keys_step_through_the_walkthrough(page: Page) -> None:
+    open_page(page, "/walkthrough")
+    page.locator("[data-testid=stMain] h2").first.click()  # focus on the page, not on a widget
+    page.keyboard.press("ArrowRight")
+    expect(page.locator("[data-testid=stMain] h2", has_text="Step 2").first).to_be_visible()
+    page.keyboard.press("ArrowRight")
+    expect(page.locator("[data-testid=stMain] h2", has_text="Step 3").first).to_be_visible()
+    page.keyboard.press("ArrowLeft")
+    expect(page.locator("[data-testid=stMain] h2", has_text="Step 2").first).to_be_visible()
+    assert "step=2" in page.url  # the URL follows: a link to this step

@@ -41,7 +41,7 @@ TOKEN_KINDS = {"token", "query", "key"}
 def labels(trace: Trace, kind: str, size: int) -> list[str]:
     """Axis labels: the tokens for token axes, 1..size otherwise; escaped, since Plotly renders some HTML in labels."""
     raw = trace.case.tokens if kind in TOKEN_KINDS else [str(i + 1) for i in range(size)]
-    return [html.escape(label) for label in raw]
+    return [html.escape(label, quote=False) for label in raw]  # <, > and & only: Plotly shows &quot; as typed
 
 
 def heatmap(
@@ -80,10 +80,15 @@ def heatmap(
     )
 
 
+CLICKABLE_MAX_CELLS = 4096  # one invisible marker per cell: past this, cells are picked with the pickers only
+
+
 def clickable(fig: go.Figure) -> go.Figure:
     """An invisible marker on every cell, since Plotly's selections skip heatmaps: point i is cell divmod(i, cols)."""
     heat = fig.data[0]
     rows, cols = list(heat.y), list(heat.x)
+    if len(rows) * len(cols) > CLICKABLE_MAX_CELLS:
+        return fig
     fig.add_trace(
         go.Scatter(
             x=[c for _ in rows for c in cols],
@@ -98,13 +103,13 @@ def clickable(fig: go.Figure) -> go.Figure:
 
 
 def highlight(fig: go.Figure, rows: tuple[int, ...] | None, cols: tuple[int, ...] | None) -> go.Figure:
-    """Outline the rows and columns that took part in a number (None: all of them)."""
+    """Outline the rows and columns that took part in a number (None: all of them, one outline across)."""
     n_rows, n_cols = len(fig.data[0].y), len(fig.data[0].x)
-    for i in range(n_rows) if rows is None else rows:
-        for j in range(n_cols) if cols is None else cols:
-            fig.add_shape(
-                type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5, line={"color": "#ff7f0e", "width": 3}
-            )
+    row_spans = [(-0.5, n_rows - 0.5)] if rows is None else [(i - 0.5, i + 0.5) for i in rows]
+    col_spans = [(-0.5, n_cols - 0.5)] if cols is None else [(j - 0.5, j + 0.5) for j in cols]
+    for y0, y1 in row_spans:
+        for x0, x1 in col_spans:
+            fig.add_shape(type="rect", x0=x0, x1=x1, y0=y0, y1=y1, line={"color": "#ff7f0e", "width": 3})
     return fig
 
 
@@ -144,15 +149,18 @@ def weighted_heatmap(trace: Trace, head: int | None = None) -> go.Figure:
     return fig.update_traces(hovertemplate="%{y} · value dim %{x} = %{z:.7~g}<extra></extra>")
 
 
-def table(trace: Trace, name: str, head: int | None = None) -> pd.DataFrame | None:
-    """A recorded 2-D tensor as a table with the same labels, numbers as short as they round-trip; None if too big."""
+def table(trace: Trace, name: str, head: int | None = None, rows: list[int] | None = None) -> pd.DataFrame | None:
+    """A recorded 2-D tensor (or some of its rows) as a table with the same labels, numbers as short as they
+    round-trip; None when it is too big to read."""
     t = tensor(trace, name, head)
+    row_kind, col_kind = AXES[name]
+    index = list(trace.case.tokens) if row_kind in TOKEN_KINDS else labels(trace, row_kind, t.shape[0])
+    if rows is not None:
+        t, index = t[rows], [index[i] for i in rows]
     if t.numel() > TABLE_MAX_CELLS:
         return None
-    row_kind, col_kind = AXES[name]
-    index = pd.Index(list(trace.case.tokens) if row_kind in TOKEN_KINDS else labels(trace, row_kind, t.shape[0]))
     columns = list(trace.case.tokens) if col_kind in TOKEN_KINDS else labels(trace, col_kind, t.shape[1])
-    return pd.DataFrame(to_lists(t), index=index, columns=columns, dtype="float64")
+    return pd.DataFrame(to_lists(t), index=pd.Index(index), columns=columns, dtype="float64")
 
 
 def broadcast_panels(trace: Trace, key: int, head: int | None = None) -> dict[str, go.Figure]:
@@ -181,9 +189,9 @@ def query_sum(trace: Trace, query: int, head: int | None = None) -> go.Figure:
 TEMPERATURES = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 10.0)
 
 
-def variant_table(variants: dict[str, Trace], reference: torch.Tensor) -> pd.DataFrame:
+def variant_table(outputs: dict[str, torch.Tensor], reference: torch.Tensor) -> pd.DataFrame:
     """Each variant's distance from the reference outputs."""
-    rows = {name: (t.outputs - reference).abs() for name, t in variants.items()}
+    rows = {name: (o - reference).abs() for name, o in outputs.items()}
     return pd.DataFrame(
         {
             "largest |Δ outputs|": [float(d.max()) for d in rows.values()],

@@ -49,7 +49,9 @@ def start() -> None:
         s.preset, s.seed, s.fill, s.device, s.notices = "article", 0, "zeros", "cpu", []
         _load_preset()
         _open_link()
-    elif s.loaded != _preset_choice():
+    if s.pop("fall_back_to_cpu", False):
+        s.device = "cpu"
+    if s.loaded != _preset_choice():
         _load_preset()
     elif (s.n, s.d_in, s.d_k, s.d_v) != _shape():
         _resize()
@@ -327,12 +329,45 @@ def _variant(t: Trace, slot: str, **options) -> Trace:
     return t if case == t.case else _memo(slot, case)
 
 
+MEMO_SLOTS = 4  # traces a session keeps: the main one and the latest others (a variant, the CPU twin, …)
+BIG = 1 << 22  # elements in the step-6 broadcast past which only the main trace is kept (16 MiB in float32)
+
+
 def _memo(slot: str, case: Case) -> Trace:
-    """attend(case), kept in this session until the case changes: an edit recomputes, other reruns do not."""
+    """attend(case), kept in this session until the case changes: an edit recomputes, other reruns do not.
+
+    Memory per session stays bounded: at most MEMO_SLOTS traces, and only the main one when they are big.
+    """
     memo = st.session_state.setdefault("_memo", {})
-    if slot not in memo or memo[slot][0] != case:
-        memo[slot] = (case, attend(case))
-    return memo[slot][1]
+    if slot in memo and memo[slot][0] == case:
+        memo[slot] = memo.pop(slot)  # the most recently used last
+        return memo[slot][1]
+    t = _attend_or_cpu(case)
+    if case.n * case.n * case.d_v > BIG:  # big: keep the main trace only
+        for k in [k for k in memo if k != "trace"]:
+            del memo[k]
+        if slot != "trace":
+            return t
+    memo[slot] = (case, t)
+    while len(memo) > MEMO_SLOTS:  # drop the least recently used, never the main trace
+        del memo[next(k for k in memo if k != "trace")]
+    return t
+
+
+def _attend_or_cpu(case: Case) -> Trace:
+    """attend(case); if the GPU fails (out of memory, a CUDA error), the CPU for the rest of the session, said so."""
+    try:
+        return attend(case)
+    except (RuntimeError, AssertionError) as e:  # CUDA out of memory and CUDA errors are RuntimeErrors
+        if case.options.device == "cpu":
+            raise
+        st.session_state.fall_back_to_cpu = True  # the device widget follows on the next run
+        st.warning(
+            f"The {case.options.device} device failed ({type(e).__name__}: {plain(str(e)[:120])}). "
+            "This session runs on the CPU from now on; your numbers are kept.",
+            icon=":material/memory:",
+        )
+        return attend(presets.with_options(case, device="cpu"))
 
 
 def matrix_editor(name: str) -> None:
@@ -346,7 +381,12 @@ def matrix_editor(name: str) -> None:
     if name == "x":
         frame.insert(0, "token", s.inputs["tokens"])
         config["token"] = st.column_config.TextColumn("token", required=True, max_chars=40)
-    st.data_editor(frame, key=editor_key(name), num_rows="fixed", column_config=config)
+    try:
+        st.data_editor(frame, key=editor_key(name), num_rows="fixed", column_config=config)
+    except (KeyError, IndexError, TypeError, ValueError):  # an edit Streamlit itself cannot apply (a forged client)
+        s.version += 1  # a fresh editor; the edits that named real cells are already in the inputs
+        st.warning(f"{name}: an edit that names no cell of the grid was ignored.")
+        st.data_editor(frame, key=editor_key(name), num_rows="fixed", column_config=config)
 
 
 def w_out_switch() -> None:

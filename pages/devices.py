@@ -26,6 +26,7 @@ if len(traces) > 1:
     cpu = traces["cpu"].outputs
     for column, (name, t) in zip(st.columns(len(traces)), traces.items(), strict=True):
         column.caption(name)
-        column.dataframe(figures.table(t, "outputs"), key=f"table_outputs_{name}")
+        if (frame := figures.table(t, "outputs")) is not None:
+            column.dataframe(frame, key=f"table_outputs_{name}")
         if name != "cpu":
             column.write(f"largest difference from the CPU: {(t.outputs - cpu).abs().max().item():.3g}")

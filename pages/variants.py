@@ -10,11 +10,13 @@ st.write(
     "The article scores without dividing by √d_k and rounds the softmax for readability. Here are the outputs of "
     "the same inputs under each choice, and how far each is from the exact, unscaled softmax."
 )
-variants = {name: ui.variant_trace(name, case) for name, case in presets.variants(trace.case).items()}
-reference = variants[presets.EXACT].outputs
-st.dataframe(figures.variant_table(variants, reference), key="table_variants")
-for column, (name, t) in zip(st.columns(len(variants)), variants.items(), strict=True):
-    column.plotly_chart(figures.tensor_heatmap(t, "outputs", title=name), key=f"chart_{name}", width="stretch")
+# Only the outputs are kept: at the largest sizes five whole traces would not fit a session's memory.
+outputs = {name: ui.variant_trace(name, case).outputs for name, case in presets.variants(trace.case).items()}
+st.dataframe(figures.variant_table(outputs, outputs[presets.EXACT]), key="table_variants")
+queries = figures.labels(trace, "query", trace.case.n)
+for column, (name, o) in zip(st.columns(len(outputs)), outputs.items(), strict=True):
+    figure = figures.heatmap(o, queries, figures.labels(trace, "output dim", o.shape[1]), "query", "output dim", name)
+    column.plotly_chart(figure, key=f"chart_{name}", width="stretch")
 
 
 @st.fragment

@@ -13,6 +13,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from attention import attend, case_to_dict, parse_case
+from attention.files import case_to_link
 from attention.presets import article
 
 pytestmark = pytest.mark.e2e
@@ -241,3 +242,19 @@ def test_arrow_keys_step_through_the_walkthrough(page: Page) -> None:
     page.keyboard.press("ArrowLeft")
     expect(page.locator("[data-testid=stMain] h2", has_text="Step 2").first).to_be_visible()
     assert "step=2" in page.url  # the URL follows: a link to this step
+
+
+def test_html_and_script_in_a_token_label_show_as_text_and_run_nothing(page: Page) -> None:
+    """A shared link whose token labels are HTML and script: shown as typed, nothing runs, no dialog opens."""
+    hostile = ['<img src=x onerror="window.pwned=1">', "<script>window.pwned=2</script>", "<b>bold</b>"]
+    case = parse_case({**case_to_dict(article()), "tokens": hostile})
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    open_page(page, f"/walkthrough?case={case_to_link(case)}")
+    ticks = page.locator(".js-plotly-plot .ytick text").all_text_contents()
+    assert hostile[0] in ticks and hostile[2] in ticks  # the literal text on the axes
+    assert page.locator(".js-plotly-plot b", has_text="bold").count() == 0  # not rendered as bold
+    open_page(page, f"/inputs?case={case_to_link(case)}")
+    assert page.evaluate("window.pwned") is None and not dialogs
+    assert page.locator("[data-testid=stMain] img[src=x]").count() == 0
+    assert_no_exception(page)

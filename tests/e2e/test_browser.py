@@ -258,3 +258,27 @@ def test_html_and_script_in_a_token_label_show_as_text_and_run_nothing(page: Pag
     assert page.evaluate("window.pwned") is None and not dialogs
     assert page.locator("[data-testid=stMain] img[src=x]").count() == 0
     assert_no_exception(page)
+
+
+def test_two_visitors_editing_at_once_see_only_their_own_numbers(browser, server) -> None:
+    """Two sessions on one server, both editing: each sees its own outputs (session state is per visitor)."""
+    contexts = [browser.new_context(viewport={"width": 1400, "height": 1000}, base_url=server) for _ in range(2)]
+    try:
+        pages = [c.new_page() for c in contexts]
+        for p in pages:
+            open_page(p, "/inputs")
+        expected = []
+        for p, (row, value) in zip(pages, ((1, "5"), (2, "7")), strict=True):
+            edit_cell(p, editor=0, row=row, column=3, text=value)  # x's column "2" of Input 2, then of Input 3
+            d = case_to_dict(article())
+            d["x"][row][1] = float(value)
+            expected.append(np.array(d["options"]["weights_override"]) @ (np.array(d["x"]) @ np.array(d["w_value"])))
+        for p, outputs in zip(pages, expected, strict=True):  # after both edits, each shows its own numbers
+            p.locator("[data-testid=stMain] h2").first.click()
+            p.keyboard.press("r")  # Streamlit's own rerun key: each session computes again from its own state
+            wait_ready(p)
+            np.testing.assert_allclose(wait_for_heatmap(p, "outputs", outputs, atol=1e-4), outputs, atol=1e-4)
+        assert not np.allclose(expected[0], expected[1])
+    finally:
+        for c in contexts:
+            c.close()

@@ -18,6 +18,27 @@ from .devices import resolve_device, synchronize
 STALE_OVERRIDE = "The weights override is not this case's softmax rounded"
 STEP_NAMES = ("inputs", "weights", "qkv", "scores", "softmax", "weighted", "outputs", "repeat")
 
+# What each axis of a recorded tensor is; with heads > 1, the tensors in PER_HEAD have the head axis first.
+AXES = {
+    "x": ("token", "feature"),
+    "w_query": ("feature", "query dim"),
+    "w_key": ("feature", "key dim"),
+    "w_value": ("feature", "value dim"),
+    "queries": ("token", "query dim"),
+    "keys": ("token", "key dim"),
+    "values": ("token", "value dim"),
+    "scores_raw": ("query", "key"),
+    "scores": ("query", "key"),
+    "weights_exact": ("query", "key"),
+    "weights": ("query", "key"),
+    "weighted": ("key", "query", "value dim"),
+    "head_outputs": ("query", "value dim"),
+    "concat": ("query", "value dim"),
+    "outputs": ("query", "output dim"),
+    "outputs_by_query": ("query", "output dim"),
+}
+PER_HEAD = {"queries", "keys", "values", "scores_raw", "scores", "weights_exact", "weights", "weighted", "head_outputs"}
+
 TITLES = {
     "inputs": "Prepare inputs",
     "weights": "Initialise weights",

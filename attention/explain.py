@@ -11,8 +11,8 @@ from types import MappingProxyType
 
 import torch
 
-from .core import Trace, scale_factor
-from .files import _short_float32
+from .core import AXES, PER_HEAD, Trace, scale_factor
+from .files import short_float32
 
 Cells = tuple[int, ...] | None  # 0-based rows or columns of a 2-D view; None: all of them
 Parts = Mapping[str, tuple[Cells, Cells]]
@@ -20,29 +20,6 @@ Parts = Mapping[str, tuple[Cells, Cells]]
 ABBREVIATE_OVER = 8  # terms: a longer sum shows its first and last three terms and "…" (its total counts them all)
 SHOWN_AT_ENDS = 3
 DIRECT_EXP_UP_TO = 80.0  # exp(s) is written out as is when every |s| is at most this; past it, exp(s − max)
-
-# Tensors recorded with the head first when heads > 1: (h, …).
-PER_HEAD = {"queries", "keys", "values", "scores_raw", "scores", "weights_exact", "weights", "weighted", "head_outputs"}
-
-# What each axis of a tensor is (without the head axis), for error messages.
-AXES = {
-    "x": ("token", "feature"),
-    "w_query": ("feature", "query column"),
-    "w_key": ("feature", "key column"),
-    "w_value": ("feature", "value column"),
-    "queries": ("token", "query column"),
-    "keys": ("token", "key column"),
-    "values": ("token", "value column"),
-    "scores_raw": ("query", "key"),
-    "scores": ("query", "key"),
-    "weights_exact": ("query", "key"),
-    "weights": ("query", "key"),
-    "weighted": ("key", "query", "value column"),
-    "head_outputs": ("query", "value column"),
-    "concat": ("query", "value column"),
-    "outputs": ("query", "output column"),
-    "outputs_by_query": ("query", "output column"),
-}
 
 
 @dataclass(frozen=True)
@@ -152,7 +129,7 @@ class _Explainer:
         self.heads, self.n = self.o.heads, trace.case.n
         dtype = trace["x"].dtype
         self.dtype = str(dtype).removeprefix("torch.")
-        self.short: Callable[[float], float] = _short_float32 if dtype == torch.float32 else float
+        self.short: Callable[[float], float] = short_float32 if dtype == torch.float32 else float
         self.eps, self.tiny = torch.finfo(dtype).eps, torch.finfo(dtype).tiny
 
     # numbers

@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
-from .core import Trace
+from .core import AXES, Trace
 from .files import to_lists
 
 TEXT_MAX_SIDE = 16  # numbers are drawn in the cells up to 16×16: past that they cost seconds per edit in the browser
@@ -17,24 +17,6 @@ TABLE_MAX_CELLS = 4096  # tables beyond this are not readable anyway; the heatma
 SEQUENTIAL = "Viridis"  # both scales read for colour-blind viewers (viridis; red-blue diverging)
 DIVERGING = "RdBu"
 
-# What the rows and columns of each recorded tensor are, so that axes and hover text say it.
-AXES = {
-    "x": ("token", "feature"),
-    "w_query": ("feature", "query dim"),
-    "w_key": ("feature", "key dim"),
-    "w_value": ("feature", "value dim"),
-    "queries": ("token", "query dim"),
-    "keys": ("token", "key dim"),
-    "values": ("token", "value dim"),
-    "scores_raw": ("query", "key"),
-    "scores": ("query", "key"),
-    "weights_exact": ("query", "key"),
-    "weights": ("query", "key"),
-    "head_outputs": ("query", "value dim"),
-    "concat": ("query", "value dim"),
-    "outputs": ("query", "output dim"),
-    "outputs_by_query": ("query", "output dim"),
-}
 TOKEN_KINDS = {"token", "query", "key"}
 
 

@@ -100,7 +100,7 @@ def tensor_to_dict(t: torch.Tensor, device: str) -> dict:
 
 def to_lists(t: torch.Tensor):
     """Nested lists of the shortest decimals that read back to the same float32 (or float64) values."""
-    short = _short_float32 if t.dtype == torch.float32 else float
+    short = short_float32 if t.dtype == torch.float32 else float
     return _map(t.tolist(), lambda v: None if math.isinf(v) else short(v))
 
 
@@ -119,7 +119,7 @@ def _map(value, f):
     return [_map(v, f) for v in value] if isinstance(value, list) else f(value)
 
 
-def _short_float32(v: float) -> float:
+def short_float32(v: float) -> float:
     # 1.8 in float32 is 1.7999999523…; write 1.8, which reads back as the same float32.
     for digits in (6, 7, 8):
         s = float(f"{v:.{digits}g}")

@@ -3,19 +3,7 @@
 from __future__ import annotations
 
 from .case import Case, Matrix
-
-# The article's step titles, numbered 1-8; the same words as core.TITLES (a test checks), kept here because this
-# module must not import the core (it imports torch).
-STEP_TITLES = (
-    "Prepare inputs",
-    "Initialise weights",
-    "Derive keys, queries and values",
-    "Calculate attention scores",
-    "Calculate softmax",
-    "Multiply scores with values",
-    "Sum weighted values",
-    "Repeat for every input",
-)
+from .core import STEP_NAMES, TITLES
 
 MAX_LABEL_CHARS = 80  # a label in a comment is cut here (labels are user text; the case limits them to 40)
 
@@ -33,7 +21,7 @@ def to_script(case: Case) -> str:
     ]
 
     def step(number: int, note: str = "") -> None:
-        lines.extend(["", f"# Step {number}: {STEP_TITLES[number - 1]}{note}"])
+        lines.extend(["", f"# Step {number}: {TITLES[STEP_NAMES[number - 1]]}{note}"])
 
     step(1, " (one row per token)")
     lines += _literal("x", case.x, labels=case.tokens)

@@ -23,7 +23,7 @@ from .case import (
     case_to_dict,
     parse_case,
 )
-from .core import STALE_OVERRIDE, STEP_NAMES, Trace, attend
+from .core import AXES, PER_HEAD, STALE_OVERRIDE, STEP_NAMES, Trace, attend
 from .devices import available_devices, gpu_unavailable_reason, resolve_device
 from .script import to_script
 
@@ -31,7 +31,6 @@ MATRICES = ("x", "w_query", "w_key", "w_value")
 SIZES = {"n": ("n · tokens", MAX_N), "d_in": ("d_in", MAX_D), "d_k": ("d_k", MAX_D), "d_v": ("d_v", MAX_D)}
 SCALES = {"none": "none (the article)", "sqrt_dk": "1/√d_k (textbook)", "custom": "custom factor"}
 SESSION = "session"  # sidebar widgets keep their values across page switches
-HEADED = {"queries", "keys", "values", "scores_raw", "scores", "weights_exact", "weights", "weighted", "head_outputs"}
 
 # Session state (one per browser tab, never shared): "inputs" holds what the user typed, valid or not, as plain
 # lists; "trace" is the last valid computation; the sidebar's widget keys hold the sizes and options.
@@ -263,7 +262,7 @@ def _share(t: Trace) -> None:
         if too_long:
             st.caption(f"This case is too big for a link ({len(token):,} characters): share the case file instead.")
         else:
-            query = "&".join(f"{k}={v}" for k, v in params.to_dict().items())
+            query = "&".join(f"{k}={params[k]}" for k in ("case", "step") if k in params)  # base64url and digits
             st.code(f"{st.context.url or ''}{'?' if query else ''}{query}", language=None, wrap_lines=True)
             st.caption("Copy the link (button at the top right): it opens this page with these numbers.")
         case_file = files.dump_case(t.case)
@@ -508,12 +507,10 @@ def token_picker(t: Trace, label: str, key: str) -> int:
 
 # Explain a number: a picker per axis of the chosen tensor, and clicks on its heatmap that set those pickers.
 
-CELL_AXES = figures.AXES | {"weighted": ("key", "query", "value dim")}
-
 
 def _axes(t: Trace, name: str) -> list[tuple[str, int]]:
     """(kind, size) for each axis of a recorded tensor: the head first when it has one."""
-    kinds = CELL_AXES[name]
+    kinds = AXES[name]
     shape = t[name].shape
     return list(zip(("head", *kinds) if len(shape) > len(kinds) else kinds, shape, strict=True))
 
@@ -549,19 +546,19 @@ def apply_click(t: Trace, name: str) -> None:
     shape = t[name].shape
     r, c = divmod(points[0]["point_index"], shape[-1])
     cell = (*divmod(r, shape[-2]), c) if name == "weighted" else (r, c)
-    head = (s.get(f"explain_{name}_0", 0),) if len(shape) > len(CELL_AXES[name]) else ()
+    head = (s.get(f"explain_{name}_0", 0),) if len(shape) > len(AXES[name]) else ()
     for a, value in enumerate((*head, *cell)):
         s[f"explain_{name}_{a}"] = value
 
 
 def _split_head(name: str, index: tuple[int, ...]) -> tuple[int | None, tuple[int, ...]]:
-    extra = len(index) - len(CELL_AXES[name])
+    extra = len(index) - len(AXES[name])
     return (index[0] if extra else None), index[extra:]
 
 
 def part_figure(t: Trace, part: str, head: int | None):
     """A tensor that took part in the explained number, as the same 2-D view (the same head)."""
-    head = head if part in HEADED else None
+    head = head if part in PER_HEAD else None
     return figures.weighted_heatmap(t, head) if part == "weighted" else figures.tensor_heatmap(t, part, head)
 
 

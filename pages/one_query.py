@@ -19,7 +19,7 @@ alone = one_query(trace, query)  # every tensor of steps 4-7 for this query: one
 
 def one(name: str):
     """This query's tensor, of the chosen head when there are several."""
-    return alone[name][head] if head is not None and name in ui.HEADED else alone[name]
+    return alone[name][head] if head is not None and name in ui.PER_HEAD else alone[name]
 
 
 keys = figures.labels(trace, "key", trace.case.n)

@@ -15,9 +15,9 @@ st.code(step.code, language="python")
 for note in step.notes:
     st.info(ui.plain(note))
 
-head = ui.head_picker(trace, "walkthrough_head") if set(step.tensors) & ui.HEADED else None
+head = ui.head_picker(trace, "walkthrough_head") if set(step.tensors) & ui.PER_HEAD else None
 for name, tensor in step.tensors.items():
-    h = head if name in ui.HEADED else None
+    h = head if name in ui.PER_HEAD else None
     shape = " × ".join(map(str, tensor.shape))
     st.subheader(f"`{name}` · ({shape}) · {str(tensor.dtype).removeprefix('torch.')} · computed on {step.device}")
     if name == "weighted":

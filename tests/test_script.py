@@ -3,17 +3,16 @@
 import ast
 import subprocess
 import sys
-import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 import torch
 
-from attention import STEP_NAMES, attend, core
+from attention import STEP_NAMES, attend
+from attention.core import TITLES
 from attention.presets import article, random_case
-from attention.script import STEP_TITLES, to_script
+from attention.script import to_script
 
 ARTICLE_OUTPUTS = [[2.0, 7.0, 1.5], [2.0, 8.0, 0.0], [2.0, 7.8, 0.3]]
 ARTICLE_BROADCAST = "weighted = values[:, None] * weights.T[:, :, None]"
@@ -82,7 +81,7 @@ def test_article_script_reads_and_prints_like_the_article(runs):
     assert "For readability, approximate the above" in source  # why step 5's exact weights are replaced
     for line in ("keys = x @ w_key", "queries = x @ w_query", "values = x @ w_value", "outputs = weighted.sum(dim=0)"):
         assert line in source
-    for title_number, title in enumerate(STEP_TITLES, start=1):
+    for title_number, title in enumerate((TITLES[name] for name in STEP_NAMES), start=1):
         assert f"# Step {title_number}: {title}" in source
     # Only the lines an option needs: the article uses none of these
     for absent in ("math", "mask", "heads", "nan_to_num", "w_out", "temperature", "scale"):
@@ -121,32 +120,3 @@ def test_hostile_labels_stay_in_comments(runs):
     plain = to_script(replace(CASES["hostile labels"], tokens=tuple(f"t{i}" for i in range(len(HOSTILE)))))
     assert ast.dump(ast.parse(source)) == ast.dump(ast.parse(plain))
     assert "\\n" in source and "\\r" in source and "\\u2028" in source and "\\x00" in source  # visible, escaped
-
-
-def test_step_titles_are_the_cores():
-    assert tuple(core.TITLES[name] for name in STEP_NAMES) == STEP_TITLES
-
-
-def test_script_module_does_not_import_torch():
-    package = Path(__file__).resolve().parents[1] / "attention"
-    # attention/__init__.py imports the core (and so torch): load the package without it, as a bare namespace
-    code = textwrap.dedent(
-        """
-        import sys, types
-        package = types.ModuleType("attention")
-        package.__path__ = [sys.argv[1]]
-        sys.modules["attention"] = package
-        import attention.script
-        print(sorted(name for name in ("torch", "streamlit", "plotly", "pandas") if name in sys.modules))
-        """
-    )
-    result = subprocess.run([sys.executable, "-c", code, str(package)], capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]"
-    # And by its source: the standard library and the sibling attention.case, nothing else
-    tree = ast.parse((package / "script.py").read_text(encoding="utf-8"))
-    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    imported |= {
-        ("." * node.level) + (node.module or "") for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-    }
-    assert all(name == ".case" or name.split(".")[0] in sys.stdlib_module_names for name in imported), imported

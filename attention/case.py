@@ -15,9 +15,10 @@ Matrix = tuple[tuple[float, ...], ...]
 MAX_N = 1024  # tokens
 MAX_D = 64  # d_in, d_k, d_v and d_out
 MAX_HEADS = 64
+MAX_HEAD_CELLS = 1 << 24  # heads × n²: each of the four n × n score and weight tensors per head (64 MiB in float32)
 MAX_ABS = 1e6  # |every input number|: keeps every product finite in float32 (see check_bounds_keep_float32_finite)
 MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 100.0
-MAX_SCALE = 100.0
+MIN_SCALE, MAX_SCALE = 0.001, 100.0
 MAX_TOKEN_CHARS = 40
 DTYPES = ("float32", "float64")
 DEVICE_PATTERN = re.compile(r"cpu|cuda|cuda:\d{1,2}|mps|auto")
@@ -215,8 +216,8 @@ def _options(value: object, n: int, d_k: int, d_v: int, tokens: tuple[str, ...])
         if isinstance(o.scale, str):
             raise CaseError("options.scale", f"must be 'none', 'sqrt_dk' or a positive number, not {o.scale!r}")
         scale = _number(o.scale, "options.scale", MAX_SCALE)
-        if scale <= 0:
-            raise CaseError("options.scale", f"must be positive, not {scale:g}")
+        if scale < MIN_SCALE:
+            raise CaseError("options.scale", f"must be at least {MIN_SCALE:g}, not {scale:g}")
         o = replace(o, scale=scale)
 
     temperature = _number(o.temperature, "options.temperature", MAX_TEMPERATURE)
@@ -229,6 +230,8 @@ def _options(value: object, n: int, d_k: int, d_v: int, tokens: tuple[str, ...])
     for dim, size in (("d_k", d_k), ("d_v", d_v)):
         if size % heads:
             raise CaseError("options.heads", f"{dim} = {size} does not divide into {heads} heads")
+    if heads * n * n > MAX_HEAD_CELLS:
+        raise CaseError("options.heads", f"{heads} heads × {n}² scores are over the limit of {MAX_HEAD_CELLS:,}")
 
     mask = o.mask
     if mask is not None and mask != "causal":

@@ -21,9 +21,8 @@ TOKEN_KINDS = {"token", "query", "key"}
 
 
 def labels(trace: Trace, kind: str, size: int) -> list[str]:
-    """Axis labels: the tokens for token axes, 1..size otherwise; escaped, since Plotly renders some HTML in labels."""
-    raw = trace.case.tokens if kind in TOKEN_KINDS else [str(i + 1) for i in range(size)]
-    return [html.escape(label, quote=False) for label in raw]  # <, > and & only: Plotly shows &quot; as typed
+    """Axis labels, as typed: the tokens for token axes, 1..size otherwise (heatmap() escapes them for Plotly)."""
+    return list(trace.case.tokens) if kind in TOKEN_KINDS else [str(i + 1) for i in range(size)]
 
 
 def heatmap(
@@ -37,8 +36,8 @@ def heatmap(
     small = max(z.shape) <= TEXT_MAX_SIDE
     trace = go.Heatmap(
         z=z,
-        x=cols,
-        y=rows,
+        x=[html.escape(c, quote=False) for c in cols],  # Plotly renders some HTML in labels; quotes show as typed
+        y=[html.escape(r, quote=False) for r in rows],
         colorscale=DIVERGING if signed else SEQUENTIAL,
         reversescale=bool(signed),  # red negative, blue positive
         zmid=0 if signed else None,
@@ -136,12 +135,12 @@ def table(trace: Trace, name: str, head: int | None = None, rows: list[int] | No
     round-trip; None when it is too big to read."""
     t = tensor(trace, name, head)
     row_kind, col_kind = AXES[name]
-    index = list(trace.case.tokens) if row_kind in TOKEN_KINDS else labels(trace, row_kind, t.shape[0])
+    index = labels(trace, row_kind, t.shape[0])
     if rows is not None:
         t, index = t[rows], [index[i] for i in rows]
     if t.numel() > TABLE_MAX_CELLS:
         return None
-    columns = list(trace.case.tokens) if col_kind in TOKEN_KINDS else labels(trace, col_kind, t.shape[1])
+    columns = labels(trace, col_kind, t.shape[1])
     return pd.DataFrame(to_lists(t), index=pd.Index(index), columns=columns, dtype="float64")
 
 

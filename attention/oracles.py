@@ -38,18 +38,20 @@ def fused_outputs(case: Case) -> torch.Tensor:
 def mha_outputs(case: Case) -> torch.Tensor | None:
     """nn.MultiheadAttention with our weights, where it can express the case; else None.
 
-    It projects to embed_dim (so d_in = d_k = d_v, and w_out square), always scales by 1/√(d_k/h), has no
-    temperature, and gives NaN for a fully masked row: so only textbook cases with no mask or a causal one.
+    It projects to embed_dim (so d_in = d_k = d_v, and w_out square) and gives NaN for a fully masked row. It
+    always scales by 1/√(d_k/h): our scale and temperature go into its query weights instead.
     """
     o = case.options
     e = case.d_in
     fits = case.d_k == case.d_v == e and (o.w_out is None or len(o.w_out[0]) == e)
-    if not fits or o.scale != "sqrt_dk" or o.temperature != 1 or o.mask not in (None, "causal"):
+    explicit = isinstance(o.mask, tuple)
+    if not fits or (explicit and not all(any(row) for row in o.mask)):
         return None
     dtype = getattr(torch, o.dtype)
     mha = torch.nn.MultiheadAttention(e, o.heads, bias=False, batch_first=True, dtype=dtype)
     with torch.no_grad():
         w_q, w_k, w_v = (torch.tensor(w, dtype=dtype) for w in (case.w_query, case.w_key, case.w_value))
+        w_q = w_q * scale_factor(case) / o.temperature * (e // o.heads) ** 0.5  # undoes its own 1/√(d_k/h)
         mha.in_proj_weight.copy_(torch.cat([w_q.T, w_k.T, w_v.T]))  # it computes x @ W.T
         mha.out_proj.weight.copy_(
             torch.eye(e, dtype=dtype) if o.w_out is None else torch.tensor(o.w_out, dtype=dtype).T
@@ -57,6 +59,7 @@ def mha_outputs(case: Case) -> torch.Tensor | None:
         x = torch.tensor(case.x, dtype=dtype)[None]
         # its bool mask is True where attending is NOT allowed (the opposite of scaled_dot_product_attention's)
         blocked = torch.ones(case.n, case.n, dtype=torch.bool).triu(1) if o.mask == "causal" else None
+        blocked = torch.tensor(o.mask) == 0 if explicit else blocked
         out, _ = mha(x, x, x, need_weights=False, attn_mask=blocked)
     return out[0]
 

@@ -117,9 +117,10 @@ def variants(case: Case) -> dict[str, Case]:
         )
     out[EXACT] = with_options(case, **exact)
     out["exact, ÷√d_k (textbook)"] = with_options(case, **exact | {"scale": "sqrt_dk"})
-    out[f"exact, temperature {case.options.temperature:g}"] = with_options(
-        case, **exact | {"temperature": case.options.temperature}
-    )
+    if case.options.temperature != 1:  # at 1 it is the exact softmax again
+        out[f"exact, temperature {case.options.temperature:g}"] = with_options(
+            case, **exact | {"temperature": case.options.temperature}
+        )
     out["exact, causal mask"] = with_options(case, **exact | {"mask": "causal"})
     return out
 

@@ -16,7 +16,9 @@ from .case import (
     MAX_D,
     MAX_HEADS,
     MAX_N,
+    MAX_SCALE,
     MAX_TEMPERATURE,
+    MIN_SCALE,
     MIN_TEMPERATURE,
     Case,
     CaseError,
@@ -30,7 +32,8 @@ from .script import to_script
 MATRICES = ("x", "w_query", "w_key", "w_value")
 SIZES = {"n": ("n · tokens", MAX_N), "d_in": ("d_in", MAX_D), "d_k": ("d_k", MAX_D), "d_v": ("d_v", MAX_D)}
 SCALES = {"none": "none (the article)", "sqrt_dk": "1/√d_k (textbook)", "custom": "custom factor"}
-SESSION = "session"  # sidebar widgets keep their values across page switches
+SESSION = "session"  # widgets keep their values across page switches
+TRACE_FILE_MAX_NUMBERS = 1_000_000  # a trace file is written in Python, number by number: ~1 s per million
 
 # Session state (one per browser tab, never shared): "inputs" holds what the user typed, valid or not, as plain
 # lists; "trace" is the last valid computation; the sidebar's widget keys hold the sizes and options.
@@ -66,10 +69,10 @@ def _open_link() -> None:
         except CaseError as e:
             s.notices.append(f"This link was refused ({e}); showing the article instead.")
     if step := params.get("step"):
-        if step.isdigit() and 1 <= int(step) <= 8:
+        if step in {str(i) for i in range(1, 9)}:
             s.step = int(step)
         else:
-            s.notices.append(f"This link's step {step[:20]!r} is not 1 to 8; showing step 1.")
+            s.notices.append("This link's step is not a number from 1 to 8; showing step 1.")
 
 
 def _preset_choice() -> tuple:
@@ -184,7 +187,7 @@ def sidebar() -> None:
             )
         st.selectbox("Scale", SCALES, format_func=SCALES.get, persist_state=SESSION, key="scale")
         if s.scale == "custom":
-            st.number_input("Scale factor", 0.001, 100.0, persist_state=SESSION, key="scale_value", format="%g")
+            st.number_input("Scale factor", MIN_SCALE, MAX_SCALE, persist_state=SESSION, key="scale_value", format="%g")
         st.number_input(
             "Temperature",
             MIN_TEMPERATURE,
@@ -221,12 +224,12 @@ def trace() -> Trace:
         case = parse_case(_candidate())
         s.trace = _memo("trace", case)
     except CaseError as e:
-        st.error(f"{plain(str(e))}. The numbers below are from the last valid input: fix it to go on.", icon="⚠️")
+        st.error(f"{plain(str(e))} The numbers below are from the last valid input: fix it to go on.", icon="⚠️")
         if "trace" not in s:  # nothing valid yet in this session: the article
             s.trace = _memo("trace", presets.article())
     for note in s.trace.step("softmax").notes:
         if note.startswith(STALE_OVERRIDE):
-            st.info(f"{plain(note)}. Turn off “Article's rounded softmax” in the sidebar to use the exact weights.")
+            st.info(f"{plain(note)} Turn off “Article's rounded softmax” in the sidebar to use the exact weights.")
     _verified(s.trace)
     _share(s.trace)
     return s.trace
@@ -265,21 +268,36 @@ def _share(t: Trace) -> None:
             query = "&".join(f"{k}={params[k]}" for k in ("case", "step") if k in params)  # base64url and digits
             st.code(f"{st.context.url or ''}{'?' if query else ''}{query}", language=None, wrap_lines=True)
             st.caption("Copy the link (button at the top right): it opens this page with these numbers.")
-        case_file = files.dump_case(t.case)
+        case_file = lambda: files.dump_case(t.case)  # noqa: E731 (made on click)
         st.download_button("Case file", case_file, "case.json", "application/json", on_click="ignore", key="get_case")
-        st.download_button(
+        numbers = sum(x.numel() for step in t.steps for x in step.tensors.values())
+        too_big = numbers > TRACE_FILE_MAX_NUMBERS
+        trace_file = lambda: files.dump_trace(t)  # noqa: E731 (made on click: it can be large)
+        get = st.download_button
+        get(
             "Trace file",
-            lambda: files.dump_trace(t),
+            trace_file,
             "trace.json",
             "application/json",
             on_click="ignore",
             key="get_trace",
+            disabled=too_big,
         )
+        if too_big:
+            st.caption(f"The trace holds {numbers:,} numbers: too many to write here. `python -m attention trace` can.")
         st.download_button(
             "Python script", lambda: to_script(t.case), "attention_case.py", "text/x-python", on_click="ignore",
             key="get_script",
         )  # fmt: skip
         st.file_uploader("Open a case file", type=["json"], key="upload", on_change=_import_case)
+        st.radio("Charts save as", ("png", "svg"), key="image_format", horizontal=True, persist_state=SESSION)
+
+
+def chart(fig, key: str, where=st, **kwargs):
+    """A Plotly chart (in `where`, a column say), full width, whose toolbar saves it as PNG or SVG as chosen."""
+    fmt = st.session_state.get("image_format", "png")
+    config = {"toImageButtonOptions": {"format": fmt, "filename": key.removeprefix("chart_")}, "displaylogo": False}
+    return where.plotly_chart(fig, key=key, width="stretch", config=config, **kwargs)
 
 
 def _import_case() -> None:
@@ -329,7 +347,7 @@ def _variant(t: Trace, slot: str, **options) -> Trace:
 
 
 MEMO_SLOTS = 4  # traces a session keeps: the main one and the latest others (a variant, the CPU twin, …)
-BIG = 1 << 22  # elements in the step-6 broadcast past which only the main trace is kept (16 MiB in float32)
+BIG = 1 << 22  # numbers in the n × n tensors past which only the main trace is kept (16 MiB in float32)
 
 
 def _memo(slot: str, case: Case) -> Trace:
@@ -342,7 +360,7 @@ def _memo(slot: str, case: Case) -> Trace:
         memo[slot] = memo.pop(slot)  # the most recently used last
         return memo[slot][1]
     t = _attend_or_cpu(case)
-    if case.n * case.n * case.d_v > BIG:  # big: keep the main trace only
+    if case.n * case.n * (case.d_v + 4 * case.options.heads) > BIG:  # broadcast + per-head scores: keep the main only
         for k in [k for k in memo if k != "trace"]:
             del memo[k]
         if slot != "trace":
@@ -472,9 +490,15 @@ def player() -> None:
     """Play / pause through steps 1-8 at a chosen pace (a timed fragment moves to the next step and reruns)."""
     s = st.session_state
     play, pace = st.columns([1, 3], vertical_alignment="center")
-    play.toggle("Play", key="playing", help="Step through 1-8 by itself; ← and → step by hand")
+    play.toggle("Play", key="playing", persist_state=SESSION, help="Step through 1-8 by itself; ← and → step by hand")
     seconds = pace.select_slider(
-        "Pace", PACES, value=2.0, format_func=lambda v: f"{v:g} s per step", key="pace", label_visibility="collapsed"
+        "Pace",
+        PACES,
+        value=2.0,
+        format_func=lambda v: f"{v:g} s per step",
+        key="pace",
+        label_visibility="collapsed",
+        persist_state=SESSION,
     )
     if s.playing:
         st.fragment(lambda: _advance(seconds), run_every=seconds)()
@@ -496,13 +520,19 @@ def head_picker(t: Trace, key: str) -> int | None:
     h = t.case.options.heads
     if h == 1:
         return None
-    return st.radio("Head", range(h), format_func=lambda i: f"head {i + 1}", key=key, horizontal=True)
+    head = st.radio(
+        "Head", range(h), format_func=lambda i: f"head {i + 1}", key=key, horizontal=True, persist_state=SESSION
+    )
+    return head if head is not None and head < h else 0
 
 
 def token_picker(t: Trace, label: str, key: str) -> int:
     """Pick a token by its label; Input 2 first when there is one (the article's Input 1 has weight 0 everywhere)."""
     index = min(1, t.case.n - 1)
-    return st.selectbox(label, range(t.case.n), index=index, format_func=lambda i: t.case.tokens[i], key=key)
+    picked = st.selectbox(
+        label, range(t.case.n), index=index, format_func=lambda i: t.case.tokens[i], key=key, persist_state=SESSION
+    )
+    return picked if picked is not None and picked < t.case.n else index
 
 
 # Explain a number: a picker per axis of the chosen tensor, and clicks on its heatmap that set those pickers.
@@ -521,7 +551,10 @@ def cell_picker(t: Trace, name: str) -> tuple[int, ...]:
         names = [f"head {i + 1}" for i in range(size)] if kind == "head" else figures.labels(t, kind, size)
         default = min(1, size - 1) if kind in figures.TOKEN_KINDS else 0  # Input 2: the article's Input 1 is all 0
         key = f"explain_{name}_{a}"
-        index.append(column.selectbox(kind, range(size), index=default, format_func=names.__getitem__, key=key))
+        picked = column.selectbox(
+            kind, range(size), index=default, format_func=names.__getitem__, key=key, persist_state=SESSION
+        )
+        index.append(picked if picked is not None and picked < size else default)
     return tuple(index)
 
 
@@ -563,5 +596,7 @@ def part_figure(t: Trace, part: str, head: int | None):
 
 
 def plain(text: str) -> str:
-    """User text (a token label inside a message) shown as typed: Markdown and HTML characters escaped."""
-    return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~$])", r"\\\1", text)
+    """Text that may hold user input (a token label, a file name), for Markdown: a code span, in which Streamlit
+    makes no links, emphasis, HTML, LaTeX, emoji or icons (escaping characters leaves autolinks and icons)."""
+    fence = "`" * (max(map(len, re.findall(r"`+", text)), default=0) + 1)
+    return f"{fence} {text} {fence}"

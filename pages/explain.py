@@ -12,13 +12,13 @@ st.write(
 )
 
 names = explainable(trace)
-name = st.selectbox("Tensor", names, index=names.index("scores_raw"), key="explain_tensor")
+name = st.selectbox("Tensor", names, index=names.index("scores_raw"), key="explain_tensor", persist_state="session")
 ui.apply_click(trace, name)
 index = ui.cell_picker(trace, name)
 explanation = explain(trace, name, index)
 
 figure = ui.explain_figure(trace, name, index)
-st.plotly_chart(figure, key="explain_chart", on_select="rerun", selection_mode="points", width="stretch")
+ui.chart(figure, "explain_chart", on_select="rerun", selection_mode="points")
 
 st.subheader(ui.plain(explanation.title), anchor=False)
 st.code("\n".join(explanation.lines), language=None, wrap_lines=True)
@@ -26,4 +26,4 @@ st.caption("Outlined: the cells that took part.")
 parts = explanation.parts.items()
 for column, (part, (rows, cols)) in zip(st.columns(len(parts) or 1), parts, strict=False):
     figure = figures.highlight(ui.part_figure(trace, part, explanation.head), rows, cols)
-    column.plotly_chart(figure, key=f"explain_part_{part}", width="stretch")
+    ui.chart(figure, f"explain_part_{part}", where=column)

@@ -19,6 +19,6 @@ for column, name in zip(st.columns(3), ("w_query", "w_key", "w_value"), strict=T
 
 st.subheader("Outputs (step 7)")
 chart, table = st.columns([3, 2])
-chart.plotly_chart(figures.tensor_heatmap(trace, "outputs"), key="chart_outputs", width="stretch")
+ui.chart(figures.tensor_heatmap(trace, "outputs"), "chart_outputs", where=chart)
 if (frame := figures.table(trace, "outputs")) is not None:
     table.dataframe(frame, key="table_outputs")

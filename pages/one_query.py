@@ -30,19 +30,17 @@ for number, name, caption in (
 ):
     st.subheader(f"Step {number} · `{name}` for this query alone")
     st.caption(caption)
-    st.plotly_chart(figures.heatmap(one(name), me, keys, "query", "key"), key=f"chart_{name}", width="stretch")
+    ui.chart(figures.heatmap(one(name), me, keys, "query", "key"), f"chart_{name}")
 
 st.subheader("Step 6 · `weighted`: each value row times this query's weight on it")
 weighted = one("weighted")[:, 0]  # (n_k, d_v): the query axis has one entry
 dims = figures.labels(trace, "value dim", weighted.shape[-1])
-st.plotly_chart(figures.heatmap(weighted, keys, dims, "key", "value dim"), key="chart_weighted", width="stretch")
+ui.chart(figures.heatmap(weighted, keys, dims, "key", "value dim"), "chart_weighted")
 
 st.subheader("Step 7 · the output row, alone and in the matrix form")
 outputs = figures.labels(trace, "output dim", trace.outputs.shape[-1])
 left, right = st.columns(2)
-left.plotly_chart(figures.heatmap(alone["outputs"], me, outputs, "query", "output dim", "alone"), key="chart_alone")
-right.plotly_chart(
-    figures.heatmap(trace.outputs[query : query + 1], me, outputs, "query", "output dim", "row i of the outputs"),
-    key="chart_matrix",
-)
+ui.chart(figures.heatmap(alone["outputs"], me, outputs, "query", "output dim", "alone"), "chart_alone", where=left)
+row_i = figures.heatmap(trace.outputs[query : query + 1], me, outputs, "query", "output dim", "row i of the outputs")
+ui.chart(row_i, "chart_matrix", where=right)
 st.info(ui.plain(trace.step("repeat").notes[-1]))

@@ -20,7 +20,7 @@ with left:
     st.page_link("pages/inputs.py", label="Edit the inputs", icon=":material/edit:")
 with right:
     st.subheader("The result: outputs")
-    st.plotly_chart(figures.tensor_heatmap(trace, "outputs"), key="chart_outputs", width="stretch")
+    ui.chart(figures.tensor_heatmap(trace, "outputs"), "chart_outputs")
     if trace.case.options.weights_override is not None:
         st.caption(
             "With the article's rounded softmax. Turn it off in the sidebar for the exact softmax; "

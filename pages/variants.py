@@ -16,7 +16,7 @@ st.dataframe(figures.variant_table(outputs, outputs[presets.EXACT]), key="table_
 queries = figures.labels(trace, "query", trace.case.n)
 for column, (name, o) in zip(st.columns(len(outputs)), outputs.items(), strict=True):
     figure = figures.heatmap(o, queries, figures.labels(trace, "output dim", o.shape[1]), "query", "output dim", name)
-    column.plotly_chart(figure, key=f"chart_{name}", width="stretch")
+    ui.chart(figure, f"chart_{name}", where=column)
 
 
 @st.fragment
@@ -24,12 +24,14 @@ def temperature_explorer() -> None:
     """A local slider: only this part reruns while it moves."""
     st.subheader("Temperature: the softmax sharpens and flattens")
     st.latex(r"A_{ij} = \frac{e^{S_{ij}/T}}{\sum_k e^{S_{ik}/T}}")
-    temperature = st.select_slider("Temperature T", figures.TEMPERATURES, value=1.0, key="explore_temperature")
+    temperature = st.select_slider(
+        "Temperature T", figures.TEMPERATURES, value=1.0, key="explore_temperature", persist_state="session"
+    )
     case = presets.with_options(trace.case, temperature=temperature, weights_override=None)
     t = ui.variant_trace("temperature explorer", case)
     head = 0 if case.options.heads > 1 else None  # the first head, when there are several
     figure = figures.tensor_heatmap(t, "weights", head, title=f"weights at T = {temperature:g}")
-    st.plotly_chart(figure, key="chart_temperature", width="stretch")
+    ui.chart(figure, "chart_temperature")
 
 
 temperature_explorer()

@@ -22,10 +22,10 @@ for name, tensor in step.tensors.items():
     st.subheader(f"`{name}` · ({shape}) · {str(tensor.dtype).removeprefix('torch.')} · computed on {step.device}")
     if name == "weighted":
         st.caption("Rows are (key j, query i) pairs: element [j, i] is query i's weight on key j times value j.")
-        st.plotly_chart(figures.weighted_heatmap(trace, h), key=f"chart_{name}", width="stretch")
+        ui.chart(figures.weighted_heatmap(trace, h), f"chart_{name}")
         continue
     chart, table = st.columns([3, 2])
-    chart.plotly_chart(figures.tensor_heatmap(trace, name, h), key=f"chart_{name}", width="stretch")
+    ui.chart(figures.tensor_heatmap(trace, name, h), f"chart_{name}", where=chart)
     if (frame := figures.table(trace, name, h)) is not None:
         table.dataframe(frame, key=f"table_{name}")
 
@@ -34,7 +34,7 @@ if step.name in ("softmax", "outputs") and trace.case.options.weights_override i
     name = "weights" if step.name == "softmax" else "outputs"
     st.subheader("The article's rounding versus the exact softmax")
     left, right = st.columns(2)
-    left.plotly_chart(figures.tensor_heatmap(exact, name, title=f"{name}, exact softmax"), key="chart_exact")
+    ui.chart(figures.tensor_heatmap(exact, name, title=f"{name}, exact softmax"), "chart_exact", where=left)
     difference = figures.heatmap(
         trace[name] - exact[name],
         figures.labels(trace, "query", trace.case.n),
@@ -42,4 +42,4 @@ if step.name in ("softmax", "outputs") and trace.case.options.weights_override i
         *figures.AXES[name],
         title=f"{name}: rounded − exact",
     )
-    right.plotly_chart(difference, key="chart_difference")
+    ui.chart(difference, "chart_difference", where=right)

@@ -9,7 +9,6 @@ from streamlit.testing.v1 import AppTest
 
 from attention import attend, case_to_dict, parse_case
 from attention.presets import article
-from attention.ui import plain
 from tests.apptest import APP, ARTICLE_OUTPUTS, PAGES, charts, edit
 
 
@@ -99,7 +98,7 @@ def test_an_invalid_edit_names_the_cell_and_keeps_the_last_valid_result(at, valu
     edit(at, "x", 1, "3", value)
     assert not at.exception
     assert len(at.error) == 1
-    assert plain(message) in at.error[0].value
+    assert message in at.error[0].value
     np.testing.assert_allclose(charts(at)["outputs"], valid)  # the last valid result stays
     assert at.session_state["inputs"]["w_value"][0][0] == 4.0  # nothing else is lost
     edit(at, "x", 1, "3", 1.0)  # fixed: the message goes
@@ -109,7 +108,7 @@ def test_an_invalid_edit_names_the_cell_and_keeps_the_last_valid_result(at, valu
 def test_heads_that_do_not_divide_are_refused_with_a_message(at):
     at.number_input(key="heads").set_value(2).run()
     assert not at.exception
-    assert plain("options.heads: d_k = 3 does not divide into 2 heads") in at.error[0].value
+    assert "options.heads: d_k = 3 does not divide into 2 heads" in at.error[0].value
     np.testing.assert_allclose(at.session_state["trace"].outputs, ARTICLE_OUTPUTS)
 
 

@@ -1,6 +1,7 @@
 """Teach and share, through AppTest: links, import and export, variants, explain-a-number, multi-head, the player."""
 
 import ast
+import json
 import subprocess
 import sys
 
@@ -14,7 +15,6 @@ from attention.files import MAX_LINK_CHARS, case_to_link, dump_case
 from attention.oracles import fused_outputs
 from attention.presets import article, random_case, variants, with_options
 from attention.script import to_script
-from attention.ui import plain
 from tests.apptest import APP, ARTICLE_OUTPUTS, PAGES, charts
 
 EDITED = parse_case({**case_to_dict(article()), "x": [[1, 0, 1, 0], [0, 5, 0, 2], [1, 1, 1, 1]]})
@@ -66,14 +66,16 @@ def test_a_link_carries_options_tokens_and_an_explicit_mask():
         ({"case": "not-a-case!!"}, "link: is not a case link"),
         ({"case": "A" * (MAX_LINK_CHARS + 1)}, "link: is 16,001 characters"),
         ({"case": case_to_link(random_case(3, 2, 2, 2))[:-12]}, "link: is not a case link"),
-        ({"step": "99"}, "step '99' is not 1 to 8"),
-        ({"step": "<script>"}, "step '<script>' is not 1 to 8"),
+        ({"step": "99"}, "step is not a number from 1 to 8"),
+        ({"step": "²"}, "step is not a number from 1 to 8"),  # isdigit() says yes, int() raises
+        ({"step": "9" * 5000}, "step is not a number from 1 to 8"),
+        ({"step": "http://evil.example/login"}, "step is not a number from 1 to 8"),  # not echoed: no live link
     ],
 )
 def test_a_bad_link_is_refused_with_a_message_and_the_defaults(query, message):
     at = open_link(query)
     assert not at.exception
-    assert any(plain(message) in w.value for w in at.warning), [w.value for w in at.warning]
+    assert any(message in w.value for w in at.warning), [w.value for w in at.warning]
     np.testing.assert_allclose(at.session_state["trace"].outputs, ARTICLE_OUTPUTS)
 
 
@@ -102,10 +104,10 @@ def test_import_a_good_file_and_refuse_a_bad_one():
     at = AppTest.from_file(APP, default_timeout=60).run()
     at.file_uploader(key="upload").set_value(("mine.json", dump_case(EDITED).encode(), "application/json")).run()
     assert at.session_state["trace"].case == EDITED
-    assert any(plain("Opened mine.json") in w.value for w in at.warning)
+    assert any("Opened mine.json" in w.value for w in at.warning)
     at.file_uploader(key="upload").set_value(("bad.json", b'{"format": "attention-case/1"}', "application/json"))
     at.run()
-    assert any(plain("bad.json was not opened, nothing changed: x: is missing") in w.value for w in at.warning)
+    assert any("bad.json was not opened, nothing changed: x: is missing" in w.value for w in at.warning)
     assert at.session_state["trace"].case == EDITED  # nothing changed
 
 
@@ -179,3 +181,12 @@ def test_the_player_moves_on_when_its_time_is_due():
     assert "Step 2" in at.header[0].value
     assert at.button(key="next").proto.shortcut.lower() == "right"
     assert at.button(key="previous").proto.shortcut.lower() == "left"
+
+
+def test_charts_save_as_png_or_svg_from_their_toolbar():
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("pages/inputs.py").run()
+    formats = lambda: {json.loads(c.proto.config)["toImageButtonOptions"]["format"] for c in at.get("plotly_chart")}  # noqa: E731
+    assert formats() == {"png"}
+    at.radio(key="image_format").set_value("svg").run()
+    assert formats() == {"svg"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 import time
@@ -221,8 +222,7 @@ def trace() -> Trace:
         st.warning(plain(notice), icon=":material/link:")
     s.notices = []
     try:
-        case = parse_case(_candidate())
-        s.trace = _memo("trace", case)
+        s.trace = _memo("trace", _parsed(_candidate()))
     except CaseError as e:
         st.error(f"{plain(str(e))} The numbers below are from the last valid input: fix it to go on.", icon="⚠️")
         if "trace" not in s:  # nothing valid yet in this session: the article
@@ -235,10 +235,27 @@ def trace() -> Trace:
     return s.trace
 
 
+def _parsed(candidate: dict) -> Case:
+    """parse_case, skipped while the inputs are the same as last run's (at n = 1024 it checks 150,000 numbers)."""
+    s = st.session_state
+    last = s.get("_parsed")
+    if last is None or last[0] != candidate:  # NaN != NaN: an invalid grid is parsed again, and refused again
+        s._parsed = (copy.deepcopy(candidate), parse_case(candidate))
+    return s._parsed[1]
+
+
+def _once_per_trace(slot: str, t: Trace, make):
+    """make(t), kept until the trace changes: work every rerun would otherwise repeat (the check, the link)."""
+    kept = st.session_state.setdefault("_per_trace", {})
+    if slot not in kept or kept[slot][0] is not t:
+        kept[slot] = (t, make(t))
+    return kept[slot][1]
+
+
 def _verified(t: Trace) -> None:
     """Whether this trace agrees with PyTorch's attention (fused, or nn.MultiheadAttention), shown on every page."""
     exact = exact_trace(t)
-    c = oracles.check(exact.case, exact.outputs)
+    c = _once_per_trace("check", exact, lambda e: oracles.check(e.case, e.outputs))
     where = "" if t.device == "cpu" else f" Computed on {t.device}."
     note = "" if exact is t else " (checked with the exact softmax: the article's rounding is not attention's)"
     text = f"{c.oracle}: largest difference {c.difference:.2g}{note}.{where}"
@@ -251,9 +268,9 @@ def _verified(t: Trace) -> None:
 def _share(t: Trace) -> None:
     """Keep the URL a link to this view (case and step), and offer the link, the files and an import."""
     s, params = st.session_state, st.query_params
-    token = files.case_to_link(t.case)
+    token = _once_per_trace("link", t, lambda t: files.case_to_link(t.case))
     too_long = len(token) > files.MAX_LINK_CHARS
-    if t.case == presets.article() or too_long:
+    if too_long or _once_per_trace("is_article", t, lambda t: t.case == presets.article()):
         params.pop("case", None)
     else:
         params["case"] = token
@@ -329,11 +346,11 @@ def _ensure_app_py_ran() -> None:
 
 def exact_trace(t: Trace) -> Trace:
     """The same case with the exact softmax, to show what the article's rounding changes."""
-    return _variant(t, "exact", weights_override=None)
+    return t if t.case.options.weights_override is None else _variant(t, "exact", weights_override=None)
 
 
 def trace_on(t: Trace, device: str) -> Trace:
-    return _variant(t, f"on:{device}", device=device)
+    return t if t.device == device else _variant(t, f"on:{device}", device=device)
 
 
 def variant_trace(name: str, case: Case) -> Trace:

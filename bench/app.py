@@ -1,0 +1,162 @@
+"""Benchmark (not a test): the app through Streamlit's AppTest: reruns per page, at n = 1024, cold start, peak RSS."""
+
+import argparse
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from importlib.metadata import version
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+PAGES = ("overview", "walkthrough", "inputs", "broadcasting", "one_query", "variants", "multi_head", "explain")
+PAGES += ("devices",)  # the pages/ folder, in app.py's order
+STEPS = {"walkthrough": 1, "walkthrough step 4": 4, "walkthrough step 6": 6}  # the page's heavy steps, named apart
+RERUNS, COLD_RUNS = 15, 3
+N, D = 1024, 64  # the app's MAX_N and MAX_D
+IMPORTS = "import numpy, pandas, plotly.graph_objects, streamlit, torch\n"  # what the app imports, drawing nothing
+START = time.perf_counter()  # a cold child's clock: before streamlit, torch or the app load (stdlib only above)
+LAUNCHER = "import subprocess, sys; sys.exit(subprocess.run(sys.argv[1:]).returncode)"
+
+
+def session(path: str):
+    from streamlit.testing.v1 import AppTest  # imported late: a cold child's clock must see this import
+
+    return ok(AppTest.from_file(path, default_timeout=300).run())
+
+
+def ok(at):
+    if at.exception:  # a page that failed would time its error message, not itself
+        raise RuntimeError(at.exception)
+    return at
+
+
+def visit(at, row: str) -> None:
+    page = "walkthrough" if row in STEPS else row
+    ok(at.switch_page(f"pages/{page}.py").run())
+    if row in STEPS:  # the chosen step persists across pages, so every walkthrough row sets its own
+        ok(at.radio(key="step_picker").set_value(STEPS[row]).run())
+
+
+def rerun_ms(at) -> float:
+    """Median of plain reruns: what a widget change costs the server, minus the widget's own effect."""
+    times = []
+    for _ in range(RERUNS):
+        start = time.perf_counter()
+        ok(at.run())
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def go_big(at) -> None:
+    """n = 1024, d = 64 through the sidebar, as a user would: random new cells, then the sizes one by one."""
+    ok(at.radio(key="fill").set_value("random").run())
+    for key in ("d_in", "d_k", "d_v"):
+        ok(at.number_input(key=key).set_value(D).run())
+    ok(at.number_input(key="n").set_value(N).run())
+    assert tuple(at.session_state["trace"]["x"].shape) == (N, D)
+
+
+def child(kind: str, path: str | None) -> None:
+    if kind == "cold":
+        session(path)
+        return print(time.perf_counter() - START)
+    if kind == "floor":  # what a trace must hold at least: four n×n matrices and five n×d ones, every page touched
+        import torch
+
+        kept = [torch.rand(N, N) for _ in range(4)] + [torch.rand(N, D) for _ in range(5)]
+        assert len(kept) == 9
+    else:
+        at = session(path)
+        if kind == "app":
+            go_big(at)
+            visit(at, "walkthrough step 4")
+            visit(at, "walkthrough step 6")
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10)  # KiB on Linux
+
+
+def spawn(kind: str, path: str | None = None) -> float:
+    args = [sys.executable, __file__, "--child", kind] + ([path] if path else [])
+    # Through a launcher: on Linux a child's ru_maxrss starts at its spawner's peak (exec keeps it), see bench/core.py
+    args = [sys.executable, "-c", LAUNCHER, *args]
+    return float(subprocess.run(args, capture_output=True, text=True, check=True).stdout.split()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)  # internal: one cold start or peak, fresh
+    args = parser.parse_args()
+    if args.child:
+        kind, *path = args.child
+        return child(kind, path[0] if path else None)
+
+    load = os.getloadavg()[0]
+    tmp = tempfile.TemporaryDirectory()
+    empty, imports = Path(tmp.name, "empty.py"), Path(tmp.name, "imports.py")
+    empty.write_text("import streamlit as st\n")
+    imports.write_text(IMPORTS)
+    rows = []  # (measure, value, floor, unit, target)
+
+    def say(row):
+        rows.append(row)
+        print(row, file=sys.stderr, flush=True)  # progress, while the rest runs
+
+    floor_ms = rerun_ms(session(str(empty)))
+    at, small = session(APP), {}
+    for row in (*PAGES, *list(STEPS)[1:]):
+        visit(at, row)
+        small[row] = rerun_ms(at)
+        say((f"rerun · {row}", small[row], floor_ms, "ms", 3 if row == "walkthrough" else None))
+    go_big(at)
+    for row in small:
+        visit(at, row)
+        say((f"rerun at n = {N}, d = {D} · {row}", rerun_ms(at), small[row], "ms", 3))
+
+    cold = {APP: [], str(imports): []}
+    for _ in range(COLD_RUNS):
+        for path, times in cold.items():  # alternated, so drift in the machine's load hits both alike
+            times.append(spawn("cold", path))
+    say(("cold first run (app.py)", *map(statistics.median, cold.values()), "s", 1.2))
+    say((f"peak RSS at n = {N}, walkthrough steps 4 and 6", spawn("app", APP), spawn("floor"), "MiB", 1.5))
+    say(("peak RSS, imports only (not a target)", spawn("imports", str(imports)), spawn("floor"), "MiB", None))
+
+    lines = [
+        "# The app through Streamlit's AppTest",
+        "",
+        f"- machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs; load average at start "
+        f"{load:.2f} (other work on these CPUs inflates the times)",
+        f"- python {platform.python_version()}, torch {version('torch')}, streamlit {version('streamlit')}, "
+        f"plotly {version('plotly')}",
+        f"- rerun: median of {RERUNS} plain `at.run()` after switching to the page; floor: an app of only "
+        "`import streamlit as st`, timed alike. Walkthrough rows: step 1 unless named",
+        f"- at n = {N}, d_in = d_k = d_v = {D} (set through the sidebar's widgets): the same reruns, against the same "
+        "page at the article's size. An AppTest proxy for the browser's edit → redraw: the script's run only, "
+        "no websocket, no Plotly drawing in a browser",
+        f"- cold first run: median of {COLD_RUNS} fresh processes, each timing itself from its first line to the end "
+        "of the first `AppTest.from_file(...).run()`; floor: an app that imports what app.py imports "
+        "(streamlit, torch, plotly.graph_objects, pandas, numpy) and draws nothing",
+        f"- peak: ru_maxrss of a fresh process; floor: one that imports torch and holds 4 n×n float32 matrices "
+        f"(scores_raw, scores, weights_exact, weights) and 5 n×{D} (x, q, k, v, outputs), no streamlit",
+        "",
+        "| measure | median | floor | ratio | target | met? |",
+        "|---|---:|---:|---:|---:|:---:|",
+    ]
+    for measure, value, floor, unit, target in rows:
+        ratio, digits = value / floor, 2 if unit == "s" else 1 if unit == "ms" else 0
+        met = "" if target is None else "yes" if ratio <= target else "no"
+        goal = "" if target is None else f"≤ {target:g}×"
+        value, floor = f"{value:.{digits}f} {unit}", f"{floor:.{digits}f} {unit}"
+        lines.append(f"| {measure} | {value} | {floor} | {ratio:.2f}× | {goal} | {met} |")
+    table = "\n".join(lines) + "\n"
+    print(table)
+    (Path(__file__).parent / "app.md").write_text(table)
+    tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()

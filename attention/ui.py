@@ -19,6 +19,7 @@ from .case import (
     MAX_N,
     MAX_SCALE,
     MAX_TEMPERATURE,
+    MAX_TOKEN_CHARS,
     MIN_SCALE,
     MIN_TEMPERATURE,
     Case,
@@ -116,11 +117,12 @@ def _device_here(spec: str) -> str:
 
 def _load_preset() -> None:
     s = st.session_state
+    device = s.device  # a preset has numbers, not a device: the chosen one stays
     if s.preset == "article":
         _load(presets.article())
     else:
         _load(presets.random_case(s.get("n", 3), s.get("d_in", 4), s.get("d_k", 3), s.get("d_v", 3), seed=s.seed))
-    s.loaded = _preset_choice()
+    s.loaded, s.device = _preset_choice(), device
 
 
 def _resize() -> None:
@@ -358,9 +360,8 @@ def variant_trace(name: str, case: Case) -> Trace:
 
 
 def _variant(t: Trace, slot: str, **options) -> Trace:
-    """The trace of this case with some options changed; the trace itself when they change nothing."""
-    case = presets.with_options(t.case, **options)
-    return t if case == t.case else _memo(slot, case)
+    """The trace of this case with some options changed."""
+    return _memo(slot, presets.with_options(t.case, **options))
 
 
 MEMO_SLOTS = 4  # traces a session keeps: the main one and the latest others (a variant, the CPU twin, …)
@@ -414,7 +415,7 @@ def matrix_editor(name: str) -> None:
     config = {c: st.column_config.NumberColumn(c, min_value=-MAX_ABS, max_value=MAX_ABS) for c in columns}
     if name == "x":
         frame.insert(0, "token", s.inputs["tokens"])
-        config["token"] = st.column_config.TextColumn("token", required=True, max_chars=40)
+        config["token"] = st.column_config.TextColumn("token", required=True, max_chars=MAX_TOKEN_CHARS)
     try:
         st.data_editor(frame, key=editor_key(name), num_rows="fixed", column_config=config)
     except (KeyError, IndexError, TypeError, ValueError):  # an edit Streamlit itself cannot apply (a forged client)

@@ -16,6 +16,12 @@ from .case import Case
 from .devices import resolve_device, synchronize
 
 STALE_OVERRIDE = "The weights override is not this case's softmax rounded"
+# Past these sizes the trace keeps what is looked at, not everything (bench/core.md measured why):
+WHOLE_MAX_NUMBERS = (
+    1 << 18
+)  # step 6's (n_k, n_q, d_v) broadcast is made whole up to 1 MiB of float32 (n = 64, d_v = 64)
+REPEAT_MAX_N = 16  # step 8 runs its Python loop for the first 16 queries; one_query() runs any other on demand
+
 STEP_NAMES = ("inputs", "weights", "qkv", "scores", "softmax", "weighted", "outputs", "repeat")
 
 # What each axis of a recorded tensor is; with heads > 1, the tensors in PER_HEAD have the head axis first.
@@ -130,15 +136,16 @@ def attend(case: Case) -> Trace:
         queries, keys, values = (t.unflatten(-1, (h, -1)).transpose(0, 1) for t in (queries, keys, values))
     record(queries=queries, keys=keys, values=values)
     # steps 4-7, for all queries at once
-    outputs = steps_4_to_7(queries, keys, values, scale, temperature, allowed, override, w_out, record)
+    whole = n * n * case.d_v <= WHOLE_MAX_NUMBERS
+    outputs = steps_4_to_7(queries, keys, values, scale, temperature, allowed, override, w_out, record, whole)
     # step 8: repeat
     by_query = []
-    for i in range(n):  # query i alone, with its row of the mask and of the override
+    for i in range(min(n, REPEAT_MAX_N)):  # query i alone, with its row of the mask and of the override
         query_i = queries[..., i : i + 1, :]  # (h?, 1, d_k)
         by_query.append(
             steps_4_to_7(query_i, keys, values, scale, temperature, _row(allowed, i), _row(override, i), w_out)
         )
-    outputs_by_query = torch.cat(by_query)  # (n, d_out): the rows stacked
+    outputs_by_query = torch.cat(by_query)  # (n, d_out): the rows stacked (the first REPEAT_MAX_N for big n)
     record(outputs_by_query=outputs_by_query)
     return _trace(case, device, recorder.records, outputs)
 
@@ -156,6 +163,7 @@ def steps_4_to_7(
     override: Tensor | None,
     w_out: Tensor | None,
     record: Callable[..., None] = lambda **tensors: None,
+    whole: bool = True,
 ) -> Tensor:
     """Steps 4-7 for a block of queries: all of them (the matrix form) or one at a time (step 8)."""
     # step 4: scores
@@ -169,14 +177,46 @@ def steps_4_to_7(
     weights = weights_exact if override is None else override  # (h?, n_q, n_k)
     record(weights_exact=weights_exact, weights=weights)
     # step 6: weighted
-    weighted = values[..., :, None, :] * weights.mT[..., :, :, None]  # (h?, n_k, 1, d_v) * (h?, n_k, n_q, 1)
+    if whole:  # every product at once: (h?, n_k, 1, d_v) * (h?, n_k, n_q, 1) -> (h?, n_k, n_q, d_v)
+        weighted = values[..., :, None, :] * weights.mT[..., :, :, None]
+    else:  # too many numbers to hold: the same products, made a slice at a time when they are looked at
+        weighted = Broadcast(values, weights)
     record(weighted=weighted)
     # step 7: outputs
-    head_outputs = weighted.sum(dim=-3)  # (h?, n_q, d_v/h): summed over the keys
+    head_outputs = weighted.sum(dim=-3) if whole else weights @ values  # (h?, n_q, d_v/h): summed over the keys
     concat = head_outputs.transpose(0, 1).flatten(1) if head_outputs.dim() == 3 else head_outputs  # (n_q, d_v)
     outputs = concat if w_out is None else concat @ w_out  # (n_q, d_out)
     record(outputs=outputs, **_step_7_parts(head_outputs, concat, w_out))
     return outputs
+
+
+class Broadcast:
+    """Step 6's product values[..., :, None, :] * weights.mT[..., :, :, None], not held: indexing it makes just the
+    products asked for, from two expanded views (no copies). Indexing the head alone gives that head's Broadcast."""
+
+    def __init__(self, values: Tensor, weights: Tensor):
+        self.values, self.weights = values, weights
+        v, w = values[..., :, None, :], weights.mT[..., :, :, None]  # (h?, n_k, 1, d_v), (h?, n_k, n_q, 1)
+        self.shape = torch.broadcast_shapes(v.shape, w.shape)  # (h?, n_k, n_q, d_v)
+        self._v, self._w = v.expand(self.shape), w.expand(self.shape)
+        self.dtype, self.device = values.dtype, values.device
+
+    def __getitem__(self, index) -> Tensor | Broadcast:
+        if len(self.shape) == 4 and isinstance(index, int):  # one head
+            return Broadcast(self.values[index], self.weights[index])
+        return self._v[index] * self._w[index]
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    def detach(self) -> Broadcast:
+        return self
+
+    def cpu(self) -> Broadcast:
+        return Broadcast(self.values.cpu(), self.weights.cpu())
 
 
 def _step_7_parts(head_outputs: Tensor, concat: Tensor, w_out: Tensor | None) -> dict[str, Tensor]:
@@ -284,12 +324,21 @@ def _notes(name: str, case: Case, tensors: dict, outputs: torch.Tensor):
         gap = (tensors["weights"] - tensors["weights_exact"]).abs().max().item()
         if gap > 0.1:  # more than the article's own rounding (up to 0.063) explains
             yield f"{STALE_OVERRIDE} (they differ by up to {gap:.2g}): it was made for other numbers."
+    if name == "weighted" and isinstance(tensors["weighted"], Broadcast):
+        w = tensors["weighted"]
+        yield (
+            f"The whole broadcast would hold {w.numel():,} numbers ({w.numel() * w.dtype.itemsize / 2**20:,.0f} MiB): "
+            "it is not kept. Each "
+            "slice is made from values and weights when it is shown, and step 7 sums by weights @ values."
+        )
     if name == "repeat":
         by_query = tensors["outputs_by_query"]
-        difference = (by_query - outputs.cpu()).abs().max().item()
-        agrees = torch.allclose(by_query, outputs.cpu(), rtol=1e-5, atol=1e-5 * (1 + outputs.abs().max().item()))
+        rows = outputs.cpu()[: len(by_query)]
+        difference = (by_query - rows).abs().max().item()
+        agrees = torch.allclose(by_query, rows, rtol=1e-5, atol=1e-5 * (1 + rows.abs().max().item()))
         verdict = "equals" if agrees else "DIFFERS FROM"
-        yield f"One query at a time {verdict} the matrix form (largest difference {difference:.3g})."
+        some = "" if len(by_query) == case.n else f" for queries 1-{len(by_query)} of {case.n} (one_query() runs any)"
+        yield f"One query at a time {verdict} the matrix form{some} (largest difference {difference:.3g})."
 
 
 def formula(name: str, case: Case) -> str:

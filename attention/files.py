@@ -12,7 +12,7 @@ import zlib
 import torch
 
 from .case import Case, CaseError, case_to_dict, parse_case
-from .core import Trace
+from .core import Broadcast, Trace
 
 TRACE_FORMAT = "attention-trace/1"
 MAX_LINK_CHARS = 16_000  # a link's case token; browsers and servers take URLs of 32 KB and more
@@ -94,8 +94,10 @@ def dump_trace(trace: Trace) -> str:
     return json.dumps(trace_to_dict(trace), ensure_ascii=False, allow_nan=False)
 
 
-def tensor_to_dict(t: torch.Tensor, device: str) -> dict:
-    return {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch."), "device": device, "data": to_lists(t)}
+def tensor_to_dict(t: torch.Tensor | Broadcast, device: str) -> dict:
+    """A tensor's shape, dtype, device and numbers; a Broadcast (step 6 for big n, not kept) has data null."""
+    data = None if isinstance(t, Broadcast) else to_lists(t)
+    return {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch."), "device": device, "data": data}
 
 
 def to_lists(t: torch.Tensor):

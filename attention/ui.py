@@ -27,7 +27,7 @@ from .case import (
     case_to_dict,
     parse_case,
 )
-from .core import AXES, PER_HEAD, STALE_OVERRIDE, STEP_NAMES, Trace, attend
+from .core import AXES, PER_HEAD, STALE_OVERRIDE, STEP_NAMES, WHOLE_MAX_NUMBERS, Trace, attend
 from .devices import available_devices, gpu_unavailable_reason, resolve_device
 from .script import to_script
 
@@ -378,7 +378,7 @@ def _memo(slot: str, case: Case) -> Trace:
         memo[slot] = memo.pop(slot)  # the most recently used last
         return memo[slot][1]
     t = _attend_or_cpu(case)
-    if case.n * case.n * (case.d_v + 4 * case.options.heads) > BIG:  # broadcast + per-head scores: keep the main only
+    if case.n**2 * 4 * case.options.heads + min(case.n**2 * case.d_v, WHOLE_MAX_NUMBERS) > BIG:  # keep the main only
         for k in [k for k in memo if k != "trace"]:
             del memo[k]
         if slot != "trace":

@@ -87,6 +87,7 @@ def test_code_is_the_real_source_and_runs_in_order():
     scope = {"torch": torch, "case": article(), "dtype": torch.float32, "device": torch.device("cpu"), "h": 1}
     scope |= {"scale": 1.0, "temperature": 1.0, "allowed": None, "override": tensor(ARTICLE_ROUNDED_WEIGHTS)}
     scope |= {"w_out": None, "n": 3, "steps_4_to_7": core.steps_4_to_7, "_row": core._row}
+    scope |= {"whole": True, "Broadcast": core.Broadcast, "REPEAT_MAX_N": core.REPEAT_MAX_N}
     for step in trace.steps:
         exec(step.code, scope)
     torch.testing.assert_close(scope["outputs"], tensor(SEED_OUTPUTS))
@@ -266,3 +267,41 @@ def test_one_query_recomputes_steps_4_to_7_for_that_query():
         alone = core.one_query(trace, i)
         torch.testing.assert_close(alone["scores"], trace["scores"][..., i : i + 1, :])
         torch.testing.assert_close(alone["outputs"], trace.outputs[i : i + 1], **FP32)
+
+
+@pytest.mark.parametrize("heads", [1, 2])
+@pytest.mark.parametrize("mask", [None, "causal"])
+def test_big_cases_make_the_broadcast_on_demand_and_repeat_the_first_queries(heads, mask):
+    n, d_v = 70, 64  # 70 · 70 · 64 numbers: past core.WHOLE_MAX_NUMBERS
+    case = random_case(n, 8, 8, d_v, seed=heads, heads=heads, mask=mask, scale="sqrt_dk")
+    trace = attend(case)
+    weighted = trace["weighted"]
+    assert isinstance(weighted, core.Broadcast)
+    assert tuple(weighted.shape) == ((heads,) if heads > 1 else ()) + (n, n, d_v // heads)
+    values, weights = trace["values"], trace["weights"]
+    whole = values[..., :, None, :] * weights.mT[..., :, :, None]  # what the small-n path records
+    for index in [(5,), (slice(2, 9), 3), (..., 7), (slice(None), 4, slice(1, 3)), ([1, 69], slice(None), 0)]:
+        index = ((heads - 1,) if heads > 1 else ()) + index
+        torch.testing.assert_close(weighted[index], whole[index], rtol=0, atol=0)
+    if heads > 1:  # one head alone is that head's Broadcast, made no bigger
+        assert isinstance(weighted[1], core.Broadcast)
+        torch.testing.assert_close(weighted[1][3, 4], whole[1, 3, 4], rtol=0, atol=0)
+    torch.testing.assert_close(trace.outputs, sdpa_reference(case), **FP32)
+    torch.testing.assert_close(
+        whole.sum(dim=-3).transpose(0, 1).flatten(1) if heads > 1 else whole.sum(0), trace.outputs
+    )
+    by_query = trace["outputs_by_query"]
+    assert by_query.shape == (core.REPEAT_MAX_N, d_v)
+    torch.testing.assert_close(by_query, trace.outputs[: core.REPEAT_MAX_N], **FP32)
+    torch.testing.assert_close(core.one_query(trace, n - 1)["outputs"][0], trace.outputs[n - 1], **FP32)
+    notes = " ".join(trace.warnings)
+    assert f"would hold {n * n * d_v:,} numbers" in notes
+    assert f"equals the matrix form for queries 1-{core.REPEAT_MAX_N} of {n}" in notes
+
+
+def test_small_cases_keep_the_whole_broadcast_and_repeat_every_query():
+    n = 16  # 16 · 16 · 64 numbers: within core.WHOLE_MAX_NUMBERS, and n = REPEAT_MAX_N
+    trace = attend(random_case(n, 8, 8, 64, seed=1))
+    assert isinstance(trace["weighted"], torch.Tensor)
+    assert trace["outputs_by_query"].shape == (n, 64)
+    assert not any("would hold" in w for w in trace.warnings)

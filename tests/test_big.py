@@ -1,0 +1,124 @@
+"""Big n: heatmaps sent as one-byte-per-cell images, and the pages working from the on-demand broadcast."""
+
+import base64
+import json
+import struct
+import zlib
+
+import numpy as np
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from attention import attend, figures
+from attention.core import Broadcast
+from attention.presets import random_case
+from tests.apptest import APP
+
+
+def decode_png(uri: str) -> tuple[np.ndarray, bytes, bytes]:
+    """Pixels (palette indices), palette and transparency of an 8-bit palette PNG data URI, read by hand."""
+    raw = base64.b64decode(uri.removeprefix("data:image/png;base64,"))
+    assert raw[:8] == b"\x89PNG\r\n\x1a\n"
+    chunks, pos = {}, 8
+    while pos < len(raw):
+        (length,) = struct.unpack(">I", raw[pos : pos + 4])
+        kind, data = raw[pos + 4 : pos + 8], raw[pos + 8 : pos + 8 + length]
+        (crc,) = struct.unpack(">I", raw[pos + 8 + length : pos + 12 + length])
+        assert crc == zlib.crc32(kind + data), kind
+        chunks[kind] = chunks.get(kind, b"") + data
+        pos += 12 + length
+    width, height, depth, colour_type = struct.unpack(">IIBB", chunks[b"IHDR"][:10])
+    assert (depth, colour_type) == (8, 3)
+    rows = np.frombuffer(zlib.decompress(chunks[b"IDAT"]), np.uint8).reshape(height, width + 1)
+    assert not rows[:, 0].any()  # filter type 0 on every row
+    return rows[:, 1:], chunks[b"PLTE"], chunks[b"tRNS"]
+
+
+def labels(n: int) -> list[str]:
+    return [f"t{i}" for i in range(n)]
+
+
+def test_a_big_heatmap_is_an_image_of_its_values_on_the_colour_bar_scale():
+    z = torch.randn(300, 200, generator=torch.Generator().manual_seed(0))
+    z[7, 9] = float("-inf")  # a masked score: a transparent cell
+    fig = figures.heatmap(z, labels(300), labels(200), "query", "key", "scores")
+    image, bar = fig.data
+    pixels, palette, alpha = decode_png(image.source)
+    assert pixels.shape == (300, 200)
+    finite = z[torch.isfinite(z)]
+    top = float(finite.abs().max())  # signed: centred on zero
+    assert list(bar.z[0]) == [-top, top] and bar.colorscale and bar.reversescale
+    expected = np.rint((z.numpy() + top) / (2 * top) * 254)
+    expected[7, 9] = 255
+    assert np.array_equal(pixels, expected.astype(np.uint8))
+    assert alpha[255] == 0 and set(alpha[:255]) == {255}
+    assert len(palette) == 256 * 3
+    assert fig.layout.meta["image"] and image.x0 == 1 and image.y0 == 1  # cells counted from 1
+
+
+def test_a_one_signed_big_heatmap_spans_its_range_and_small_ones_stay_heatmaps():
+    w = torch.softmax(torch.randn(200, 200, generator=torch.Generator().manual_seed(1)), dim=-1)
+    fig = figures.heatmap(w, labels(200), labels(200), "query", "key")
+    pixels, _, _ = decode_png(fig.data[0].source)
+    assert pixels.min() == 0 and pixels.max() == 254  # Viridis from the smallest to the largest weight
+    assert not fig.data[1].reversescale
+    small = figures.heatmap(w[:64, :64], labels(64), labels(64), "query", "key")
+    assert small.data[0].type == "heatmap" and not small.layout.meta["image"]
+
+
+def test_image_ticks_name_the_tokens_escaped_and_highlights_land_on_the_cells():
+    names = labels(500)
+    names[0] = "<b>bold</b>"
+    fig = figures.heatmap(torch.rand(500, 64), names, labels(64), "token", "feature")
+    assert fig.layout.yaxis.ticktext[0] == "&lt;b&gt;bold&lt;/b&gt;" and fig.layout.yaxis.tickvals[0] == 1
+    assert len(fig.layout.yaxis.tickvals) == figures.IMAGE_TICKS and fig.layout.yaxis.tickvals[-1] == 500
+    figures.highlight(fig, (3,), (5,))  # 0-based cell (3, 5) is the pixel centred at (6, 4)
+    rect = fig.layout.shapes[0]
+    assert (rect.x0, rect.x1, rect.y0, rect.y1) == (5.5, 6.5, 3.5, 4.5)
+    assert len(figures.clickable(fig).data) == 2  # too many cells for markers: unchanged
+
+
+def test_at_n_1024_the_heaviest_step_sends_less_than_the_raw_float32():
+    trace = attend(random_case(1024, 64, 64, 64))
+    assert isinstance(trace["weighted"], Broadcast)
+    shown = [figures.tensor_heatmap(trace, "scores_raw"), figures.tensor_heatmap(trace, "scores")]
+    sent = sum(len(f.to_json()) for f in shown)
+    assert sent < 2 * 1024 * 1024 * 4 * 0.5, sent  # two n × n float32 matrices: under half their raw bytes
+
+
+@pytest.fixture(scope="module")
+def big_app() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.session_state["n"] = 100  # 100 · 100 · 3 numbers: the broadcast stays whole, so also d_v = 64
+    at.session_state["d_v"] = 64
+    return at.run()
+
+
+@pytest.mark.parametrize("step", [6, 7, 8])
+def test_walkthrough_steps_6_to_8_at_big_n_say_what_was_not_kept(big_app, step):
+    big_app.session_state["step"] = step
+    big_app.switch_page("pages/walkthrough.py").run()
+    assert not big_app.exception and not big_app.error
+    notes = " ".join(i.value for i in big_app.info)
+    if step == 6:
+        assert "would hold 640,000 numbers" in notes
+    if step == 8:
+        assert "for queries 1-16 of 100" in notes
+    assert big_app.get("plotly_chart")
+
+
+@pytest.mark.parametrize("page", ["broadcasting", "explain", "one_query"])
+def test_pages_that_slice_the_broadcast_work_at_big_n(big_app, page):
+    if page == "explain":
+        big_app.session_state["explain_tensor"] = "weighted"
+    big_app.switch_page(f"pages/{page}.py").run()
+    assert not big_app.exception and not big_app.error
+    if page == "explain":
+        t = big_app.session_state["trace"]
+        j, i = big_app.session_state["explain_weighted_0"], big_app.session_state["explain_weighted_1"]
+        value = float(t["weights"][i, j] * t["values"][j, 0])
+        assert f"{value:.4g}"[:4] in big_app.code[0].value.replace(" ", "")
+    if page == "broadcasting":
+        product = json.loads(big_app.get("plotly_chart")[2].proto.spec)["data"][0]
+        assert product["type"] == "heatmap"  # (n_q, d_v) = 100 × 64 cells: still a heatmap

@@ -173,7 +173,9 @@ def steps_4_to_7(
         scores = scores.masked_fill(~allowed, float("-inf"))
     record(scores_raw=scores_raw, scores=scores)
     # step 5: softmax
-    weights_exact = torch.softmax(scores, dim=-1).nan_to_num(nan=0.0)  # a fully masked row: zeros, as fused attention
+    weights_exact = torch.softmax(scores, dim=-1)  # (h?, n_q, n_k)
+    if allowed is not None:  # a fully masked row is all NaN: zeros instead, as fused attention gives
+        weights_exact = weights_exact.nan_to_num(nan=0.0)
     weights = weights_exact if override is None else override  # (h?, n_q, n_k)
     record(weights_exact=weights_exact, weights=weights)
     # step 6: weighted

@@ -27,7 +27,7 @@ from .case import (
     case_to_dict,
     parse_case,
 )
-from .core import AXES, PER_HEAD, STALE_OVERRIDE, STEP_NAMES, WHOLE_MAX_NUMBERS, Trace, attend
+from .core import AXES, PER_HEAD, STALE_OVERRIDE, STEP_NAMES, WHOLE_MAX_NUMBERS, Tensor, Trace, attend
 from .devices import available_devices, gpu_unavailable_reason, resolve_device
 from .script import to_script
 
@@ -357,6 +357,14 @@ def trace_on(t: Trace, device: str) -> Trace:
 
 def variant_trace(name: str, case: Case) -> Trace:
     return _memo(f"variant:{name}", case)
+
+
+def variant_outputs(name: str, case: Case) -> Tensor:
+    """A variant's outputs alone (n × d_out numbers, not a whole trace), kept until its case changes."""
+    kept = st.session_state.setdefault("_outputs", {})
+    if name not in kept or kept[name][0] != case:
+        kept[name] = (case, _attend_or_cpu(case).outputs)
+    return kept[name][1]
 
 
 def _variant(t: Trace, slot: str, **options) -> Trace:

@@ -21,6 +21,16 @@ RERUNS, COLD_RUNS = 15, 3
 N, D = 1024, 64  # the app's MAX_N and MAX_D
 IMPORTS = "import numpy, pandas, plotly.graph_objects, streamlit, torch\n"  # what the app imports, drawing nothing
 START = time.perf_counter()  # a cold child's clock: before streamlit, torch or the app load (stdlib only above)
+FRAME = f"""import sys
+sys.path.insert(0, {str(ROOT)!r})
+import streamlit as st
+from attention import ui
+st.set_page_config(layout="wide")
+ui.start()
+page = st.navigation([st.Page(ui.trace, title="frame")])
+ui.sidebar()
+page.run()
+"""  # app.py's frame with a page that only calls ui.trace(): what every page pays before drawing anything
 LAUNCHER = "import subprocess, sys; sys.exit(subprocess.run(sys.argv[1:]).returncode)"
 
 
@@ -107,11 +117,24 @@ def main() -> None:
         print(row, file=sys.stderr, flush=True)  # progress, while the rest runs
 
     floor_ms = rerun_ms(session(str(empty)))
+    frame = Path(tmp.name, "frame.py")
+    frame.write_text(FRAME)
+    frame_ms = rerun_ms(session(str(frame)))
+    say(
+        (
+            "rerun · the frame alone: sidebar, navigation, check, share panel (not a target)",
+            frame_ms,
+            floor_ms,
+            "ms",
+            None,
+        )
+    )
     at, small = session(APP), {}
     for row in (*PAGES, *list(STEPS)[1:]):
         visit(at, row)
         small[row] = rerun_ms(at)
         say((f"rerun · {row}", small[row], floor_ms, "ms", 3 if row == "walkthrough" else None))
+    say(("rerun · walkthrough against the frame alone (not a target)", small["walkthrough"], frame_ms, "ms", None))
     go_big(at)
     for row in small:
         visit(at, row)

@@ -21,28 +21,34 @@ from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, ROOT, START_TIMEOUT, VIE
 from tests.e2e.test_browser import HEADER_PX, READY, ROW_PX, TIMEOUT_MS, heatmaps, wait_ready
 
 FLOOR_APP = 'import streamlit as st\n\nx = st.number_input("x", value=1)\nst.write(x * 2)\n'
+# The cold-load floor: the same app with one small Plotly chart, so that it loads plotly.js as the app must.
+CHART_FLOOR_APP = (
+    FLOOR_APP + "import plotly.graph_objects as go\n\nst.plotly_chart(go.Figure(go.Heatmap(z=[[x, 2]])))\n"
+)
 SHOWN = "(t) => document.querySelector('[data-testid=stMain]')?.innerText.split('\\n').some(l => l.trim() === t)"
 # A load ends when the run is over, every chart is drawn (the e2e tests' READY) and the page's text is there.
 LOADED = f"(t) => document.querySelector('[data-testid=stApp]')?.dataset.testScriptState === 'notRunning' \
 && ({READY})() && ({SHOWN})(t)"
 TITLED = "(title) => [...document.querySelectorAll('.js-plotly-plot')].filter(gd => (gd.layout?.title?.text ?? '')\
-.replace(/<[^>]*>/g, '') === title && gd.data?.[0]?.z)"
+.replace(/<[^>]*>/g, '') === title && gd.data?.[0])"
 # Plotly 7 ships z as {dtype, bdata, shape}, decoded here in the page: the wait then polls every frame (the e2e
 # helper polls from Python every 200 ms, too coarse for a redraw of ~100 ms).
 MATCH = f"""({{title, want, atol}}) => {{
     const types = {{f8: Float64Array, f4: Float32Array, i4: Int32Array, i2: Int16Array, i1: Int8Array}};
     const values = (z) => Array.isArray(z) ? z.flatMap(r => Array.from(r))
         : Array.from(new (types[z.dtype])(Uint8Array.from(atob(z.bdata), c => c.charCodeAt(0)).buffer));
-    const figs = ({TITLED})(title);
+    const figs = ({TITLED})(title).filter(gd => gd.data[0].z);
     return figs.length > 0 && figs.map(gd => values(gd.data[0].z))
         .every(v => v.length === want.length && v.every((x, i) => Math.abs(x - want[i]) <= atol));
 }}"""
-Z_KEY = f"() => {{ const z = ({TITLED})('scores')[0]?.data[0].z; return z ? (z.bdata ?? JSON.stringify(z)) : null; }}"
-# What the page shows, as raw float32: rows × cols × 4 bytes for every heatmap in the main area.
-RAW = """() => [...document.querySelectorAll('[data-testid=stMain] .js-plotly-plot')].map(gd => gd.data?.[0])
-    .filter(t => t?.type === 'heatmap' && t.z)
-    .map(t => Array.isArray(t.z) ? t.z.length * t.z[0].length : String(t.z.shape).split(',').reduce((a, b) => a * b))
-    .reduce((sum, cells) => sum + 4 * cells, 0)"""
+Z_KEY = f"""() => {{ const t = ({TITLED})('scores')[0]?.data[0];
+    return t ? (t.source ?? t.z?.bdata ?? JSON.stringify(t.z)) : null; }}"""  # a big matrix is an image: its PNG
+BAR = f"(title) => ({TITLED})(title)[0]?.data[1]?.z?.[0]"  # an image's colour bar: [low, high] of its values
+SHAPE = f"(title) => (m => m && [m.rows, m.cols])(({TITLED})(title)[0]?.layout?.meta)"
+# What the page shows, as raw float32: rows × cols × 4 bytes for every heatmap in the main area (figures.heatmap
+# puts the matrix's shape in layout.meta, whether it is drawn as a heatmap or as an image).
+RAW = """() => [...document.querySelectorAll('[data-testid=stMain] .js-plotly-plot')].map(gd => gd.layout?.meta)
+    .filter(m => m?.rows).reduce((sum, m) => sum + 4 * m.rows * m.cols, 0)"""
 
 
 @contextmanager
@@ -132,10 +138,16 @@ def inputs_edit(browser, url: str, runs: int = 8) -> list[float]:
     return times[1:]
 
 
+def shown_scores(page) -> np.ndarray:
+    """The scores heatmap's numbers; for a big one, drawn as an image, its colour bar's range (± the largest)."""
+    z = heatmaps(page, "scores")
+    return z[0] if z else np.asarray(page.evaluate(BAR, "scores"), dtype=np.float64)
+
+
 def temperature(page, frames: list[int], values) -> tuple[list[float], list[int], int]:
     """Temperature set to each value: time until the scores heatmap changes, and the WebSocket bytes of each rerun."""
     field, times, payloads = page.locator("[data-testid=stSidebar]").get_by_label("Temperature"), [], []
-    raw = heatmaps(page, "scores")[0] * float(field.input_value())  # scores_raw: the scores are this / temperature
+    raw = shown_scores(page) * float(field.input_value())  # scores_raw: the scores are this / temperature
     for t in values:  # the first is a warm-up
         field.fill(f"{t:g}")
         page.evaluate(f"() => {{ window.before = ({Z_KEY})(); }}")  # compared in the page: 11 MB at n = 1024
@@ -144,7 +156,7 @@ def temperature(page, frames: list[int], values) -> tuple[list[float], list[int]
         wait_ready(page)
         page.wait_for_timeout(500)  # the rerun's last messages (script finished) come after the charts
         payloads.append(sum(frames[mark:]))
-        assert np.allclose(heatmaps(page, "scores")[0], raw / t, rtol=1e-6), "the scores did not follow"
+        assert np.allclose(shown_scores(page), raw / t, rtol=1e-6), "the scores did not follow"
     return times[1:], payloads[1:], page.evaluate(RAW)
 
 
@@ -172,7 +184,7 @@ def walkthrough_rerun(browser, url: str) -> dict[str, tuple]:
         wait_ready(page)
     page.wait_for_timeout(500)
     results["first"] = ([], [sum(frames[mark:])], page.evaluate(RAW))
-    assert heatmaps(page, "scores")[0].shape == (1024, 1024)
+    assert page.evaluate(SHAPE, "scores") == [1024, 1024]
     results["new"] = temperature(page, frames, new[9:])
     results["again"] = temperature(page, frames, [new[-2], new[-1]] * 2 + [new[-2]])
     context.close()
@@ -202,8 +214,10 @@ def main() -> None:
     with sync_playwright() as playwright, tempfile.TemporaryDirectory() as folder:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         (Path(folder) / "floor.py").write_text(FLOOR_APP)
+        (Path(folder) / "chart.py").write_text(CHART_FLOOR_APP)
         measures = {
             "floor": (Path(folder) / "floor.py", floor),
+            "chart floor": (Path(folder) / "chart.py", lambda b, u: cold_loads(b, u, "/", "2")),
             "edit": (ROOT / "app.py", inputs_edit),
             "cold": (ROOT / "app.py", lambda b, u: cold_loads(b, u, "/walkthrough", "Step 1 · Prepare inputs")),
             "rerun": (ROOT / "app.py", walkthrough_rerun),
@@ -216,6 +230,7 @@ def main() -> None:
         chromium = browser.version
         browser.close()
     (floor_edit, floor_cold), edit, cold = results["floor"], results["edit"], results["cold"]
+    chart_cold = results["chart floor"]
     small, small_bytes, small_raw = results["rerun"]["small"]
     walk, big = statistics.median(small), {k: v for k, v in results["rerun"].items() if k != "small"}
     lines = [
@@ -239,8 +254,16 @@ def main() -> None:
         "|---|---:|---:|---|---|---:|---:|:---:|",
         row("floor: edit → redraw", floor_edit),
         row("floor: cold load", floor_cold),
+        row("chart floor (the floor + one Plotly chart: plotly.js loaded): cold load", chart_cold),
         row("/inputs: edit x[2][2] → outputs redrawn", edit, ms, statistics.median(floor_edit), "floor edit", 2),
-        row("/walkthrough: cold load", cold, ms, statistics.median(floor_cold), "floor cold load", 1.2),
+        row("/walkthrough: cold load", cold, ms, statistics.median(chart_cold), "chart floor cold load", 1.2),
+        row(
+            "/walkthrough: cold load, against the floor without a chart",
+            cold,
+            ms,
+            statistics.median(floor_cold),
+            "floor",
+        ),
         row("/walkthrough step 4, 3 tokens: new temperature → scores redrawn", small),
         row("… n = 1024, d = 64: new temperature", big["new"][0], ms, walk, "3 tokens", 3),
         row("… n = 1024: back and forth between two temperatures", big["again"][0], ms, walk, "3 tokens", 3),

@@ -11,7 +11,7 @@ st.write(
     "the same inputs under each choice, and how far each is from the exact, unscaled softmax."
 )
 # Only the outputs are kept: at the largest sizes five whole traces would not fit a session's memory.
-outputs = {name: ui.variant_trace(name, case).outputs for name, case in presets.variants(trace.case).items()}
+outputs = {name: ui.variant_outputs(name, case) for name, case in presets.variants(trace.case).items()}
 st.dataframe(figures.variant_table(outputs, outputs[presets.EXACT]), key="table_variants")
 queries = figures.labels(trace, "query", trace.case.n)
 for column, (name, o) in zip(st.columns(len(outputs)), outputs.items(), strict=True):

@@ -16,10 +16,9 @@ from .case import Case
 from .devices import resolve_device, synchronize
 
 STALE_OVERRIDE = "The weights override is not this case's softmax rounded"
-# Past these sizes the trace keeps what is looked at, not everything (bench/core.md measured why):
-WHOLE_MAX_NUMBERS = (
-    1 << 18
-)  # step 6's (n_k, n_q, d_v) broadcast is made whole up to 1 MiB of float32 (n = 64, d_v = 64)
+# Past these sizes the trace keeps what is looked at, not everything (bench/core.md measured why). Step 6's
+# (n_k, n_q, d_v) broadcast is made whole up to 1 MiB of float32 (n = 64 at d_v = 64):
+WHOLE_MAX_NUMBERS = 1 << 18
 REPEAT_MAX_N = 16  # step 8 runs its Python loop for the first 16 queries; one_query() runs any other on demand
 
 STEP_NAMES = ("inputs", "weights", "qkv", "scores", "softmax", "weighted", "outputs", "repeat")
@@ -328,10 +327,10 @@ def _notes(name: str, case: Case, tensors: dict, outputs: torch.Tensor):
             yield f"{STALE_OVERRIDE} (they differ by up to {gap:.2g}): it was made for other numbers."
     if name == "weighted" and isinstance(tensors["weighted"], Broadcast):
         w = tensors["weighted"]
+        mib = w.numel() * w.dtype.itemsize / 2**20
         yield (
-            f"The whole broadcast would hold {w.numel():,} numbers ({w.numel() * w.dtype.itemsize / 2**20:,.0f} MiB): "
-            "it is not kept. Each "
-            "slice is made from values and weights when it is shown, and step 7 sums by weights @ values."
+            f"The whole broadcast would hold {w.numel():,} numbers ({mib:,.0f} MiB): it is not kept. Each slice is "
+            "made from values and weights when it is shown; step 7 sums by weights @ values."
         )
     if name == "repeat":
         by_query = tensors["outputs_by_query"]
@@ -339,7 +338,7 @@ def _notes(name: str, case: Case, tensors: dict, outputs: torch.Tensor):
         difference = (by_query - rows).abs().max().item()
         agrees = torch.allclose(by_query, rows, rtol=1e-5, atol=1e-5 * (1 + rows.abs().max().item()))
         verdict = "equals" if agrees else "DIFFERS FROM"
-        some = "" if len(by_query) == case.n else f" for queries 1-{len(by_query)} of {case.n} (one_query() runs any)"
+        some = f" for queries 1-{len(by_query)} of {case.n} (any other runs on demand)" if len(by_query) < case.n else ""
         yield f"One query at a time {verdict} the matrix form{some} (largest difference {difference:.3g})."
 
 

@@ -21,6 +21,13 @@ from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, ROOT, START_TIMEOUT, VIE
 from tests.e2e.test_browser import HEADER_PX, READY, ROW_PX, TIMEOUT_MS, heatmaps, wait_ready
 
 FLOOR_APP = 'import streamlit as st\n\nx = st.number_input("x", value=1)\nst.write(x * 2)\n'
+# The edit floor for a cell of a grid: one data editor (x's 3 × 4 at first) and the sum of its numbers.
+EDITOR_FLOOR_APP = """import pandas as pd
+import streamlit as st
+
+x = st.data_editor(pd.DataFrame([[1.0, 0.0, 1.0, 0.0]] * 3, columns=list("1234")), key="x")
+st.write(f"sum {x.to_numpy().sum():g}")
+"""
 # The cold-load floor: the same app with one small Plotly chart, so that it loads plotly.js as the app must.
 CHART_FLOOR_APP = (
     FLOOR_APP + "import plotly.graph_objects as go\n\nst.plotly_chart(go.Figure(go.Heatmap(z=[[x, 2]])))\n"
@@ -113,6 +120,32 @@ def floor(browser, url: str) -> tuple[list[float], list[float]]:
     return edits[1:], cold_loads(browser, url, "/", "2")
 
 
+def open_cell(page, grid, column: int, text: str) -> None:
+    """Row 2 of the grid, `column` arrows right of the row label, opened and filled with `text` (not committed):
+    e2e's edit_cell, less its wait_ready (which sleeps 250 ms), so that timing can start at the Enter that commits."""
+    grid.click(position={"x": 5, "y": HEADER_PX + ROW_PX + ROW_PX // 2})  # the row label: the canvas intercepts
+    for key in ("ArrowRight",) * column + ("Enter",):
+        page.keyboard.press(key)
+    box = page.locator("input.gdg-input")
+    box.fill(text)
+    expect(box).to_have_value(text, timeout=TIMEOUT_MS)
+
+
+def editor_floor(browser, url: str, runs: int = 8) -> list[float]:
+    """The data-editor floor app: its cell (2, "2"), alternately 5 and 2, until the new sum is shown."""
+    context, page = new_page(browser, url)
+    page.goto("/")
+    page.wait_for_function(LOADED, arg="sum 6", polling="raf", timeout=TIMEOUT_MS)
+    grid, times = page.locator("[data-testid=stDataFrame]").first, []
+    for i in range(runs + 1):  # the first is a warm-up
+        text = ("5", "2")[i % 2]
+        open_cell(page, grid, 2, text)
+        times.append(timed(page, lambda: page.keyboard.press("Enter"), SHOWN, f"sum {6 + int(text):g}"))
+        page.wait_for_function(LOADED, arg=f"sum {6 + int(text):g}", polling="raf", timeout=TIMEOUT_MS)
+    context.close()
+    return times[1:]
+
+
 def inputs_edit(browser, url: str, runs: int = 8) -> list[float]:
     """x's row 2, column "2" (grid column 3, as in the e2e test), alternately 5 and 2, until the outputs show it."""
     context, page = new_page(browser, url)
@@ -123,13 +156,7 @@ def inputs_edit(browser, url: str, runs: int = 8) -> list[float]:
         d, text = case_to_dict(article()), ("5", "2")[i % 2]
         d["x"][1][1] = float(text)
         want = attend(parse_case(d)).outputs  # the project's core, as the oracle for the new numbers
-        # e2e's edit_cell, less its wait_ready (which sleeps 250 ms): the timing starts at the Enter that commits
-        grid.click(position={"x": 5, "y": HEADER_PX + ROW_PX + ROW_PX // 2})  # the row label: the canvas intercepts
-        for key in ("ArrowRight",) * 3 + ("Enter",):
-            page.keyboard.press(key)
-        box = page.locator("input.gdg-input")
-        box.fill(text)
-        expect(box).to_have_value(text, timeout=TIMEOUT_MS)
+        open_cell(page, grid, 3, text)  # the token column comes first
         arg = {"title": "outputs", "want": want.flatten().tolist(), "atol": 1e-4}
         times.append(timed(page, lambda: page.keyboard.press("Enter"), MATCH, arg))
         assert all(np.allclose(z, want, atol=1e-4) for z in heatmaps(page, "outputs"))
@@ -215,9 +242,11 @@ def main() -> None:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         (Path(folder) / "floor.py").write_text(FLOOR_APP)
         (Path(folder) / "chart.py").write_text(CHART_FLOOR_APP)
+        (Path(folder) / "editor.py").write_text(EDITOR_FLOOR_APP)
         measures = {
             "floor": (Path(folder) / "floor.py", floor),
             "chart floor": (Path(folder) / "chart.py", lambda b, u: cold_loads(b, u, "/", "2")),
+            "editor floor": (Path(folder) / "editor.py", editor_floor),
             "edit": (ROOT / "app.py", inputs_edit),
             "cold": (ROOT / "app.py", lambda b, u: cold_loads(b, u, "/walkthrough", "Step 1 · Prepare inputs")),
             "rerun": (ROOT / "app.py", walkthrough_rerun),
@@ -230,7 +259,7 @@ def main() -> None:
         chromium = browser.version
         browser.close()
     (floor_edit, floor_cold), edit, cold = results["floor"], results["edit"], results["cold"]
-    chart_cold = results["chart floor"]
+    chart_cold, editor_edit = results["chart floor"], results["editor floor"]
     small, small_bytes, small_raw = results["rerun"]["small"]
     walk, big = statistics.median(small), {k: v for k, v in results["rerun"].items() if k != "small"}
     lines = [
@@ -255,7 +284,9 @@ def main() -> None:
         row("floor: edit → redraw", floor_edit),
         row("floor: cold load", floor_cold),
         row("chart floor (the floor + one Plotly chart: plotly.js loaded): cold load", chart_cold),
+        row("editor floor (one 3 × 4 data editor and its sum): edit a cell → sum shown", editor_edit),
         row("/inputs: edit x[2][2] → outputs redrawn", edit, ms, statistics.median(floor_edit), "floor edit", 2),
+        row("/inputs: the same edit, against the editor floor", edit, ms, statistics.median(editor_edit), "editor"),
         row("/walkthrough: cold load", cold, ms, statistics.median(chart_cold), "chart floor cold load", 1.2),
         row(
             "/walkthrough: cold load, against the floor without a chart",

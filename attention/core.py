@@ -338,7 +338,8 @@ def _notes(name: str, case: Case, tensors: dict, outputs: torch.Tensor):
         difference = (by_query - rows).abs().max().item()
         agrees = torch.allclose(by_query, rows, rtol=1e-5, atol=1e-5 * (1 + rows.abs().max().item()))
         verdict = "equals" if agrees else "DIFFERS FROM"
-        some = f" for queries 1-{len(by_query)} of {case.n} (any other runs on demand)" if len(by_query) < case.n else ""
+        m = len(by_query)
+        some = f" for queries 1-{m} of {case.n} (any other runs on demand)" if m < case.n else ""
         yield f"One query at a time {verdict} the matrix form{some} (largest difference {difference:.3g})."
 
 

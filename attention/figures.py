@@ -14,6 +14,14 @@ from .files import to_lists
 
 TEXT_MAX_SIDE = 16  # numbers are drawn in the cells up to 16×16: past that they cost seconds per edit in the browser
 TABLE_MAX_CELLS = 4096  # tables beyond this are not readable anyway; the heatmap stays
+# Colour scales, chosen to read for colour-blind viewers (and in greyscale) on the light and the dark theme:
+# - one-signed data: Viridis, perceptually uniform with lightness rising monotonically, so deuteranopes,
+#   protanopes and tritanopes all see the order (cividis would do too; Viridis has more contrast per step).
+# - signed data: RdBu reversed (red negative, blue positive), centred on zero with zmid=0. Its two arms differ in
+#   hue AND lightness and red-blue is the pair the common red-green deficiencies keep (ColorBrewer marks RdBu
+#   colour-blind safe); PuOr is as safe but its orange arm is harder to tell from Viridis' yellow on one page.
+#   Its near-white middle means "about zero" in both themes, and every cell up to 16×16 also shows its number.
+# tests/test_a11y.py checks that every builder's heatmaps use exactly these, and signed ones zmid=0.
 SEQUENTIAL = "Viridis"  # both scales read for colour-blind viewers (viridis; red-blue diverging)
 DIVERGING = "RdBu"
 
@@ -62,6 +70,7 @@ def heatmap(
     )
 
 
+HIGHLIGHT, HALO = "#ff7f0e", "#1a1a1a"  # the outline of the cells that took part in a number, and its halo
 CLICKABLE_MAX_CELLS = 4096  # one invisible marker per cell: past this, cells are picked with the pickers only
 
 
@@ -91,7 +100,10 @@ def highlight(fig: go.Figure, rows: tuple[int, ...] | None, cols: tuple[int, ...
     col_spans = [(-0.5, n_cols - 0.5)] if cols is None else [(j - 0.5, j + 0.5) for j in cols]
     for y0, y1 in row_spans:
         for x0, x1 in col_spans:
-            fig.add_shape(type="rect", x0=x0, x1=x1, y0=y0, y1=y1, line={"color": "#ff7f0e", "width": 3})
+            # Orange on a near-black halo: no one colour has 3:1 contrast against every Viridis/RdBu cell and both
+            # themes' backgrounds (orange on teal is 1.5:1), but one of the pair always does.
+            fig.add_shape(type="rect", x0=x0, x1=x1, y0=y0, y1=y1, line={"color": HALO, "width": 6})
+            fig.add_shape(type="rect", x0=x0, x1=x1, y0=y0, y1=y1, line={"color": HIGHLIGHT, "width": 3})
     return fig
 
 
@@ -142,7 +154,8 @@ def table(trace: Trace, name: str, head: int | None = None, rows: list[int] | No
     if t.numel() > TABLE_MAX_CELLS:
         return None
     columns = labels(trace, col_kind, t.shape[1])
-    return pd.DataFrame(to_lists(t), index=pd.Index(index), columns=columns, dtype="float64")
+    index = pd.Index(index, name=row_kind)  # the header of the row labels: a screen reader names the column
+    return pd.DataFrame(to_lists(t), index=index, columns=columns, dtype="float64")
 
 
 def broadcast_panels(trace: Trace, key: int, head: int | None = None) -> dict[str, go.Figure]:
@@ -194,3 +207,62 @@ def step_times(traces: dict[str, Trace]) -> pd.DataFrame:
         {device: [s.seconds * 1e3 for s in t.steps] for device, t in traces.items()},
         index=[f"{s.number} {s.name}" for s in next(iter(traces.values())).steps],
     )
+
+
+DESCRIBE_MAX_CELLS = 256  # a text version lists every value up to this many cells; past it, a summary per row
+
+
+def describe(fig: go.Figure, text: dict[str, str]) -> tuple[str, pd.DataFrame | None]:
+    """A heatmap in words for screen readers: title, shape and axes, then its values as a table (or per-row summary).
+
+    `text` holds the sentence templates (ui.A11Y_TEXT), so that this module keeps no user-visible strings.
+    """
+    heat = next(t for t in fig.data if t.type == "heatmap")
+    z = np.asarray(heat.z, dtype=np.float64)  # (rows, cols); NaN is a masked cell
+    rows = _unique([html.unescape(str(r)) for r in heat.y])
+    cols = _unique([html.unescape(str(c)) for c in heat.x])
+    row_kind, col_kind = fig.layout.yaxis.title.text or "", fig.layout.xaxis.title.text or ""
+    title = fig.layout.title.text or f"{row_kind} × {col_kind}"
+    summary = text["shape"].format(title=title, rows=len(rows), cols=len(cols), row_kind=row_kind, col_kind=col_kind)
+    finite = np.isfinite(z)
+    if finite.any():
+        i, j = np.unravel_index(np.where(finite, z, -np.inf).argmax(), z.shape)
+        low = np.where(finite, z, np.inf).min()
+        summary += " " + text["range"].format(
+            low=_number(low), high=_number(z[i, j]), row_kind=row_kind, row=rows[i], col_kind=col_kind, col=cols[j]
+        )
+    if (masked := int(np.isnan(z).sum())) > 0:
+        summary += " " + text["masked_count"].format(count=masked, masked=text["masked"])
+    if z.size <= DESCRIBE_MAX_CELLS:
+        cells = [[text["masked"] if np.isnan(v) else _number(v) for v in row] for row in z]
+        return summary, pd.DataFrame(cells, index=pd.Index(rows, name=row_kind), columns=cols)
+    summary += " " + text["too_many"].format(cells=z.size)
+    if len(rows) > DESCRIBE_MAX_CELLS:  # even one line per row is too long to read
+        return summary, None
+    lows = np.where(finite, z, np.inf).min(axis=1)  # ±inf where a whole row is masked: said "masked" below
+    highs = np.where(finite, z, -np.inf).max(axis=1)
+    where = np.where(finite, z, -np.inf).argmax(axis=1)
+    masked_rows = ~finite.any(axis=1)
+    per_row = {
+        text["row_min"]: [_number(v) if np.isfinite(v) else text["masked"] for v in lows],
+        text["row_max"]: [_number(v) if np.isfinite(v) else text["masked"] for v in highs],
+        text["row_argmax"].format(col_kind=col_kind): [
+            cols[j] if not m else text["masked"] for j, m in zip(where, masked_rows, strict=True)
+        ],
+    }
+    return summary, pd.DataFrame(per_row, index=pd.Index(rows, name=row_kind))
+
+
+def _number(v: float) -> str:
+    """A value as the cells print it (4 significant digits), so a screen reader says a short number; inf stays."""
+    return f"{v:.4g}"
+
+
+def _unique(names: list[str]) -> list[str]:
+    """Labels made unique for a table's header (typed tokens may repeat): the 2nd "a" becomes "a (2)"."""
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name} ({seen[name]})")
+    return out

@@ -6,6 +6,7 @@ from attention import ui
 
 st.set_page_config(page_title="Attention, step by step", page_icon=":material/visibility:", layout="wide")
 ui.start()
+ui.focus_styles()  # before any page: a visible keyboard focus on every widget
 page = st.navigation(
     [
         st.Page("pages/overview.py", title="Overview", icon=":material/home:", default=True),

@@ -19,6 +19,14 @@ from .files import to_lists
 
 TEXT_MAX_SIDE = 16  # numbers are drawn in the cells up to 16×16: past that they cost seconds per edit in the browser
 TABLE_MAX_CELLS = 4096  # tables beyond this are not readable anyway; the heatmap stays
+# Colour scales, chosen to read for colour-blind viewers (and in greyscale) on the light and the dark theme:
+# - one-signed data: Viridis, perceptually uniform with lightness rising monotonically, so deuteranopes,
+#   protanopes and tritanopes all see the order (cividis would do too; Viridis has more contrast per step).
+# - signed data: RdBu reversed (red negative, blue positive), centred on zero with zmid=0. Its two arms differ in
+#   hue AND lightness and red-blue is the pair the common red-green deficiencies keep (ColorBrewer marks RdBu
+#   colour-blind safe); PuOr is as safe but its orange arm is harder to tell from Viridis' yellow on one page.
+#   Its near-white middle means "about zero" in both themes, and every cell up to 16×16 also shows its number.
+# tests/test_a11y.py checks that every builder's heatmaps use exactly these, and signed ones zmid=0.
 SEQUENTIAL = "Viridis"  # both scales read for colour-blind viewers (viridis; red-blue diverging)
 DIVERGING = "RdBu"
 
@@ -42,7 +50,8 @@ def heatmap(
     signed = bool(finite.size and finite.min() < 0 < finite.max())
     colours = {"colorscale": DIVERGING if signed else SEQUENTIAL, "reversescale": signed}  # red negative, blue positive
     small = max(z.shape) <= TEXT_MAX_SIDE
-    if z.size > IMAGE_MIN_CELLS:
+    image = z.size > IMAGE_MIN_CELLS
+    if image:
         data, axes = _image(z, finite, signed, colours, rows, cols, f"{row_kind} %{{y}} · {col_kind} %{{x}}")
     else:
         data = go.Heatmap(
@@ -68,7 +77,8 @@ def heatmap(
             "margin": {"l": 10, "r": 10, "t": 90, "b": 10},
             "xaxis": {**axes[0], "side": "top", "title": {"text": col_kind}},
             "yaxis": {**axes[1], "autorange": "reversed", "title": {"text": row_kind}},
-            "meta": {"rows": len(rows), "cols": len(cols), "image": z.size > IMAGE_MIN_CELLS},
+            "meta": {"rows": len(rows), "cols": len(cols), "image": image}
+            | ({"stats": _stats(z, _unique(rows), _unique(cols))} if image else {}),  # for describe()
         },
     )
 
@@ -136,6 +146,7 @@ def _png(indices: np.ndarray, palette: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode()
 
 
+HIGHLIGHT, HALO = "#ff7f0e", "#1a1a1a"  # the outline of the cells that took part in a number, and its halo
 CLICKABLE_MAX_CELLS = 4096  # one invisible marker per cell: past this, cells are picked with the pickers only
 
 
@@ -165,7 +176,10 @@ def highlight(fig: go.Figure, rows: tuple[int, ...] | None, cols: tuple[int, ...
     col_spans = [(at, n_cols + at)] if cols is None else [(j + at, j + at + 1) for j in cols]
     for y0, y1 in row_spans:
         for x0, x1 in col_spans:
-            fig.add_shape(type="rect", x0=x0, x1=x1, y0=y0, y1=y1, line={"color": "#ff7f0e", "width": 3})
+            # Orange on a near-black halo: no one colour has 3:1 contrast against every Viridis/RdBu cell and both
+            # themes' backgrounds (orange on teal is 1.5:1), but one of the pair always does.
+            fig.add_shape(type="rect", x0=x0, x1=x1, y0=y0, y1=y1, line={"color": HALO, "width": 6})
+            fig.add_shape(type="rect", x0=x0, x1=x1, y0=y0, y1=y1, line={"color": HIGHLIGHT, "width": 3})
     return fig
 
 
@@ -216,7 +230,8 @@ def table(trace: Trace, name: str, head: int | None = None, rows: list[int] | No
     if t.numel() > TABLE_MAX_CELLS:
         return None
     columns = labels(trace, col_kind, t.shape[1])
-    return pd.DataFrame(to_lists(t), index=pd.Index(index), columns=columns, dtype="float64")
+    index = pd.Index(index, name=row_kind)  # the header of the row labels: a screen reader names the column
+    return pd.DataFrame(to_lists(t), index=index, columns=columns, dtype="float64")
 
 
 def broadcast_panels(trace: Trace, key: int, head: int | None = None) -> dict[str, go.Figure]:
@@ -268,3 +283,84 @@ def step_times(traces: dict[str, Trace]) -> pd.DataFrame:
         {device: [s.seconds * 1e3 for s in t.steps] for device, t in traces.items()},
         index=[f"{s.number} {s.name}" for s in next(iter(traces.values())).steps],
     )
+
+
+DESCRIBE_MAX_CELLS = 256  # a text version lists every value up to this many cells; past it, a summary per row
+
+
+def describe(fig: go.Figure, text: dict[str, str]) -> tuple[str, pd.DataFrame | None]:
+    """A heatmap in words for screen readers: title, shape and axes, then its values as a table (or per-row summary).
+
+    `text` holds the sentence templates (ui.A11Y_TEXT), so that this module keeps no user-visible strings. A big
+    matrix drawn as an image carries its summary in layout.meta (its numbers are not in the figure).
+    """
+    meta = fig.layout.meta
+    row_kind, col_kind = fig.layout.yaxis.title.text or "", fig.layout.xaxis.title.text or ""
+    title = fig.layout.title.text or f"{row_kind} × {col_kind}"
+    summary = text["shape"].format(
+        title=title, rows=meta["rows"], cols=meta["cols"], row_kind=row_kind, col_kind=col_kind
+    )
+    if meta["image"]:
+        z, rows, cols, stats = None, None, None, meta["stats"]
+    else:
+        heat = fig.data[0]
+        z = np.asarray(heat.z, dtype=np.float64)  # (rows, cols); NaN is a masked cell
+        rows = _unique([html.unescape(str(r)) for r in heat.y])
+        cols = _unique([html.unescape(str(c)) for c in heat.x])
+        stats = _stats(z, rows, cols)
+    if stats["high"] is not None:
+        summary += " " + text["range"].format(
+            low=_number(stats["low"]), high=_number(stats["high"]), row_kind=row_kind, row=stats["at"][0],
+            col_kind=col_kind, col=stats["at"][1],
+        )  # fmt: skip
+    if stats["masked"]:
+        summary += " " + text["masked_count"].format(count=stats["masked"], masked=text["masked"])
+    if z is not None and z.size <= DESCRIBE_MAX_CELLS:
+        cells = [[text["masked"] if np.isnan(v) else _number(v) for v in row] for row in z]
+        return summary, pd.DataFrame(cells, index=pd.Index(rows, name=row_kind), columns=cols)
+    summary += " " + text["too_many"].format(cells=meta["rows"] * meta["cols"])
+    if "row_low" not in stats:  # even one line per row is too long to read
+        return summary, None
+    masked = text["masked"]
+    per_row = {
+        text["row_min"]: [masked if v is None else _number(v) for v in stats["row_low"]],
+        text["row_max"]: [masked if v is None else _number(v) for v in stats["row_high"]],
+        text["row_argmax"].format(col_kind=col_kind): [masked if c is None else c for c in stats["row_at"]],
+    }
+    return summary, pd.DataFrame(per_row, index=pd.Index(stats["rows"], name=row_kind))
+
+
+def _stats(z: np.ndarray, rows: list[str], cols: list[str]) -> dict:
+    """What a text version says of a matrix (NaN: masked): its range, where its largest number is, how many cells
+    are masked, and (up to DESCRIBE_MAX_CELLS rows) each row's range and where its largest is; None: no number."""
+    finite = np.isfinite(z)
+    highs = np.where(finite, z, -np.inf)
+    stats = {"low": None, "high": None, "at": None, "masked": int((~finite).sum())}
+    if finite.any():
+        i, j = np.unravel_index(highs.argmax(), z.shape)
+        stats |= {"low": float(np.where(finite, z, np.inf).min()), "high": float(z[i, j]), "at": [rows[i], cols[j]]}
+    if len(rows) <= DESCRIBE_MAX_CELLS:
+        some = finite.any(axis=1)
+        lows, tops, where = np.where(finite, z, np.inf).min(axis=1), highs.max(axis=1), highs.argmax(axis=1)
+        stats |= {
+            "rows": rows,
+            "row_low": [float(v) if k else None for v, k in zip(lows, some, strict=True)],
+            "row_high": [float(v) if k else None for v, k in zip(tops, some, strict=True)],
+            "row_at": [cols[j] if k else None for j, k in zip(where, some, strict=True)],
+        }
+    return stats
+
+
+def _number(v: float) -> str:
+    """A value as the cells print it (4 significant digits), so a screen reader says a short number; inf stays."""
+    return f"{v:.4g}"
+
+
+def _unique(names: list[str]) -> list[str]:
+    """Labels made unique for a table's header (typed tokens may repeat): the 2nd "a" becomes "a (2)"."""
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name} ({seen[name]})")
+    return out

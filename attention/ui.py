@@ -36,6 +36,29 @@ SIZES = {"n": ("n · tokens", MAX_N), "d_in": ("d_in", MAX_D), "d_k": ("d_k", MA
 SCALES = {"none": "none (the article)", "sqrt_dk": "1/√d_k (textbook)", "custom": "custom factor"}
 SESSION = "session"  # widgets keep their values across page switches
 TRACE_FILE_MAX_NUMBERS = 1_000_000  # a trace file is written in Python, number by number: ~1 s per million
+# Accessibility text (English; to move into the message catalogue with the rest): the charts' text versions.
+A11Y_TEXT = {
+    "text_version": "Text version: {title}",
+    "table_alt": "Values of {title}, one row per {row_kind}",
+    "shape": "{title}: a heatmap of {rows} × {cols} numbers, rows are {row_kind}, columns are {col_kind}.",
+    "range": "Smallest {low}, largest {high} (at {row_kind} {row}, {col_kind} {col}).",
+    "masked": "masked",
+    "masked_count": "{count} cells are {masked} (no value).",
+    "too_many": (
+        "{cells:,} cells are too many to read out here: below is each row's smallest and largest number; the "
+        "Explain page reads out any cell, and the trace file (Share and export) has them all."
+    ),
+    "row_min": "smallest",
+    "row_max": "largest",
+    "row_argmax": "largest at {col_kind}",
+}
+# Focus made visible where Streamlit's own indicator is not: a radio option or checkbox/toggle hides its real
+# <input> (react-aria's VisuallyHidden) and marks focus only with a faint background, and sidebar page links
+# show none. No theme option sets these, so a rule in the text colour (readable on both themes) outlines them.
+FOCUS_CSS = """<style>
+[data-testid=stRadioOption]:has(input:focus-visible), [data-testid=stCheckbox] label:has(input:focus-visible),
+[data-testid=stSidebarNavLink]:focus-visible { outline: 2px solid currentColor; outline-offset: 2px; }
+</style>"""
 
 # Session state (one per browser tab, never shared): "inputs" holds what the user typed, valid or not, as plain
 # lists; "trace" is the last valid computation; the sidebar's widget keys hold the sizes and options.
@@ -313,10 +336,31 @@ def _share(t: Trace) -> None:
 
 
 def chart(fig, key: str, where=st, **kwargs):
-    """A Plotly chart (in `where`, a column say), full width, whose toolbar saves it as PNG or SVG as chosen."""
+    """A Plotly chart (in `where`, a column say), full width, whose toolbar saves it as PNG or SVG as chosen, named
+    for screen readers by its summary; under it, its text version."""
     fmt = st.session_state.get("image_format", "png")
     config = {"toImageButtonOptions": {"format": fmt, "filename": key.removeprefix("chart_")}, "displaylogo": False}
-    return where.plotly_chart(fig, key=key, width="stretch", config=config, **kwargs)
+    summary, table = figures.describe(fig, A11Y_TEXT)
+    shown = where.plotly_chart(fig, key=key, width="stretch", config=config, alt=summary, **kwargs)
+    # In the current container, not in `where`: under a chart in a column it lands under the row of columns, since a
+    # column is too narrow for the table, which would scroll sideways where the keyboard cannot reach it.
+    text_version(fig, key, summary, table)
+    return shown
+
+
+def text_version(fig, key: str, summary: str, table) -> None:
+    """A chart's text alternative: a collapsed expander (a keyboard-reachable <details>) with its title, shape and
+    axes in a sentence, and its values as a real HTML table (st.table; st.dataframe is a canvas a reader skips)."""
+    title = fig.layout.title.text or f"{fig.layout.yaxis.title.text} × {fig.layout.xaxis.title.text}"
+    with st.expander(A11Y_TEXT["text_version"].format(title=title), key=f"{key}_text"):
+        st.text(summary)  # plain text: labels are typed by the user
+        if table is not None:
+            st.table(table, alt=A11Y_TEXT["table_alt"].format(title=title, row_kind=table.index.name or ""))
+
+
+def focus_styles() -> None:
+    """A visible focus ring on the widgets whose own is too faint or missing (see FOCUS_CSS)."""
+    st.html(FOCUS_CSS)
 
 
 def _import_case() -> None:

@@ -13,13 +13,13 @@ st.write(
 )
 left, right = st.columns([2, 3])
 with left:
-    st.subheader("The eight steps")
+    st.header("The eight steps")  # h2 under the h1 title: headings go down one level at a time
     for number, name in enumerate(STEP_NAMES, start=1):
         st.markdown(f"{number}. `{name}` · {TITLES[name]}")
     st.page_link("pages/walkthrough.py", label="Walk through them", icon=":material/stairs:")
     st.page_link("pages/inputs.py", label="Edit the inputs", icon=":material/edit:")
 with right:
-    st.subheader("The result: outputs")
+    st.header("The result: outputs")
     ui.chart(figures.tensor_heatmap(trace, "outputs"), "chart_outputs")
     if trace.case.options.weights_override is not None:
         st.caption(

@@ -10,7 +10,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from attention import attend, figures
+from attention import attend, figures, ui
 from attention.core import Broadcast
 from attention.presets import random_case
 from tests.apptest import APP
@@ -122,3 +122,19 @@ def test_pages_that_slice_the_broadcast_work_at_big_n(big_app, page):
     if page == "broadcasting":
         product = json.loads(big_app.get("plotly_chart")[2].proto.spec)["data"][0]
         assert product["type"] == "heatmap"  # (n_q, d_v) = 100 × 64 cells: still a heatmap
+
+
+def test_the_text_version_of_an_image_reads_its_numbers_from_the_summary_it_carries():
+    z = torch.randn(200, 150, generator=torch.Generator().manual_seed(2))
+    z[4] = float("-inf")  # a fully masked row
+    rows, cols = labels(200), labels(150)
+    fig = figures.heatmap(z, rows, cols, "query", "key", "scores")
+    assert fig.layout.meta["image"]
+    summary, table = figures.describe(fig, ui.A11Y_TEXT)
+    finite = torch.where(z.isfinite(), z, float("nan"))
+    i, j = divmod(int(torch.where(z.isfinite(), z, -float("inf")).argmax()), 150)
+    assert f"Smallest {float(finite.nan_to_num(float('inf')).min()):.4g}" in summary
+    assert f"largest {float(z[i, j]):.4g} (at query t{i}, key t{j})" in summary
+    assert "150 cells are masked" in summary and "30,000 cells are too many" in summary
+    assert list(table.index) == rows and table.iloc[4].tolist() == ["masked"] * 3
+    assert table.iloc[7, 1] == f"{float(z[7].max()):.4g}"

@@ -1,0 +1,167 @@
+"""Accessibility in a real browser: the walkthrough by keyboard alone; axe-core on every page, light and dark.
+
+The axe summary (per scheme and page: what fails, what is allowlisted and why, the moderate and minor findings) is
+written to tests/artifacts/axe.json for the record.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.e2e.conftest import VIEWPORT
+from tests.e2e.test_browser import PAGES, TIMEOUT_MS, open_page, wait_ready
+
+pytestmark = pytest.mark.e2e
+expect.set_options(timeout=60_000)
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+FAILING_IMPACTS = {"serious", "critical"}
+SCHEMES = ("light", "dark")
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """A violation that is not ours to fix (or not a real barrier), by rule and element, with the reason."""
+
+    rule: str
+    html: str  # a regular expression the element's opening HTML (axe's node "html") must match
+    why: str
+
+
+ALLOWLIST = (
+    Allowed(
+        "color-contrast",
+        r'^<span class="token token [a-z-]+">',
+        "Syntax colours inside st.code (Streamlit's Prism theme: keyword blue70, comment gray70, boolean green70 on "
+        "the code background, 2.2-4.2:1). They are fixed palette colours in Streamlit's frontend, not theme options, "
+        "so config.toml cannot change them; the code itself is also readable as plain text (the base code colour "
+        "passes) and a screen reader ignores the colours.",
+    ),
+)
+
+# A focused element shows where it is: an outline (not none, wider than 0, not transparent) or a box shadow. A radio
+# or checkbox hides its real <input> (react-aria's VisuallyHidden: 1×1 px, clipped), so its <label> must show it.
+FOCUS_RING = """() => {
+    const el = document.activeElement;
+    if (!el || el === document.body) return {ok: false, what: 'nothing focused'};
+    const hidden = el.matches('input[type=radio], input[type=checkbox]') && el.closest('label');
+    const shown = hidden || el;
+    const s = getComputedStyle(shown);
+    const outline = s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) > 0
+        && !/rgba\\([^)]*,\\s*0\\)|transparent/.test(s.outlineColor);
+    const shadow = s.boxShadow !== 'none';
+    const r = shown.getBoundingClientRect();
+    return {ok: (outline || shadow) && r.width > 2 && r.height > 2,
+            what: `${el.tagName} ${el.type || ''} "${(el.innerText || el.value || '').slice(0, 30)}"`
+                + ` shown by ${shown.tagName}: outline ${s.outlineStyle} ${s.outlineWidth} ${s.outlineColor},`
+                + ` box-shadow ${s.boxShadow}, ${r.width}×${r.height}`,
+            tag: el.tagName, type: el.type || '', value: el.value || '', text: el.innerText || ''};
+}"""
+
+
+def focus(page: Page) -> dict:
+    """The focused element, asserted to show a visible focus indicator."""
+    state = page.evaluate(FOCUS_RING)
+    assert state["ok"], f"no visible focus indicator: {state['what']}"
+    return state
+
+
+def expect_step(page: Page, number: int) -> None:
+    expect(page.locator("[data-testid=stMain] h2", has_text=re.compile(rf"^Step {number} · ")).first).to_be_visible()
+
+
+def test_the_walkthrough_by_keyboard_alone_with_visible_focus(page: Page) -> None:
+    """Skip link, then the step radio with the arrow keys from 1 to 8, then the ◀ button (Enter, Space) back to 1."""
+    open_page(page, "/walkthrough")
+    expect_step(page, 1)
+    page.keyboard.press("Tab")  # the first stop on the page: Streamlit's "Skip to main content" link
+    assert focus(page)["text"].strip() == "Skip to main content"
+    page.keyboard.press("Enter")
+    page.keyboard.press("Tab")  # the first control of the main area: the step radio (◀ is disabled at step 1)
+    state = focus(page)
+    assert (state["tag"], state["type"], state["value"]) == ("INPUT", "radio", "0"), state["what"]
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=ARTIFACTS / "focus_radio.png", clip={"x": 0, "y": 0, **VIEWPORT, "height": 300})
+    for number in range(2, 9):
+        page.keyboard.press("ArrowRight")  # a radio group's own key: the next option is chosen and focused
+        wait_ready(page)
+        expect_step(page, number)
+        state = focus(page)
+        assert (state["type"], state["value"]) == ("radio", str(number - 1)), state["what"]
+    page.keyboard.press("Shift+Tab")  # back to ◀, enabled now
+    for number, key in zip(range(7, 0, -1), ("Enter", "Space") * 4, strict=False):
+        state = focus(page)
+        assert state["tag"] == "BUTTON" and "◀" in state["text"], state["what"]
+        if number == 7:
+            page.screenshot(path=ARTIFACTS / "focus_previous.png", clip={"x": 0, "y": 0, **VIEWPORT, "height": 300})
+        page.keyboard.press(key)
+        wait_ready(page)
+        expect_step(page, number)
+    assert "step=" not in page.url  # step 1 is the page's own URL again
+    expect(page.locator("[data-testid=stException]")).to_have_count(0)
+
+
+RESULTS: dict[str, dict[str, dict]] = {}
+
+
+@pytest.fixture(scope="module")
+def scheme_pages(browser, server):
+    """One browser context per colour scheme (Streamlit follows the system's), opened when first needed."""
+    contexts, pages = [], {}
+
+    def get(scheme: str) -> Page:
+        if scheme not in pages:
+            context = browser.new_context(viewport=VIEWPORT, base_url=server, color_scheme=scheme)
+            context.set_default_timeout(TIMEOUT_MS)
+            contexts.append(context)
+            pages[scheme] = context.new_page()
+        return pages[scheme]
+
+    yield get
+    for context in contexts:
+        context.close()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    record = {"allowlist": [a.__dict__ for a in ALLOWLIST], "results": RESULTS}
+    (ARTIFACTS / "axe.json").write_text(json.dumps(record, indent=2, ensure_ascii=False))
+
+
+def allowed(rule: str, node: dict) -> Allowed | None:
+    return next((a for a in ALLOWLIST if a.rule == rule and re.search(a.html, node["html"])), None)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("path", PAGES)
+def test_axe_finds_no_serious_violation(scheme_pages, scheme: str, path: str) -> None:
+    """axe-core (axe-playwright-python's bundled copy) on a fully drawn page, every chart's text version open."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    page = scheme_pages(scheme)
+    open_page(page, path)
+    versions = page.locator("[data-testid=stExpander] summary", has_text="Text version: ")
+    for i in range(versions.count()):  # the tables are scanned too (the expander opens without a rerun)
+        versions.nth(i).click()
+    wait_ready(page)
+    expect(page.locator("[data-testid=stTable]")).to_have_count(versions.count())
+    violations = Axe().run(page).response["violations"]
+
+    failing, allowlisted, other = [], [], []
+    for v in violations:
+        for node in v["nodes"]:
+            found = {"rule": v["id"], "impact": v["impact"], "target": node["target"], "html": node["html"][:160]}
+            if v["impact"] not in FAILING_IMPACTS:
+                other.append(found)
+            elif a := allowed(v["id"], node):
+                allowlisted.append(found | {"why": a.why})
+            else:
+                failing.append(found | {"help": v["help"], "url": v["helpUrl"], "summary": node["failureSummary"]})
+    RESULTS.setdefault(scheme, {})[path] = {"failing": failing, "allowlisted": allowlisted, "moderate_or_minor": other}
+    report = "\n".join(
+        f"- {f['rule']} ({f['impact']}): {f['help']} at {f['target']}\n  {f['summary']}\n  {f['url']}" for f in failing
+    )
+    assert not failing, f"axe on {path} ({scheme}): {len(failing)} serious or critical violations\n{report}"

@@ -178,12 +178,13 @@ def _candidate() -> dict:
 def sidebar() -> None:
     """Preset, sizes, options and device: shared by every page, so a deep link shows the same numbers."""
     s = st.session_state
+    language = lang()  # format_func runs later too (AppTest calls it after the run): it keeps this run's language
     with st.sidebar:
         st.selectbox(t("sidebar.language"), LANGUAGES, format_func=LANGUAGES.get, persist_state=SESSION, key="lang")
         st.selectbox(
             t("sidebar.preset"),
             presets.PRESETS,
-            format_func=lambda p: t(f"preset.{p}"),
+            format_func=lambda p: i18n.text(language, f"preset.{p}"),
             persist_state=SESSION,
             key="preset",
         )
@@ -207,7 +208,7 @@ def sidebar() -> None:
             st.radio(
                 t("sidebar.fill"),
                 ("zeros", "random"),
-                format_func=lambda f: t(f"fill.{f}"),
+                format_func=lambda f: i18n.text(language, f"fill.{f}"),
                 persist_state=SESSION,
                 key="fill",
                 horizontal=True,
@@ -217,7 +218,11 @@ def sidebar() -> None:
         if s.inputs["rounded"] is not None:
             st.toggle(t("sidebar.rounded"), persist_state=SESSION, key="use_rounded", help=t("sidebar.rounded_help"))
         st.selectbox(
-            t("sidebar.scale"), SCALES, format_func=lambda v: t(f"scale.{v}"), persist_state=SESSION, key="scale"
+            t("sidebar.scale"),
+            SCALES,
+            format_func=lambda v: i18n.text(language, f"scale.{v}"),
+            persist_state=SESSION,
+            key="scale",
         )
         if s.scale == "custom":
             st.number_input(
@@ -236,7 +241,7 @@ def sidebar() -> None:
         st.selectbox(
             t("sidebar.mask"),
             masks,
-            format_func=lambda m: t(f"mask.{m}"),
+            format_func=lambda m: i18n.text(language, f"mask.{m}"),
             persist_state=SESSION,
             key="mask",
             help=t("sidebar.mask_help"),
@@ -526,7 +531,7 @@ def _apply(name: str, delta: dict) -> None:
 
 def step_picker() -> int:
     """Previous / next buttons and a picker over steps 1-8; the choice survives a visit to another page."""
-    s = st.session_state
+    s, language = st.session_state, lang()
     s.setdefault("step", 1)
     s.step_picker = s.step
     previous, picker, following = st.columns([1, 8, 1], vertical_alignment="center")
@@ -535,7 +540,7 @@ def step_picker() -> int:
     picker.radio(
         t("walkthrough.step"),
         range(1, 9),
-        format_func=lambda i: f"{i} {t(f'step.{STEP_NAMES[i - 1]}.short')}",
+        format_func=lambda i: f"{i} {i18n.text(language, f'step.{STEP_NAMES[i - 1]}.short')}",
         key="step_picker",
         horizontal=True,
         label_visibility="collapsed",
@@ -553,14 +558,14 @@ PACES = (0.5, 1.0, 2.0, 3.0, 5.0)  # seconds per step
 
 def player() -> None:
     """Play / pause through steps 1-8 at a chosen pace (a timed fragment moves to the next step and reruns)."""
-    s = st.session_state
+    s, language = st.session_state, lang()
     play, pace = st.columns([1, 3], vertical_alignment="center")
     play.toggle(t("walkthrough.play"), key="playing", persist_state=SESSION, help=t("walkthrough.play_help"))
     seconds = pace.select_slider(
         t("walkthrough.pace"),
         PACES,
         value=2.0,
-        format_func=lambda v: t("walkthrough.pace_option", seconds=v),
+        format_func=lambda v: i18n.text(language, "walkthrough.pace_option", seconds=v),
         key="pace",
         label_visibility="collapsed",
         persist_state=SESSION,
@@ -582,13 +587,13 @@ def _advance(seconds: float) -> None:
 
 def head_picker(t: Trace, key: str) -> int | None:
     """Which head to show, when there are several."""
-    h = t.case.options.heads
+    h, language = t.case.options.heads, lang()
     if h == 1:
         return None
     head = st.radio(
         _t("picker.head"),
         range(h),
-        format_func=lambda i: _t("picker.head_n", head=i + 1),
+        format_func=lambda i: i18n.text(language, "picker.head_n", head=i + 1),
         key=key,
         horizontal=True,
         persist_state=SESSION,

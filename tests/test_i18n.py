@@ -136,7 +136,7 @@ def test_messages_read_as_english_and_render_in_any_language():
     error = CaseError(msg("where.column", where=msg("where.row_token", name="x", row=2, token="Input 2"), column=3),
                       msg("error.not_a_number", value="abc"))  # fmt: skip
     assert str(error) == "x, row 2 (Input 2), column 3: 'abc' is not a number"  # the CLI's and str(e)'s English
-    assert render("zh", error.message) == "x 第 2 行（Input 2） 第 3 列：'abc' 不是数字"
+    assert render("zh", error.message) == "x 第 2 行（Input 2），第 3 列：'abc' 不是数字"
     assert render("zh", 3) == 3 and render("zh", "scores") == "scores"  # data stays as it is
     assert Message("app.title") == "Attention, step by step"
     import copy
@@ -411,7 +411,7 @@ def test_an_invalid_edit_is_named_in_chinese():
     at = chinese({"lang": "zh"})
     at.switch_page("pages/inputs.py").run()
     edit(at, "x", 1, "3", "abc")
-    assert "x 第 2 行（Input 2） 第 3 列：'abc' 不是数字" in at.error[0].value
+    assert "x 第 2 行（Input 2），第 3 列：'abc' 不是数字" in at.error[0].value
     assert "下面的数来自最后一次有效的输入" in at.error[0].value
 
 

@@ -6,6 +6,8 @@ import math
 import re
 from dataclasses import dataclass, field, fields, replace
 
+from .i18n import Message, msg
+
 CASE_FORMAT = "attention-case/1"
 
 Matrix = tuple[tuple[float, ...], ...]
@@ -25,10 +27,14 @@ DEVICE_PATTERN = re.compile(r"cpu|cuda|cuda:\d{1,2}|mps|auto")
 
 
 class CaseError(ValueError):
-    """Bad input: `where` names the place (matrix, row, column or option), `problem` says what is wrong."""
+    """Bad input: `where` names the place (matrix, row, column or option), `problem` says what is wrong.
+
+    Both read as English (the CLI, str(e)); when they are catalogue Messages, `message` renders in any language.
+    """
 
     def __init__(self, where: str, problem: str):
-        super().__init__(f"{where}: {problem}")
+        self.message = msg("error.where_problem", where=where, problem=problem)
+        super().__init__(str(self.message))
         self.where, self.problem = where, problem
 
 
@@ -81,16 +87,16 @@ def default_tokens(n: int) -> tuple[str, ...]:
 def parse_case(obj: object) -> Case:
     """Validate a case given as plain JSON values; raise CaseError naming the first bad place."""
     if not isinstance(obj, dict):
-        raise CaseError("case", f"must be a JSON object, not {_kind(obj)}")
+        raise CaseError(msg("where.case"), msg("error.not_object", kind=_kind(obj)))
     known = {"format", "tokens", "x", "w_query", "w_key", "w_value", "options"}
     for key in obj:
         if key not in known:
-            raise CaseError("case", f"unknown key {key!r} (expected {', '.join(sorted(known))})")
+            raise CaseError(msg("where.case"), msg("error.unknown_key", key=key, expected=", ".join(sorted(known))))
     if obj.get("format") != CASE_FORMAT:
-        raise CaseError("format", f"must be {CASE_FORMAT!r}, not {obj.get('format')!r}")
+        raise CaseError("format", msg("error.format", expected=CASE_FORMAT, value=obj.get("format")))
     for name in ("x", "w_query", "w_key", "w_value"):
         if name not in obj:
-            raise CaseError(name, "is missing")
+            raise CaseError(name, msg("error.missing"))
     x_rows = obj["x"]
     tokens = (
         _tokens(obj.get("tokens"), len(x_rows))
@@ -127,27 +133,26 @@ def _lists(value):
 
 
 def _kind(value: object) -> str:
-    return {dict: "an object", list: "a list", str: "text", bool: "true/false", type(None): "null"}.get(
-        type(value), type(value).__name__
-    )
+    kinds = {dict: "object", list: "list", str: "text", bool: "bool", type(None): "null"}
+    return msg(f"kind.{kinds[type(value)]}") if type(value) in kinds else type(value).__name__
 
 
 def _number(value: object, where: str, bound: float = MAX_ABS) -> float:
     """One finite number within ±bound, checked in float64 before any tensor sees it."""
     if value is None or value == "":
-        raise CaseError(where, "is empty")
+        raise CaseError(where, msg("error.empty"))
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise CaseError(where, f"{str(value)[:20]!r} is not a number")
+        raise CaseError(where, msg("error.not_a_number", value=str(value)[:20]))
     try:
         number = float(value)
     except OverflowError:  # a huge JSON integer
-        raise CaseError(where, f"is larger than the limit {bound:g} in magnitude") from None
+        raise CaseError(where, msg("error.too_large", bound=bound)) from None
     if math.isnan(number):
-        raise CaseError(where, "is not a number (NaN)")
+        raise CaseError(where, msg("error.nan"))
     if math.isinf(number):
-        raise CaseError(where, f"is {'-' if number < 0 else ''}infinite")
+        raise CaseError(where, msg("error.infinite", sign="-" if number < 0 else ""))
     if abs(number) > bound:
-        raise CaseError(where, f"{number:g} is larger than the limit {bound:g} in magnitude")
+        raise CaseError(where, msg("error.over_limit", number=number, bound=bound))
     return number
 
 
@@ -161,82 +166,86 @@ def _matrix(
 ) -> Matrix:
     """A list of equal-length rows of numbers, its size within [low, high] on both axes."""
     if not isinstance(value, list | tuple) or not value:
-        raise CaseError(name, f"must be a non-empty list of rows, not {_kind(value)}")
+        raise CaseError(name, msg("error.not_rows", kind=_kind(value)))
     if not rows[0] <= len(value) <= rows[1]:
-        raise CaseError(name, f"has {len(value)} rows, expected {_range(rows, 'rows')}")
+        raise CaseError(name, msg("error.row_count", count=len(value), expected=_range(rows, "rows")))
     out = []
     for i, row in enumerate(value):
-        where = f"{name}, row {i + 1}" + (f" ({tokens[i]})" if tokens else "")
+        where = (
+            msg("where.row_token", name=name, row=i + 1, token=tokens[i])
+            if tokens
+            else msg("where.row", name=name, row=i + 1)
+        )
         if not isinstance(row, list | tuple):
-            raise CaseError(where, f"must be a list of numbers, not {_kind(row)}")
+            raise CaseError(where, msg("error.not_numbers", kind=_kind(row)))
         width = len(value[0])
         if i == 0 and not cols[0] <= width <= cols[1]:
-            raise CaseError(name, f"has {width} columns, expected {_range(cols, 'columns')}")
+            raise CaseError(name, msg("error.column_count", count=width, expected=_range(cols, "columns")))
         if len(row) != width:
-            raise CaseError(where, f"has {len(row)} numbers, expected {width} like row 1")
-        out.append(tuple(cell(v, f"{where}, column {j + 1}") for j, v in enumerate(row)))
+            raise CaseError(where, msg("error.row_width", count=len(row), width=width))
+        out.append(tuple(cell(v, msg("where.column", where=where, column=j + 1)) for j, v in enumerate(row)))
     return tuple(out)
 
 
-def _range(bounds: tuple[int, int], what: str) -> str:
+def _range(bounds: tuple[int, int], what: str) -> str | Message:
     low, high = bounds
-    return f"{low}" if low == high else f"between {low} and {high} {what}"
+    return f"{low}" if low == high else msg(f"error.range_{what}", low=low, high=high)
 
 
 def _tokens(value: object, n: int) -> tuple[str, ...]:
     if value is None:
         return default_tokens(n)
     if not isinstance(value, list | tuple) or len(value) != n:
-        raise CaseError("tokens", f"must be a list of {n} labels, one per row of x")
+        raise CaseError("tokens", msg("error.tokens_count", n=n))
     seen = set()
     for i, token in enumerate(value):
-        where = f"tokens, label {i + 1}"
+        where = msg("where.label", label=i + 1)
         if not isinstance(token, str) or not token.strip():
-            raise CaseError(where, "must be non-empty text")
+            raise CaseError(where, msg("error.token_empty"))
         if len(token) > MAX_TOKEN_CHARS:
-            raise CaseError(where, f"is longer than {MAX_TOKEN_CHARS} characters")
+            raise CaseError(where, msg("error.token_long", limit=MAX_TOKEN_CHARS))
         if any(not ch.isprintable() for ch in token):
-            raise CaseError(where, "contains a control character")
+            raise CaseError(where, msg("error.token_control"))
         if token in seen:
-            raise CaseError(where, f"{token!r} appears twice; labels name the rows and must differ")
+            raise CaseError(where, msg("error.token_twice", token=token))
         seen.add(token)
     return tuple(value)
 
 
 def _options(value: object, n: int, d_k: int, d_v: int, tokens: tuple[str, ...]) -> Options:
     if not isinstance(value, dict):
-        raise CaseError("options", f"must be a JSON object, not {_kind(value)}")
+        raise CaseError("options", msg("error.not_object", kind=_kind(value)))
     names = {f.name for f in fields(Options)}
     for key in value:
         if key not in names:
-            raise CaseError("options", f"unknown option {key!r} (expected {', '.join(sorted(names))})")
+            raise CaseError("options", msg("error.unknown_option", key=key, expected=", ".join(sorted(names))))
     o = Options(**value)
 
     if o.scale not in ("none", "sqrt_dk"):
         if isinstance(o.scale, str):
-            raise CaseError("options.scale", f"must be 'none', 'sqrt_dk' or a positive number, not {o.scale!r}")
+            raise CaseError("options.scale", msg("error.scale_text", value=o.scale))
         scale = _number(o.scale, "options.scale", MAX_SCALE)
         if scale < MIN_SCALE:
-            raise CaseError("options.scale", f"must be at least {MIN_SCALE:g}, not {scale:g}")
+            raise CaseError("options.scale", msg("error.at_least", low=MIN_SCALE, value=scale))
         o = replace(o, scale=scale)
 
     temperature = _number(o.temperature, "options.temperature", MAX_TEMPERATURE)
     if temperature < MIN_TEMPERATURE:
-        raise CaseError("options.temperature", f"must be at least {MIN_TEMPERATURE:g}, not {temperature:g}")
+        raise CaseError("options.temperature", msg("error.at_least", low=MIN_TEMPERATURE, value=temperature))
 
     heads = o.heads
     if isinstance(heads, bool) or not isinstance(heads, int) or not 1 <= heads <= MAX_HEADS:
-        raise CaseError("options.heads", f"must be a whole number from 1 to {MAX_HEADS}, not {heads!r}")
+        raise CaseError("options.heads", msg("error.heads_range", high=MAX_HEADS, value=heads))
     for dim, size in (("d_k", d_k), ("d_v", d_v)):
         if size % heads:
-            raise CaseError("options.heads", f"{dim} = {size} does not divide into {heads} heads")
+            raise CaseError("options.heads", msg("error.heads_divide", dim=dim, size=size, heads=heads))
     if heads * n * n > MAX_HEAD_CELLS:
-        raise CaseError("options.heads", f"{heads} heads × {n}² scores are over the limit of {MAX_HEAD_CELLS:,}")
+        raise CaseError("options.heads", msg("error.heads_cells", heads=heads, n=n, limit=MAX_HEAD_CELLS))
 
     mask = o.mask
     if mask is not None and mask != "causal":
         if isinstance(mask, str):
-            raise CaseError("options.mask", f"must be null, 'causal' or an n×n matrix of 0/1, not {mask!r}")
+            raise CaseError("options.mask", msg("error.mask_text", value=mask))
         mask = _matrix(mask, "options.mask", rows=(n, n), cols=(n, n), tokens=tokens, cell=_zero_one)
 
     w_out = None if o.w_out is None else _matrix(o.w_out, "options.w_out", rows=(d_v, d_v), cols=(1, MAX_D))
@@ -244,22 +253,22 @@ def _options(value: object, n: int, d_k: int, d_v: int, tokens: tuple[str, ...])
     override = o.weights_override
     if override is not None:
         if heads != 1:
-            raise CaseError("options.weights_override", "works with one head only; set heads to 1")
+            raise CaseError("options.weights_override", msg("error.override_heads"))
         override = _matrix(override, "options.weights_override", rows=(n, n), cols=(n, n), tokens=tokens)
         for i, row in enumerate(override):
             for j, weight in enumerate(row):
                 if weight < 0:
-                    where = f"options.weights_override, row {i + 1} ({tokens[i]}), column {j + 1}"
-                    raise CaseError(where, f"{weight:g} is negative; weights must be ≥ 0")
+                    row = msg("where.row_token", name="options.weights_override", row=i + 1, token=tokens[i])
+                    raise CaseError(msg("where.column", where=row, column=j + 1), msg("error.negative", weight=weight))
 
     if o.dtype not in DTYPES:
-        raise CaseError("options.dtype", f"must be 'float32' or 'float64', not {o.dtype!r}")
+        raise CaseError("options.dtype", msg("error.dtype", value=o.dtype))
     if not isinstance(o.device, str) or not DEVICE_PATTERN.fullmatch(o.device):
-        raise CaseError("options.device", f"must be 'cpu', 'cuda', 'cuda:N', 'mps' or 'auto', not {o.device!r}")
+        raise CaseError("options.device", msg("error.device_spec", value=o.device))
     return replace(o, temperature=temperature, mask=mask, w_out=w_out, weights_override=override)
 
 
 def _zero_one(value: object, where: str) -> float:
     if isinstance(value, bool) or value not in (0, 1):
-        raise CaseError(where, f"{value!r} must be 0 (blocked) or 1 (may attend)")
+        raise CaseError(where, msg("error.zero_one", value=value))
     return float(value)

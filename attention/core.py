@@ -14,6 +14,7 @@ import torch
 
 from .case import Case
 from .devices import resolve_device, synchronize
+from .i18n import msg, text
 
 STALE_OVERRIDE = "The weights override is not this case's softmax rounded"
 # Past these sizes the trace keeps what is looked at, not everything (bench/core.md measured why). Step 6's
@@ -44,27 +45,10 @@ AXES = {
 }
 PER_HEAD = {"queries", "keys", "values", "scores_raw", "scores", "weights_exact", "weights", "weighted", "head_outputs"}
 
-TITLES = {
-    "inputs": "Prepare inputs",
-    "weights": "Initialise weights",
-    "qkv": "Derive keys, queries and values",
-    "scores": "Calculate attention scores",
-    "softmax": "Calculate softmax",
-    "weighted": "Multiply scores with values",
-    "outputs": "Sum weighted values",
-    "repeat": "Repeat for every input",
-}
-
-EXPLANATIONS = {
-    "inputs": "Each token is one row of x (the article has three inputs of four numbers each).",
-    "weights": "Three weight matrices turn an input row into its query, key and value.",
-    "qkv": "Every input is multiplied by the three weight matrices, giving its query, key and value.",
-    "scores": "Each query is dotted with every key: row i says how much input i attends to each input.",
-    "softmax": "Each row of scores becomes weights that are positive and sum to one.",
-    "weighted": "Every value row is multiplied by the weight a query gives it: one broadcast makes all the products.",
-    "outputs": "Summing the weighted values over the keys gives one output row per query.",
-    "repeat": "Steps 4-7 run again one query at a time; each result is that row of the matrix form.",
-}
+# The article's step titles and a line on each, in English (the CLI, trace files); pages show the catalogue's
+# step.<name>.title / step.<name>.explanation in the reader's language.
+TITLES = {name: text("en", f"step.{name}.title") for name in STEP_NAMES}
+EXPLANATIONS = {name: text("en", f"step.{name}.explanation") for name in STEP_NAMES}
 
 
 @dataclass(frozen=True)
@@ -315,32 +299,26 @@ def _notes(name: str, case: Case, tensors: dict, outputs: torch.Tensor):
     if name == "scores" and o.mask is not None:
         blocked = ~torch.isfinite(tensors["scores"]).any(dim=-1)  # (h?, n_q): every key masked
         for i in blocked.reshape(-1, case.n).any(dim=0).nonzero().flatten().tolist():
-            then = "the override's row is used as given" if o.weights_override else "so its output is 0"
-            yield (
-                f"Row {i + 1} ({case.tokens[i]}) is fully masked: its exact weights are defined as 0 (as PyTorch's "
-                f"fused attention gives), not NaN; {then}."
-            )
+            then = msg("note.masked_override") if o.weights_override else msg("note.masked_zero")
+            yield msg("note.masked_row", row=i + 1, token=case.tokens[i], then=then)
     if name == "softmax" and o.weights_override is not None:
-        yield "The weights override replaces the exact softmax in steps 6-8 (the article rounds it for readability)."
+        yield msg("note.override")
         gap = (tensors["weights"] - tensors["weights_exact"]).abs().max().item()
         if gap > 0.1:  # more than the article's own rounding (up to 0.063) explains
-            yield f"{STALE_OVERRIDE} (they differ by up to {gap:.2g}): it was made for other numbers."
+            yield msg("note.stale_override", gap=gap)  # its English starts with STALE_OVERRIDE
     if name == "weighted" and isinstance(tensors["weighted"], Broadcast):
         w = tensors["weighted"]
-        mib = w.numel() * w.dtype.itemsize / 2**20
-        yield (
-            f"The whole broadcast would hold {w.numel():,} numbers ({mib:,.0f} MiB): it is not kept. Each slice is "
-            "made from values and weights when it is shown; step 7 sums by weights @ values."
-        )
+        yield msg("note.broadcast_not_kept", numbers=w.numel(), mib=w.numel() * w.dtype.itemsize / 2**20)
     if name == "repeat":
         by_query = tensors["outputs_by_query"]
         rows = outputs.cpu()[: len(by_query)]
         difference = (by_query - rows).abs().max().item()
         agrees = torch.allclose(by_query, rows, rtol=1e-5, atol=1e-5 * (1 + rows.abs().max().item()))
-        verdict = "equals" if agrees else "DIFFERS FROM"
-        m = len(by_query)
-        some = f" for queries 1-{m} of {case.n} (any other runs on demand)" if m < case.n else ""
-        yield f"One query at a time {verdict} the matrix form{some} (largest difference {difference:.3g})."
+        if len(by_query) < case.n:  # big n: the first queries only
+            some = {"difference": difference, "m": len(by_query), "n": case.n}
+            yield msg("note.repeat_some_equal", **some) if agrees else msg("note.repeat_some_differ", **some)
+        else:
+            yield msg("note.repeat_equals" if agrees else "note.repeat_differs", difference=difference)
 
 
 def formula(name: str, case: Case) -> str:

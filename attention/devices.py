@@ -9,12 +9,13 @@ from dataclasses import dataclass
 import torch
 
 from .case import CaseError
+from .i18n import msg
 
 
 @dataclass(frozen=True)
 class Device:
     name: str  # what torch.device takes: "cpu", "cuda:0", "mps"
-    description: str  # e.g. "NVIDIA H200"
+    description: str  # e.g. "NVIDIA H200" (the CPU's is a catalogue Message)
 
     def __str__(self) -> str:
         return f"{self.name} — {self.description}"
@@ -22,7 +23,10 @@ class Device:
 
 def available_devices() -> tuple[Device, ...]:
     """CPU first, then every CUDA device, then Apple's MPS: only what is present and usable."""
-    cpu = Device("cpu", f"{platform.machine() or 'CPU'}, {torch.get_num_threads()} of {os.cpu_count()} threads")
+    threads = msg(
+        "device.cpu", machine=platform.machine() or "CPU", threads=torch.get_num_threads(), cpus=os.cpu_count()
+    )
+    cpu = Device("cpu", threads)
     gpus = [Device(f"cuda:{i}", torch.cuda.get_device_name(i)) for i in range(_cuda_count())]
     if torch.backends.mps.is_available():
         gpus.append(Device("mps", "Apple Metal (MPS)"))
@@ -34,8 +38,8 @@ def gpu_unavailable_reason() -> str | None:
     if _cuda_count() or torch.backends.mps.is_available():
         return None
     if not torch.backends.cuda.is_built():
-        return f"this PyTorch ({torch.__version__}) is a CPU-only build"
-    return "PyTorch has CUDA support, but no CUDA device is visible"
+        return msg("reason.cpu_build", version=torch.__version__)
+    return msg("reason.no_cuda")
 
 
 def resolve_device(spec: str) -> torch.device:
@@ -46,10 +50,12 @@ def resolve_device(spec: str) -> torch.device:
     name = "cuda:0" if spec == "cuda" else spec
     if name not in names:
         reason = gpu_unavailable_reason()
-        raise CaseError(
-            "options.device",
-            f"{spec!r} is not available here{f' ({reason})' if reason else ''}; available: {', '.join(names)}",
+        problem = (
+            msg("error.device_absent_reason", spec=spec, reason=reason, names=", ".join(names))
+            if reason
+            else msg("error.device_absent", spec=spec, names=", ".join(names))
         )
+        raise CaseError("options.device", problem)
     return torch.device(name)
 
 

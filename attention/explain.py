@@ -13,6 +13,7 @@ import torch
 
 from .core import AXES, PER_HEAD, Trace, scale_factor
 from .files import short_float32
+from .i18n import msg, render
 
 Cells = tuple[int, ...] | None  # 0-based rows or columns of a 2-D view; None: all of them
 Parts = Mapping[str, tuple[Cells, Cells]]
@@ -45,8 +46,9 @@ def explainable(trace: Trace) -> tuple[str, ...]:
     return tuple(name for step in trace.steps for name in step.tensors if name in _BUILDERS)
 
 
-def explain(trace: Trace, tensor: str, index: tuple[int, ...]) -> Explanation:
-    """The arithmetic behind trace[tensor][index]; ValueError for an unknown tensor or an index out of range."""
+def explain(trace: Trace, tensor: str, index: tuple[int, ...], lang: str = "en") -> Explanation:
+    """The arithmetic behind trace[tensor][index], its words in `lang`; ValueError for an unknown tensor or an index
+    out of range."""
     names = explainable(trace)
     if tensor not in names:
         raise ValueError(f"cannot explain {tensor!r}: this trace records {', '.join(names)}")
@@ -54,7 +56,8 @@ def explain(trace: Trace, tensor: str, index: tuple[int, ...]) -> Explanation:
     index = _check_index(trace, tensor, t, index)
     title, lines, parts, head = _BUILDERS[tensor](_Explainer(trace), tensor, index)
     parts = {name: (_cells(rows), _cells(cols)) for name, (rows, cols) in parts.items()}
-    return Explanation(tensor, index, t[index].item(), title, tuple(lines), MappingProxyType(parts), head)
+    title, lines = str(render(lang, title)), tuple(str(render(lang, line)) for line in lines)
+    return Explanation(tensor, index, t[index].item(), title, lines, MappingProxyType(parts), head)
 
 
 def _check_index(trace: Trace, tensor: str, t: torch.Tensor, index) -> tuple[int, ...]:
@@ -147,11 +150,12 @@ class _Explainer:
 
     def cell(self, tensor: str, head: int | None, i: int, j: int) -> str:
         """'scores[Input 2, Input 3]': a (query, key) cell named by its tokens."""
-        return f"{tensor}[{self.at(head, self.token(i), self.token(j))}]"
+        return msg("explain.cell", tensor=tensor, at=self.at(head, self.token(i), self.token(j)))
 
     def at(self, head: int | None, *labels: str) -> str:
         """The labels of an index, 'head 2, Input 3, 1', with the head first when there is one."""
-        return ", ".join(([f"head {head + 1}"] if head is not None else []) + list(labels))
+        rest = ", ".join(labels)
+        return rest if head is None else msg("explain.at_head", head=head + 1, rest=rest)
 
     def split(self, tensor: str, index: tuple[int, ...]) -> tuple[int | None, tuple[int, ...]]:
         """(head, the rest of the index): the head is the first number for per-head tensors when heads > 1."""
@@ -159,8 +163,9 @@ class _Explainer:
             return index[0], index[1:]
         return None, index
 
-    def prefix(self, head: int | None) -> str:
-        return "" if head is None else f"head {head + 1}: "
+    def prefixed(self, head: int | None, text: str) -> str:
+        """'head 2: text' when there are several heads, else the text."""
+        return text if head is None else msg("explain.head_prefix", head=head + 1, rest=text)
 
     # checks
 
@@ -175,16 +180,13 @@ class _Explainer:
         """The text after the last '=' of an equation, and a warning line when the terms do not add up."""
         rec = self.num(recorded)
         if not self.close(computed, recorded, tol):
-            return rec, [
-                f"⚠ the terms above add up to {_approx(computed)} (in float64), which is not what the trace "
-                f"recorded: {name} = {rec}"
-            ]
+            return rec, [msg("explain.not_add_up", computed=_approx(computed), name=name, recorded=rec)]
         if recorded == 0 and 0 < abs(computed) < self.tiny:  # a weight like exp(−170) / 1: below float32's range
-            return f"{_approx(computed)}, which {self.dtype} rounds to 0", []
+            return msg("explain.rounds_to_zero", computed=_approx(computed), dtype=self.dtype), []
         if by_hand is not None:  # the sum of the numbers as printed, when it reads shorter than the float result
             hand = _text(float(by_hand))
             if hand != rec and _digits(hand) < _digits(rec) and abs(float(by_hand) - recorded) <= tol:
-                return f"{hand}; {self.dtype} arithmetic gives {rec}", []
+                return msg("explain.by_hand", hand=hand, dtype=self.dtype, recorded=rec), []
         return rec, []
 
     def products(
@@ -207,7 +209,7 @@ class _Explainer:
         """'lhs = a·b + c·d + … = total', checked against the recorded total."""
         expression, total, magnitude, by_hand = self.products(pairs, keep)
         end, warning = self.ending(name, total, recorded, self.sum_tol(magnitude, len(pairs), recorded), by_hand)
-        return [f"{lhs} = {expression} = {end}", *warning]
+        return [msg("explain.equation", lhs=lhs, expression=expression, end=end), *warning]
 
     # steps 1-2: inputs
 
@@ -215,16 +217,16 @@ class _Explainer:
         r, c = index
         value = self.t(tensor)[r, c].item()
         if tensor == "x":
-            title = f"x[{self.token(r)}, {c + 1}]: {self.token(r)}, feature {c + 1}"
+            title = msg("explain.x.title", token=self.token(r), column=c + 1)
             lines = [
-                f"x is step 1's input: row {self.token(r)} was typed in (or comes from the case); nothing is computed",
+                msg("explain.x.typed", token=self.token(r)),
                 f"x{_sub(r, c)} = {self.num(value)}",
             ]
         else:
             symbol, kind = {"w_query": ("W_Q", "query"), "w_key": ("W_K", "key"), "w_value": ("W_V", "value")}[tensor]
-            title = f"{tensor}[{r + 1}, {c + 1}]: feature {r + 1} → {kind} column {c + 1}"
+            title = msg("explain.w.title", tensor=tensor, row=r + 1, column=c + 1, kind=msg(f"word.{kind}"))
             lines = [
-                f"{symbol} is one of step 2's weights: typed in (or from the case), not computed",
+                msg("explain.w.typed", symbol=symbol),
                 f"{symbol}[{r + 1}, {c + 1}] = {self.num(value)}",
             ]
         return title, lines, {tensor: ((r,), (c,))}, None
@@ -241,17 +243,19 @@ class _Explainer:
         width = self.t(tensor, head).shape[-1]
         column = c if head is None else head * width + c  # head h takes the h-th block of columns
         kind = {"queries": "query", "keys": "key", "values": "value"}[tensor]
-        title = f"{tensor}[{self.at(head, self.token(i), str(c + 1))}]: {kind} of {self.token(i)}, column {c + 1}"
+        at, kind = self.at(head, self.token(i), str(c + 1)), msg(f"word.{kind}")
+        title = msg("explain.projection.title", tensor=tensor, at=at, kind=kind, token=self.token(i), column=c + 1)
         x_row, w_column = self.t("x")[i].tolist(), self.t(weight)[:, column].tolist()
         lines = []
         if head is not None:
+            first, last = head * width + 1, (head + 1) * width
             lines.append(
-                f"head {head + 1} takes columns {head * width + 1}–{(head + 1) * width} of {symbol}: "
-                f"its column {c + 1} is {symbol}'s column {column + 1}"
-            )
-        lines.append(f"row {self.token(i)} of x times column {column + 1} of {symbol}:")
+                msg("explain.projection.head", head=head + 1, first=first, last=last, symbol=symbol, column=c + 1,
+                   source=column + 1)
+            )  # fmt: skip
+        lines.append(msg("explain.projection.row", token=self.token(i), column=column + 1, symbol=symbol))
         value = self.t(tensor, head)[i, c].item()
-        lhs = f"{self.prefix(head)}{letter}{_sub(i, c)} = x{_sub(i)} · {symbol}[:, {column + 1}]"
+        lhs = self.prefixed(head, f"{letter}{_sub(i, c)} = x{_sub(i)} · {symbol}[:, {column + 1}]")
         lines += self.dot_line(tensor, lhs, list(zip(x_row, w_column, strict=True)), value)
         parts = {"x": ((i,), None), weight: (None, (column,)), tensor: ((i,), (c,))}
         return title, lines, parts, head
@@ -260,56 +264,62 @@ class _Explainer:
 
     def scores_raw(self, tensor: str, index: tuple[int, ...]):
         head, (i, j) = self.split(tensor, index)
-        title = f"{self.cell(tensor, head, i, j)}: query {self.token(i)} · key {self.token(j)}"
+        title = msg("explain.qk.title", cell=self.cell(tensor, head, i, j), query=self.token(i), key=self.token(j))
         pairs = list(zip(self.t("queries", head)[i].tolist(), self.t("keys", head)[j].tolist(), strict=True))
         value = self.t(tensor, head)[i, j].item()
-        lines = [f"the query of {self.token(i)} dotted with the key of {self.token(j)}:"]
-        lines += self.dot_line(tensor, f"{self.prefix(head)}q{_sub(i)} · k{_sub(j)}", pairs, value)
+        lines = [msg("explain.scores_raw.line", query=self.token(i), key=self.token(j))]
+        lines += self.dot_line(tensor, self.prefixed(head, f"q{_sub(i)} · k{_sub(j)}"), pairs, value)
         parts = {"queries": ((i,), None), "keys": ((j,), None), tensor: ((i,), (j,))}
         return title, lines, parts, head
 
     def scores(self, tensor: str, index: tuple[int, ...]):
         head, (i, j) = self.split(tensor, index)
-        title = f"{self.cell(tensor, head, i, j)}: query {self.token(i)} · key {self.token(j)}"
+        title = msg("explain.qk.title", cell=self.cell(tensor, head, i, j), query=self.token(i), key=self.token(j))
         raw, value = self.t("scores_raw", head)[i, j].item(), self.t(tensor, head)[i, j].item()
-        s, qk, p = f"s{_pair(i, j)}", f"q{_sub(i)} · k{_sub(j)}", self.prefix(head)
+        s, qk = f"s{_pair(i, j)}", f"q{_sub(i)} · k{_sub(j)}"
         parts = {"scores_raw": ((i,), (j,)), tensor: ((i,), (j,))}
         scale, temperature = scale_factor(self.case), self.o.temperature
         if value == float("-inf"):
             if self.o.mask == "causal":
-                why = f"the causal mask blocks it: key {self.token(j)} comes after query {self.token(i)}"
+                why = msg("explain.causal_blocks", key=self.token(j), query=self.token(i))
             else:
-                why = (
-                    f"the mask has 0 at [{self.token(i)}, {self.token(j)}]: query {self.token(i)} may not attend to it"
-                )
-            lines = [f"{p}{qk} = {self.num(raw)} (scores_raw), but {why}", f"{p}{s} = −∞"]
+                why = msg("explain.mask_zero", query=self.token(i), key=self.token(j))
+            lines = [
+                msg("explain.masked", lhs=self.prefixed(head, qk), raw=self.num(raw), why=why),
+                self.prefixed(head, f"{s} = −∞"),
+            ]
             return title, lines, parts, head
         if scale == 1 and temperature == 1:
-            lines = [f"the article uses the raw score (no scaling, temperature 1): {p}{s} = {qk} = {self.num(value)}"]
+            lines = [msg("explain.raw_score", lhs=self.prefixed(head, s), qk=qk, value=self.num(value))]
             if raw != value:
-                lines.append(f"⚠ but the trace recorded scores_raw = {self.num(raw)} and scores = {self.num(value)}")
+                lines.append(msg("explain.scores_recorded", raw=self.num(raw), value=self.num(value)))
             return title, lines, parts, head
         if self.o.scale == "sqrt_dk":
             d = self.case.d_k // self.heads
-            why, symbol = f"scaled by 1/√d_k (d_k = {d}{' per head' if self.heads > 1 else ''})", f"1/√{d}"
+            why, symbol = msg("explain.scaled_sqrt_head" if self.heads > 1 else "explain.scaled_sqrt", d=d), f"1/√{d}"
         else:
-            why, symbol = f"scaled by {_approx(scale)}", _approx(scale)
+            why, symbol = msg("explain.scaled_by", scale=_approx(scale)), _approx(scale)
         ops, numbers = "", ""
         if scale != 1:
             ops, numbers = f" × {symbol}", f" × {_approx(scale)}"
         if temperature != 1:
-            why += f", divided by the temperature {_approx(temperature)}"
+            why = msg("explain.divided", why=why, temperature=_approx(temperature))
             ops, numbers = ops + f" ÷ {_approx(temperature)}", numbers + f" ÷ {_approx(temperature)}"
         computed = raw * scale / temperature
         end, warning = self.ending(tensor, computed, value, 8 * self.eps * abs(value) + 16 * self.tiny)
-        lines = [f"the raw score {why}:", f"{p}{s} = {qk}{ops} = {_factor(self.num(raw))}{numbers} = {end}", *warning]
+        lines = [
+            msg("explain.raw_score_why", why=why),
+            msg("explain.scaled_eq", lhs=self.prefixed(head, s), qk=qk, ops=ops, raw=_factor(self.num(raw)),
+               numbers=numbers, end=end),
+            *warning,
+        ]  # fmt: skip
         return title, lines, parts, head
 
     # step 5: softmax
 
     def weights_exact(self, tensor: str, index: tuple[int, ...]):
         head, (i, j) = self.split(tensor, index)
-        title = f"{self.cell(tensor, head, i, j)}: query {self.token(i)}'s weight on key {self.token(j)}"
+        title = msg("explain.weight.title", cell=self.cell(tensor, head, i, j), query=self.token(i), key=self.token(j))
         lines = self._softmax_lines(tensor, head, i, j)
         parts = {"scores": ((i,), None), tensor: ((i,), (j,))}
         return title, lines, parts, head
@@ -317,17 +327,17 @@ class _Explainer:
     def _softmax_lines(self, tensor: str, head: int | None, i: int, j: int) -> list[str]:
         row = self.t("scores", head)[i].tolist()
         value = self.t(tensor if tensor == "weights_exact" else "weights_exact", head)[i, j].item()
-        a, p = f"A{_pair(i, j)}", self.prefix(head)
+        a = f"A{_pair(i, j)}"
         seen = [k for k, s in enumerate(row) if s != float("-inf")]  # the keys query i may attend to
         if not seen:
             return [
-                f"every score of row {self.token(i)} is −∞ (masked): exp(−∞) / Σ exp(−∞) is 0/0",
-                f"so its weights are 0 by definition (as PyTorch's fused attention gives), not NaN: {p}{a} = 0",
+                msg("explain.all_masked", token=self.token(i)),
+                msg("explain.all_masked_zero", lhs=self.prefixed(head, a)),
             ]
-        lines = [f"softmax over row {self.token(i)} of the scores: exp of each score, divided by their sum"]
+        lines = [msg("explain.softmax_row", token=self.token(i))]
         if len(seen) < self.n:
             masked = ", ".join(self.token(k) for k in range(self.n) if k not in seen)
-            lines.append(f"masked keys ({masked}) have score −∞ and exp(−∞) = 0: they add nothing to the sum")
+            lines.append(msg("explain.masked_keys", keys=masked))
         direct = all(abs(row[k]) <= DIRECT_EXP_UP_TO for k in seen)
         top = max(row[k] for k in seen)
         shift = 0.0 if direct else top
@@ -339,41 +349,40 @@ class _Explainer:
         def exp_of(k: int) -> str:
             return f"exp({self.num(row[k])})" if direct else f"exp({self.num(row[k])} − {_factor(self.num(top))})"
 
-        symbolic = f"{p}{a} = exp(s{_pair(i, j)}) / Σₖ exp(s{_sub(i)}ₖ)"
+        symbolic = self.prefixed(head, f"{a} = exp(s{_pair(i, j)}) / Σₖ exp(s{_sub(i)}ₖ)")
         terms = f"({_abbreviate([exp_of(k) for k in seen], keep)})"
         if j not in seen:
-            lines.append(f"{symbolic} = exp(−∞) / {terms}")
+            lines.append(msg("explain.equals", lhs=symbolic, rhs=f"exp(−∞) / {terms}"))
         else:
-            lines.append(f"{symbolic} = {exp_of(j)} / {terms}")
+            lines.append(msg("explain.equals", lhs=symbolic, rhs=f"{exp_of(j)} / {terms}"))
         if not direct:
-            lines.append(
-                f"(each exponent less the row's largest score, {self.num(top)}: the same ratio, without overflow)"
-            )
+            lines.append(msg("explain.shifted", top=self.num(top)))
         computed = numerator / total
         ys = [abs(row[k] - top) for k in seen]
         tol = self.eps * (8 * (len(seen) + 1) + max(ys)) * max(abs(computed), abs(value)) + 16 * self.tiny
         end, warning = self.ending(tensor, computed, value, tol)
         sum_terms = _abbreviate([_approx(exps[k]) for k in seen], keep)
-        lines.append(f"= {_approx(numerator)} / ({sum_terms}) = {_approx(numerator)} / {_approx(total)} = {end}")
+        lines.append(
+            msg("explain.softmax_end", numerator=_approx(numerator), terms=sum_terms, total=_approx(total), end=end)
+        )
         return lines + warning
 
     def weights(self, tensor: str, index: tuple[int, ...]):
         head, (i, j) = self.split(tensor, index)
-        title = f"{self.cell(tensor, head, i, j)}: query {self.token(i)}'s weight on key {self.token(j)}"
+        title = msg("explain.weight.title", cell=self.cell(tensor, head, i, j), query=self.token(i), key=self.token(j))
         a = f"A{_pair(i, j)}"
         if self.o.weights_override is None:
-            lines = ["no weights override: the weights are the exact softmax (weights_exact)"]
+            lines = [msg("explain.no_override")]
             lines += self._softmax_lines(tensor, head, i, j)
             if self.t(tensor, head)[i, j].item() != self.t("weights_exact", head)[i, j].item():
-                lines.append(f"⚠ but the trace recorded weights = {self.num(self.t(tensor, head)[i, j].item())}")
+                lines.append(msg("explain.weights_recorded", value=self.num(self.t(tensor, head)[i, j].item())))
             parts = {"scores": ((i,), None), "weights_exact": ((i,), (j,)), tensor: ((i,), (j,))}
             return title, lines, parts, head
         exact, value = self.t("weights_exact")[i, j].item(), self.t(tensor)[i, j].item()
         lines = [
-            "the weights override replaces the exact softmax by the article's matrix, rounded for readability; "
-            "steps 6-8 use it",
-            f"exact softmax (weights_exact): {a} = {self.num(exact)}",
-            f"rounded (the override, used): {a} = {self.num(value)}",
+            msg("explain.override"),
+            msg("explain.override_exact", a=a, value=self.num(exact)),
+            msg("explain.override_used", a=a, value=self.num(value)),
         ]
         return title, lines, {"weights_exact": ((i,), (j,)), tensor: ((i,), (j,))}, head
 
@@ -382,18 +391,19 @@ class _Explainer:
     def weighted(self, tensor: str, index: tuple[int, ...]):
         head, (j, i, c) = self.split(tensor, index)
         where = self.at(head, self.token(j), self.token(i), str(c + 1))
-        title = f"{tensor}[{where}]: key {self.token(j)} · query {self.token(i)}, value column {c + 1}"
+        title = msg(
+            "explain.weighted.title", tensor=tensor, at=where, key=self.token(j), query=self.token(i), column=c + 1
+        )
         weight, v = self.t("weights", head)[i, j].item(), self.t("values", head)[j, c].item()
         value = self.t(tensor, head)[j, i, c].item()
         by_hand = Decimal(repr(self.short(weight))) * Decimal(repr(self.short(v)))
         end, warning = self.ending(tensor, weight * v, value, 4 * self.eps * abs(value) + 16 * self.tiny, by_hand)
         lines = [
-            f"value row {self.token(j)} times query {self.token(i)}'s weight on key {self.token(j)} "
-            "(key first, as in step 6's broadcast)",
-            f"{self.prefix(head)}A{_pair(i, j)} · v{_sub(j, c)} = {_factor(self.num(weight))} · {_factor(self.num(v))} "
-            f"= {end}",
+            msg("explain.weighted.line", key=self.token(j), query=self.token(i)),
+            msg("explain.weighted.eq", lhs=self.prefixed(head, f"A{_pair(i, j)} · v{_sub(j, c)}"),
+               weight=_factor(self.num(weight)), value=_factor(self.num(v)), end=end),
             *warning,
-        ]
+        ]  # fmt: skip
         n_q = self.t(tensor, head).shape[1]
         parts = {"weights": ((i,), (j,)), "values": ((j,), (c,)), tensor: ((j * n_q + i,), (c,))}
         return title, lines, parts, head
@@ -403,10 +413,8 @@ class _Explainer:
     def _key_sum_lines(self, name: str, head: int | None, i: int, c: int, recorded: float) -> list[str]:
         """o_ic = Σ_j A_ij v_jc for one head (or the only one), checked against `recorded`."""
         weights, values = self.t("weights", head)[i].tolist(), self.t("values", head)[:, c].tolist()
-        lines = [
-            f"query {self.token(i)}'s weighted values summed over the keys (weighted[:, {self.token(i)}, {c + 1}])"
-        ]
-        lhs = f"{self.prefix(head)}o{_sub(i, c)} = Σⱼ A{_sub(i)}ⱼ vⱼ,{_sub(c)}"
+        lines = [msg("explain.key_sum", token=self.token(i), column=c + 1)]
+        lhs = self.prefixed(head, f"o{_sub(i, c)} = Σⱼ A{_sub(i)}ⱼ vⱼ,{_sub(c)}")
         return lines + self.dot_line(name, lhs, list(zip(weights, values, strict=True)), recorded)
 
     def _key_sum_parts(self, head: int | None, i: int, c: int) -> dict:
@@ -416,13 +424,14 @@ class _Explainer:
 
     def head_outputs(self, tensor: str, index: tuple[int, ...]):
         head, (i, c) = self.split(tensor, index)
-        title = f"{tensor}[{self.at(head, self.token(i), str(c + 1))}]: output of query {self.token(i)}, column {c + 1}"
+        at = self.at(head, self.token(i), str(c + 1))
+        title = msg("explain.output.title", tensor=tensor, at=at, token=self.token(i), column=c + 1)
         lines = self._key_sum_lines(tensor, head, i, c, self.t(tensor, head)[i, c].item())
         return title, lines, self._key_sum_parts(head, i, c) | {tensor: ((i,), (c,))}, head
 
     def concat(self, tensor: str, index: tuple[int, ...]):
         i, c = index
-        title = f"concat[{self.token(i)}, {c + 1}]: query {self.token(i)}, column {c + 1}"
+        title = msg("explain.concat.title", token=self.token(i), column=c + 1)
         value = self.t(tensor)[i, c].item()
         if self.heads == 1:  # one head and a w_out: concat is the sum over keys, before the projection
             lines = self._key_sum_lines(tensor, None, i, c, value)
@@ -436,18 +445,19 @@ class _Explainer:
         head, hc = divmod(c, width)
         copied = self.t("head_outputs")[head, i, hc].item()
         lines = [
-            f"the heads' outputs side by side: columns {head * width + 1}–{(head + 1) * width} are head {head + 1}'s, "
-            f"so column {c + 1} copies head {head + 1}'s column {hc + 1}",
-            f"head_outputs[head {head + 1}, {self.token(i)}, {hc + 1}] = {self.num(copied)}",
-        ]
+            msg("explain.copy", first=head * width + 1, last=(head + 1) * width, head=head + 1, column=c + 1,
+               source=hc + 1),
+            msg("explain.copied", head=head + 1, token=self.token(i), column=hc + 1, value=self.num(copied)),
+        ]  # fmt: skip
         if copied != value:
-            lines.append(f"⚠ but the trace recorded {name} = {self.num(value)}, not the copy")
+            lines.append(msg("explain.copy_recorded", name=name, value=self.num(value)))
         lines.append(f"{name}[{self.token(i)}, {c + 1}] = {self.num(value)}")
         return lines, {"head_outputs": ((i,), (hc,))}, head
 
     def outputs(self, tensor: str, index: tuple[int, ...]):
         i, c = index
-        title = f"outputs[{self.token(i)}, {c + 1}]: output of query {self.token(i)}, column {c + 1}"
+        at = f"{self.token(i)}, {c + 1}"
+        title = msg("explain.output.title", tensor="outputs", at=at, token=self.token(i), column=c + 1)
         lines, parts, head = self._output_lines(tensor, i, c, self.t(tensor)[i, c].item())
         return title, lines, parts | {tensor: ((i,), (c,))}, head
 
@@ -455,40 +465,38 @@ class _Explainer:
         if self.o.w_out is not None:
             concat = self.t("concat")[i].tolist()
             w_out = torch.tensor(self.o.w_out, dtype=self.trace["x"].dtype)[:, c].tolist()
-            what = "the heads side by side (concat)" if self.heads > 1 else "the summed values (concat)"
-            lines = [f"w_out (from the case) projects {what}: row {self.token(i)} of concat times column {c + 1}"]
+            what = msg("explain.what_heads") if self.heads > 1 else msg("explain.what_summed")
+            lines = [msg("explain.w_out", what=what, token=self.token(i), column=c + 1)]
             lines += self.dot_line(
                 name, f"o{_sub(i, c)} = concat{_sub(i)} · W_O[:, {c + 1}]", list(zip(concat, w_out, strict=True)), value
             )
             return lines, {"concat": ((i,), None)}, None
         if self.heads > 1:  # no w_out: the outputs are the concatenation
             lines, parts, head = self._copy_lines(name, i, c, value)
-            return ["no w_out: the outputs are the heads' outputs side by side", *lines], parts, head
+            return [msg("explain.no_w_out"), *lines], parts, head
         return self._key_sum_lines(name, None, i, c, value), self._key_sum_parts(None, i, c), None
 
     # step 8: one query at a time
 
     def outputs_by_query(self, tensor: str, index: tuple[int, ...]):
         i, c = index
-        title = f"outputs_by_query[{self.token(i)}, {c + 1}]: query {self.token(i)} alone, column {c + 1}"
+        title = msg("explain.by_query.title", token=self.token(i), column=c + 1)
         value, matrix = self.t(tensor)[i, c].item(), self.t("outputs")[i, c].item()
+        override = msg("explain.by_query.override") if self.o.weights_override is not None else ""
+        w_out = msg("explain.by_query.w_out") if self.o.w_out is not None else ""
         lines = [
-            f"step 8 runs steps 4-7 again for query {self.token(i)} alone: its scores against every key, their "
-            f"softmax{' (or the override’s row)' if self.o.weights_override is not None else ''}, the weighted sum"
-            + (" and w_out" if self.o.w_out is not None else ""),
-            "the matrix form (step 7) did the same arithmetic:",
+            msg("explain.by_query.runs", token=self.token(i), override=override, w_out=w_out),
+            msg("explain.by_query.matrix"),
         ]
         matrix_lines, parts, head = self._output_lines("outputs", i, c, matrix)
         lines += matrix_lines
         difference = abs(value - matrix)
         if difference == 0:
-            lines.append(f"query {self.token(i)} alone gives the same number as outputs[{self.token(i)}, {c + 1}]:")
+            lines.append(msg("explain.by_query.same", token=self.token(i), column=c + 1))
         elif self.close(value, matrix, self.sum_tol(abs(matrix) + 1, self.n, matrix)):
-            lines.append(
-                f"query {self.token(i)} alone differs from the matrix form by {difference:.2g} (float rounding):"
-            )
+            lines.append(msg("explain.by_query.rounding", token=self.token(i), difference=difference))
         else:
-            lines.append(f"⚠ query {self.token(i)} alone DIFFERS from the matrix form's {self.num(matrix)}:")
+            lines.append(msg("explain.by_query.differs", token=self.token(i), matrix=self.num(matrix)))
         lines.append(f"o{_sub(i, c)} = {self.num(value)}")
         return title, lines, parts | {"outputs": ((i,), (c,)), tensor: ((i,), (c,))}, head
 

@@ -16,6 +16,7 @@ import torch
 
 from .core import AXES, Trace
 from .files import to_lists
+from .i18n import render, text
 
 TEXT_MAX_SIDE = 16  # numbers are drawn in the cells up to 16×16: past that they cost seconds per edit in the browser
 TABLE_MAX_CELLS = 4096  # tables beyond this are not readable anyway; the heatmap stays
@@ -38,8 +39,19 @@ def labels(trace: Trace, kind: str, size: int) -> list[str]:
     return list(trace.case.tokens[:size]) if kind in TOKEN_KINDS else [str(i + 1) for i in range(size)]
 
 
+def axis(lang: str, kind: str) -> str:
+    """An axis kind ("query dim", "key · query", …) in words of `lang`."""
+    return text(lang, f"axis.{kind.replace(' · ', '_').replace(' ', '_')}")
+
+
 def heatmap(
-    z: torch.Tensor | np.ndarray, rows: list[str], cols: list[str], row_kind: str, col_kind: str, title: str = ""
+    z: torch.Tensor | np.ndarray,
+    rows: list[str],
+    cols: list[str],
+    row_kind: str,
+    col_kind: str,
+    title: str = "",
+    lang: str = "en",
 ) -> go.Figure:
     """One matrix as a heatmap: rows top to bottom as printed, hover naming both axes, numbers in small ones;
     a big one (past IMAGE_MIN_CELLS) as a PNG image with a colour bar, which the browser draws at once."""
@@ -51,8 +63,9 @@ def heatmap(
     colours = {"colorscale": DIVERGING if signed else SEQUENTIAL, "reversescale": signed}  # red negative, blue positive
     small = max(z.shape) <= TEXT_MAX_SIDE
     image = z.size > IMAGE_MIN_CELLS
+    words = {"row": axis(lang, row_kind), "col": axis(lang, col_kind)}
     if image:
-        data, axes = _image(z, finite, signed, colours, rows, cols, f"{row_kind} %{{y}} · {col_kind} %{{x}}")
+        data, axes = _image(z, finite, signed, colours, rows, cols, _hover(lang, "hover.cell_image", **words))
     else:
         data = go.Heatmap(
             z=z,
@@ -60,7 +73,7 @@ def heatmap(
             y=[html.escape(r, quote=False) for r in rows],
             zmid=0 if signed else None,
             texttemplate="%{z:.4~g}" if small else None,
-            hovertemplate=f"{row_kind} %{{y}} · {col_kind} %{{x}} = %{{z:.7~g}}<extra></extra>",
+            hovertemplate=_hover(lang, "hover.cell", **words),
             hoverongaps=False,
             xgap=1 if small else 0,
             ygap=1 if small else 0,
@@ -75,8 +88,8 @@ def heatmap(
             "title": {"text": title, "font": {"size": 14}, "x": 0, "y": 0.99, "yref": "container", "yanchor": "top"},
             "height": height + 30,
             "margin": {"l": 10, "r": 10, "t": 90, "b": 10},
-            "xaxis": {**axes[0], "side": "top", "title": {"text": col_kind}},
-            "yaxis": {**axes[1], "autorange": "reversed", "title": {"text": row_kind}},
+            "xaxis": {**axes[0], "side": "top", "title": {"text": words["col"]}},
+            "yaxis": {**axes[1], "autorange": "reversed", "title": {"text": words["row"]}},
             "meta": {"rows": len(rows), "cols": len(cols), "image": image}
             | ({"stats": _stats(z, _unique(rows), _unique(cols))} if image else {}),  # for describe()
         },
@@ -101,7 +114,7 @@ def _image(z, finite, signed, colours, rows, cols, hover) -> tuple[list, tuple[d
     indices = np.where(np.isnan(z), PALETTE_COLOURS, np.rint(np.nan_to_num(scaled))).astype(np.uint8)
     image = go.Image(
         source=_png(indices, _palette(colours["colorscale"], colours["reversescale"])),
-        x0=1, dx=1, y0=1, dy=1, hovertemplate=f"{hover}<extra></extra>",
+        x0=1, dx=1, y0=1, dy=1, hovertemplate=hover,
     )  # fmt: skip
     bar = go.Heatmap(
         z=[[low, high]], x=[1, 2], y=[1], opacity=0, hoverinfo="skip", colorbar={"thickness": 12}, **colours
@@ -147,6 +160,13 @@ def _png(indices: np.ndarray, palette: bytes) -> str:
 
 
 HIGHLIGHT, HALO = "#ff7f0e", "#1a1a1a"  # the outline of the cells that took part in a number, and its halo
+
+
+def _hover(lang: str, key: str, **words: str) -> str:
+    """A hover template from the catalogue: {y}, {x} and {z} become Plotly's cell placeholders."""
+    return text(lang, key, y="%{y}", x="%{x}", z="%{z:.7~g}", **words) + "<extra></extra>"
+
+
 CLICKABLE_MAX_CELLS = 4096  # one invisible marker per cell: past this, cells are picked with the pickers only
 
 
@@ -188,7 +208,9 @@ def tensor(trace: Trace, name: str, head: int | None = None) -> torch.Tensor:
     return trace[name] if head is None else trace[name][head]
 
 
-def tensor_heatmap(trace: Trace, name: str, head: int | None = None, title: str | None = None) -> go.Figure:
+def tensor_heatmap(
+    trace: Trace, name: str, head: int | None = None, title: str | None = None, lang: str = "en"
+) -> go.Figure:
     """A recorded 2-D tensor (or one head of it) with its rows and columns named after the tokens and dims."""
     t = tensor(trace, name, head)
     row_kind, col_kind = AXES[name]
@@ -199,24 +221,24 @@ def tensor_heatmap(trace: Trace, name: str, head: int | None = None, title: str 
         row_kind,
         col_kind,
         name if title is None else title,
+        lang,
     )
 
 
 WEIGHTED_MAX_ROWS = 1024  # (key, query) rows drawn at once: past that, the first keys only
 
 
-def weighted_heatmap(trace: Trace, head: int | None = None) -> go.Figure:
+def weighted_heatmap(trace: Trace, head: int | None = None, lang: str = "en") -> go.Figure:
     """Step 6's (n_k, n_q, d_v) tensor flattened to rows (key j, query i): each block of rows is one key."""
     w = tensor(trace, "weighted", head)
     n_k, n_q, d_v = w.shape
     keys = max(1, min(n_k, WEIGHTED_MAX_ROWS // n_q))
     tokens = labels(trace, "token", n_k)
     rows = [f"k {tokens[j]} · q {tokens[i]}" for j in range(keys) for i in range(n_q)]
-    title = "" if keys == n_k else f"keys 1-{keys} of {n_k}: the Broadcasting page shows any key"
-    fig = heatmap(
-        w[:keys].reshape(keys * n_q, d_v), rows, labels(trace, "value dim", d_v), "key · query", "value dim", title
-    )
-    return fig.update_traces(hovertemplate="%{y} · value dim %{x} = %{z:.7~g}<extra></extra>")
+    title = "" if keys == n_k else text(lang, "chart.weighted_first", keys=keys, n=n_k)
+    dims = labels(trace, "value dim", d_v)
+    fig = heatmap(w[:keys].reshape(keys * n_q, d_v), rows, dims, "key · query", "value dim", title, lang)
+    return fig.update_traces(hovertemplate=_hover(lang, "hover.weighted", col=axis(lang, "value dim")))
 
 
 def table(trace: Trace, name: str, head: int | None = None, rows: list[int] | None = None) -> pd.DataFrame | None:
@@ -234,41 +256,41 @@ def table(trace: Trace, name: str, head: int | None = None, rows: list[int] | No
     return pd.DataFrame(to_lists(t), index=index, columns=columns, dtype="float64")
 
 
-def broadcast_panels(trace: Trace, key: int, head: int | None = None) -> dict[str, go.Figure]:
+def broadcast_panels(trace: Trace, key: int, head: int | None = None, lang: str = "en") -> dict[str, go.Figure]:
     """Step 6 for one key j: value row j (1, d_v) times weight column j (n_q, 1) gives the slice (n_q, d_v)."""
     values, weights, weighted = (tensor(trace, n, head) for n in ("values", "weights", "weighted"))
     tokens = labels(trace, "token", trace.case.n)
     dims = labels(trace, "value dim", values.shape[-1])
     k = tokens[key]
     return {
-        "value": heatmap(values[key : key + 1], [k], dims, "key", "value dim", f"values[{key}, None] · (1, d_v)"),
+        "value": heatmap(values[key : key + 1], [k], dims, "key", "value dim", f"values[{key}, None] · (1, d_v)", lang),
         "weight": heatmap(
-            weights[:, key : key + 1], tokens, [k], "query", "key", f"weights.T[{key}, :, None] · (n_q, 1)"
+            weights[:, key : key + 1], tokens, [k], "query", "key", f"weights.T[{key}, :, None] · (n_q, 1)", lang
         ),
-        "product": heatmap(weighted[key], tokens, dims, "query", "value dim", f"weighted[{key}] · (n_q, d_v)"),
+        "product": heatmap(weighted[key], tokens, dims, "query", "value dim", f"weighted[{key}] · (n_q, d_v)", lang),
     }
 
 
-def query_sum(trace: Trace, query: int, head: int | None = None) -> go.Figure:
+def query_sum(trace: Trace, query: int, head: int | None = None, lang: str = "en") -> go.Figure:
     """Step 7 for one query i: the rows weighted[:, i] (one per key) that sum to output row i."""
     weighted = tensor(trace, "weighted", head)
     tokens = labels(trace, "token", trace.case.n)
     dims = labels(trace, "value dim", weighted.shape[-1])
-    return heatmap(weighted[:, query], tokens, dims, "key", "value dim", f"weighted[:, {query}] · (n_k, d_v)")
+    return heatmap(weighted[:, query], tokens, dims, "key", "value dim", f"weighted[:, {query}] · (n_k, d_v)", lang)
 
 
 TEMPERATURES = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 10.0)
 
 
-def variant_table(outputs: dict[str, torch.Tensor], reference: torch.Tensor) -> pd.DataFrame:
+def variant_table(outputs: dict[str, torch.Tensor], reference: torch.Tensor, lang: str = "en") -> pd.DataFrame:
     """Each variant's distance from the reference outputs."""
     rows = {name: (o - reference).abs() for name, o in outputs.items()}
     return pd.DataFrame(
         {
-            "largest |Δ outputs|": [float(d.max()) for d in rows.values()],
-            "mean |Δ outputs|": [float(d.mean()) for d in rows.values()],
+            text(lang, "table.largest_difference"): [float(d.max()) for d in rows.values()],
+            text(lang, "table.mean_difference"): [float(d.mean()) for d in rows.values()],
         },
-        index=list(rows),
+        index=[render(lang, name) for name in rows],  # the variants' names are catalogue Messages
     )
 
 
@@ -277,11 +299,11 @@ def key_sum(trace: Trace) -> str:
     return next(name for name in ("head_outputs", "concat", "outputs") if name in trace.step("outputs").tensors)
 
 
-def step_times(traces: dict[str, Trace]) -> pd.DataFrame:
+def step_times(traces: dict[str, Trace], lang: str = "en") -> pd.DataFrame:
     """Milliseconds per step on each device, side by side."""
     return pd.DataFrame(
         {device: [s.seconds * 1e3 for s in t.steps] for device, t in traces.items()},
-        index=[f"{s.number} {s.name}" for s in next(iter(traces.values())).steps],
+        index=[f"{s.number} {text(lang, f'step.{s.name}.title')}" for s in next(iter(traces.values())).steps],
     )
 
 

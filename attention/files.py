@@ -13,6 +13,7 @@ import torch
 
 from .case import Case, CaseError, case_to_dict, parse_case
 from .core import Broadcast, Trace
+from .i18n import msg
 
 TRACE_FORMAT = "attention-trace/1"
 MAX_LINK_CHARS = 16_000  # a link's case token; browsers and servers take URLs of 32 KB and more
@@ -24,13 +25,14 @@ def load_case(text: str | bytes) -> Case:
     try:
         obj = json.loads(text.decode("utf-8") if isinstance(text, bytes) else text)
     except UnicodeDecodeError:
-        raise CaseError("case file", "is not UTF-8 text") from None
+        raise CaseError(msg("where.case_file"), msg("error.not_utf8")) from None
     except json.JSONDecodeError as e:
-        raise CaseError("case file", f"is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+        where, problem = msg("where.case_file"), msg("error.bad_json", line=e.lineno, column=e.colno, detail=e.msg)
+        raise CaseError(where, problem) from None
     except RecursionError:
-        raise CaseError("case file", "is nested too deeply to be a case") from None
+        raise CaseError(msg("where.case_file"), msg("error.too_deep")) from None
     except ValueError as e:  # e.g. an integer of more than 4,300 digits
-        raise CaseError("case file", f"is not a case ({str(e)[:80]})") from None
+        raise CaseError(msg("where.case_file"), msg("error.not_a_case", detail=str(e)[:80])) from None
     return parse_case(obj)
 
 
@@ -48,17 +50,17 @@ def case_to_link(case: Case) -> str:
 def case_from_link(token: str) -> Case:
     """The case in a link token; a malformed, oversized or invalid one is a CaseError that says which."""
     if len(token) > MAX_LINK_CHARS:
-        raise CaseError("link", f"is {len(token):,} characters, more than the {MAX_LINK_CHARS:,} a link may hold")
+        raise CaseError(msg("where.link"), msg("error.link_long", count=len(token), limit=MAX_LINK_CHARS))
     try:
         packed = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         inflater = zlib.decompressobj()
         text = inflater.decompress(packed, MAX_LINK_JSON)
         if inflater.unconsumed_tail:
-            raise CaseError("link", "unpacks to more than a case can be")
+            raise CaseError(msg("where.link"), msg("error.link_big"))
         if not inflater.eof:
-            raise CaseError("link", "is not a case link (it is cut short)")
+            raise CaseError(msg("where.link"), msg("error.link_short"))
     except (binascii.Error, ValueError, zlib.error):
-        raise CaseError("link", "is not a case link (it does not decode)") from None
+        raise CaseError(msg("where.link"), msg("error.link_decode")) from None
     return load_case(text)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from .case import Case, case_to_dict, default_tokens, parse_case
+from .i18n import msg
 
 # The article's numbers, as printed in the seed.
 ARTICLE_X = ((1, 0, 1, 0), (0, 2, 0, 2), (1, 1, 1, 1))
@@ -112,17 +113,15 @@ def variants(case: Case) -> dict[str, Case]:
     exact = {"scale": None, "temperature": None, "mask": None, "weights_override": None}
     out = {}
     if case.options.weights_override is not None:
-        out["article: rounded softmax"] = with_options(
-            case, **exact | {"weights_override": case.options.weights_override}
-        )
+        out[msg("variant.rounded")] = with_options(case, **exact | {"weights_override": case.options.weights_override})
     out[EXACT] = with_options(case, **exact)
-    out["exact, ÷√d_k (textbook)"] = with_options(case, **exact | {"scale": "sqrt_dk"})
+    out[msg("variant.textbook")] = with_options(case, **exact | {"scale": "sqrt_dk"})
     if case.options.temperature != 1:  # at 1 it is the exact softmax again
-        out[f"exact, temperature {case.options.temperature:g}"] = with_options(
+        out[msg("variant.temperature", temperature=case.options.temperature)] = with_options(
             case, **exact | {"temperature": case.options.temperature}
         )
-    out["exact, causal mask"] = with_options(case, **exact | {"mask": "causal"})
+    out[msg("variant.causal")] = with_options(case, **exact | {"mask": "causal"})
     return out
 
 
-EXACT = "exact softmax, unscaled"  # the reference the other variants are compared with
+EXACT = msg("variant.exact")  # the reference the other variants are compared with

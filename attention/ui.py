@@ -10,7 +10,7 @@ import time
 import pandas as pd
 import streamlit as st
 
-from . import figures, files, oracles, presets
+from . import figures, files, i18n, oracles, presets
 from .case import (
     DTYPES,
     MAX_ABS,
@@ -29,29 +29,16 @@ from .case import (
 )
 from .core import AXES, PER_HEAD, STALE_OVERRIDE, STEP_NAMES, WHOLE_MAX_NUMBERS, Tensor, Trace, attend
 from .devices import available_devices, gpu_unavailable_reason, resolve_device
+from .i18n import LANGUAGES, language_for, msg, render
 from .script import to_script
 
 MATRICES = ("x", "w_query", "w_key", "w_value")
-SIZES = {"n": ("n · tokens", MAX_N), "d_in": ("d_in", MAX_D), "d_k": ("d_k", MAX_D), "d_v": ("d_v", MAX_D)}
-SCALES = {"none": "none (the article)", "sqrt_dk": "1/√d_k (textbook)", "custom": "custom factor"}
+SIZES = {"n": MAX_N, "d_in": MAX_D, "d_k": MAX_D, "d_v": MAX_D}  # labels: the catalogue's sidebar.size_<key>
+SCALES = ("none", "sqrt_dk", "custom")  # shown as the catalogue's scale.<name>
 SESSION = "session"  # widgets keep their values across page switches
 TRACE_FILE_MAX_NUMBERS = 1_000_000  # a trace file is written in Python, number by number: ~1 s per million
-# Accessibility text (English; to move into the message catalogue with the rest): the charts' text versions.
-A11Y_TEXT = {
-    "text_version": "Text version: {title}",
-    "table_alt": "Values of {title}, one row per {row_kind}",
-    "shape": "{title}: a heatmap of {rows} × {cols} numbers, rows are {row_kind}, columns are {col_kind}.",
-    "range": "Smallest {low}, largest {high} (at {row_kind} {row}, {col_kind} {col}).",
-    "masked": "masked",
-    "masked_count": "{count} cells are {masked} (no value).",
-    "too_many": (
-        "{cells:,} cells are too many to read out here: below is each row's smallest and largest number; the "
-        "Explain page reads out any cell, and the trace file (Share and export) has them all."
-    ),
-    "row_min": "smallest",
-    "row_max": "largest",
-    "row_argmax": "largest at {col_kind}",
-}
+# The sentences of a chart's text version (the catalogue's a11y.<key>), filled in by figures.describe.
+A11Y_KEYS = ("shape", "range", "masked", "masked_count", "too_many", "row_min", "row_max", "row_argmax")
 # Focus made visible where Streamlit's own indicator is not: a radio option or checkbox/toggle hides its real
 # <input> (react-aria's VisuallyHidden) and marks focus only with a faint background, and sidebar page links
 # show none. No theme option sets these, so a rule in the text colour (readable on both themes) outlines them.
@@ -59,6 +46,26 @@ FOCUS_CSS = """<style>
 [data-testid=stRadioOption]:has(input:focus-visible), [data-testid=stCheckbox] label:has(input:focus-visible),
 [data-testid=stSidebarNavLink]:focus-visible { outline: 2px solid currentColor; outline-offset: 2px; }
 </style>"""
+
+
+def lang() -> str:
+    """The session's language: the sidebar's choice, else the browser's (before the first run has set it)."""
+    chosen = st.session_state.get("lang")
+    return chosen if chosen in LANGUAGES else language_for(st.context.locale)
+
+
+def t(key: str, /, **params) -> str:
+    """The catalogue's text for `key` in the session's language."""
+    return i18n.text(lang(), key, **params)
+
+
+_t = t  # the same, in functions whose `t` is a trace
+
+
+def a11y_templates(language: str | None = None) -> dict[str, str]:
+    """The text version's sentence templates (unfilled: figures.describe fills them) in a language."""
+    return {k: i18n.template(language or lang(), f"a11y.{k}") for k in A11Y_KEYS}
+
 
 # Session state (one per browser tab, never shared): "inputs" holds what the user typed, valid or not, as plain
 # lists; "trace" is the last valid computation; the sidebar's widget keys hold the sizes and options.
@@ -74,6 +81,7 @@ def start() -> None:
     s = st.session_state
     if "inputs" not in s:
         s.preset, s.seed, s.fill, s.device, s.notices = "article", 0, "zeros", "cpu", []
+        s.lang = language_for(st.context.locale)  # the browser's language; a link's ?lang= wins below
         _load_preset()
         _open_link()
     if s.pop("fall_back_to_cpu", False):
@@ -86,18 +94,23 @@ def start() -> None:
 
 
 def _open_link() -> None:
-    """A shared link (?case=…&step=…) restores its case and step; a bad one is refused with a note."""
+    """A shared link (?case=…&step=…&lang=…) restores its case, step and language; a bad one is refused with a note."""
     s, params = st.session_state, st.query_params
     if token := params.get("case"):
         try:
             _load(files.case_from_link(token))
         except CaseError as e:
-            s.notices.append(f"This link was refused ({e}); showing the article instead.")
+            s.notices.append(msg("notice.link_refused", error=e.message))
     if step := params.get("step"):
         if step in {str(i) for i in range(1, 9)}:
             s.step = int(step)
         else:
-            s.notices.append("This link's step is not a number from 1 to 8; showing step 1.")
+            s.notices.append(msg("notice.bad_step"))
+    if language := params.get("lang"):
+        if language in LANGUAGES:
+            s.lang = language
+        else:
+            s.notices.append(msg("notice.bad_lang", languages=", ".join(LANGUAGES)))
 
 
 def _preset_choice() -> tuple:
@@ -134,7 +147,7 @@ def _device_here(spec: str) -> str:
     try:
         return str(resolve_device(spec))
     except CaseError as e:
-        st.session_state.notices.append(f"{e}: running on the CPU.")
+        st.session_state.notices.append(msg("notice.device_cpu", error=e.message))
         return "cpu"
 
 
@@ -179,43 +192,58 @@ def _candidate() -> dict:
 def sidebar() -> None:
     """Preset, sizes, options and device: shared by every page, so a deep link shows the same numbers."""
     s = st.session_state
+    language = lang()  # format_func runs later too (AppTest calls it after the run): it keeps this run's language
     with st.sidebar:
-        st.selectbox("Preset", presets.PRESETS, persist_state=SESSION, key="preset")
+        st.selectbox(t("sidebar.language"), LANGUAGES, format_func=LANGUAGES.get, persist_state=SESSION, key="lang")
+        st.selectbox(
+            t("sidebar.preset"),
+            presets.PRESETS,
+            format_func=lambda p: i18n.text(language, f"preset.{p}"),
+            persist_state=SESSION,
+            key="preset",
+        )
         left, right = st.columns(2)
         left.number_input(
-            "Seed",
+            t("sidebar.seed"),
             0,
             2**31 - 1,
             step=1,
             persist_state=SESSION,
             key="seed",
-            help="For the random preset and random new cells",
+            help=t("sidebar.seed_help"),
         )
         right.button(
-            "Reset", key="reset", on_click=_load_preset, help="Reload the preset, dropping your edits", width="stretch"
+            t("sidebar.reset"), key="reset", on_click=_load_preset, help=t("sidebar.reset_help"), width="stretch"
         )
-        with st.expander("Sizes", expanded=False):
+        with st.expander(t("sidebar.sizes"), expanded=False):
             columns = st.columns(2)
-            for i, (key, (label, limit)) in enumerate(SIZES.items()):
-                columns[i % 2].number_input(label, 1, limit, step=1, persist_state=SESSION, key=key)
+            for i, (key, limit) in enumerate(SIZES.items()):
+                columns[i % 2].number_input(t(f"sidebar.size_{key}"), 1, limit, step=1, persist_state=SESSION, key=key)
             st.radio(
-                "New cells",
+                t("sidebar.fill"),
                 ("zeros", "random"),
+                format_func=lambda f: i18n.text(language, f"fill.{f}"),
                 persist_state=SESSION,
                 key="fill",
                 horizontal=True,
-                help="Existing numbers are kept",
+                help=t("sidebar.fill_help"),
             )
-        st.subheader("Options")
+        st.subheader(t("sidebar.options"))
         if s.inputs["rounded"] is not None:
-            st.toggle(
-                "Article's rounded softmax", persist_state=SESSION, key="use_rounded", help="Off: the exact softmax"
-            )
-        st.selectbox("Scale", SCALES, format_func=SCALES.get, persist_state=SESSION, key="scale")
+            st.toggle(t("sidebar.rounded"), persist_state=SESSION, key="use_rounded", help=t("sidebar.rounded_help"))
+        st.selectbox(
+            t("sidebar.scale"),
+            SCALES,
+            format_func=lambda v: i18n.text(language, f"scale.{v}"),
+            persist_state=SESSION,
+            key="scale",
+        )
         if s.scale == "custom":
-            st.number_input("Scale factor", MIN_SCALE, MAX_SCALE, persist_state=SESSION, key="scale_value", format="%g")
+            st.number_input(
+                t("sidebar.scale_value"), MIN_SCALE, MAX_SCALE, persist_state=SESSION, key="scale_value", format="%g"
+            )
         st.number_input(
-            "Temperature",
+            t("sidebar.temperature"),
             MIN_TEMPERATURE,
             MAX_TEMPERATURE,
             step=0.1,
@@ -224,15 +252,24 @@ def sidebar() -> None:
             format="%g",
         )
         masks = ("none", "causal", "custom") if s.inputs["mask"] is not None else ("none", "causal")
-        st.selectbox("Mask", masks, persist_state=SESSION, key="mask", help="custom: the 0/1 matrix of a loaded case")
-        st.number_input(
-            "Heads", 1, MAX_HEADS, step=1, persist_state=SESSION, key="heads", help="d_k and d_v must divide by it"
+        st.selectbox(
+            t("sidebar.mask"),
+            masks,
+            format_func=lambda m: i18n.text(language, f"mask.{m}"),
+            persist_state=SESSION,
+            key="mask",
+            help=t("sidebar.mask_help"),
         )
-        st.radio("dtype", DTYPES, persist_state=SESSION, key="dtype", horizontal=True)
-        devices = {d.name: str(d) for d in available_devices()}
-        st.selectbox("Device", devices, format_func=devices.get, persist_state=SESSION, key="device")
+        st.number_input(
+            t("sidebar.heads"), 1, MAX_HEADS, step=1, persist_state=SESSION, key="heads", help=t("sidebar.heads_help")
+        )
+        st.radio(t("sidebar.dtype"), DTYPES, persist_state=SESSION, key="dtype", horizontal=True)
+        devices = {
+            d.name: t("sidebar.device_option", name=d.name, description=d.description) for d in available_devices()
+        }
+        st.selectbox(t("sidebar.device"), devices, format_func=devices.get, persist_state=SESSION, key="device")
         if reason := gpu_unavailable_reason():
-            st.caption(f"GPU: unavailable, since {reason}.")
+            st.caption(t("sidebar.gpu_unavailable", reason=reason))
 
 
 def trace() -> Trace:
@@ -244,17 +281,17 @@ def trace() -> Trace:
     _ensure_app_py_ran()
     s = st.session_state
     for notice in s.notices:
-        st.warning(plain(notice), icon=":material/link:")
+        st.warning(plain(render(lang(), notice)), icon=":material/link:")
     s.notices = []
     try:
         s.trace = _memo("trace", _parsed(_candidate()))
     except CaseError as e:
-        st.error(f"{plain(str(e))} The numbers below are from the last valid input: fix it to go on.", icon="⚠️")
+        st.error(t("error.last_valid", error=plain(render(lang(), e.message))), icon="⚠️")
         if "trace" not in s:  # nothing valid yet in this session: the article
             s.trace = _memo("trace", presets.article())
     for note in s.trace.step("softmax").notes:
         if note.startswith(STALE_OVERRIDE):
-            st.info(f"{plain(note)} Turn off “Article's rounded softmax” in the sidebar to use the exact weights.")
+            st.info(t("notice.stale_override", note=plain(render(lang(), note))))
     _verified(s.trace)
     _share(s.trace)
     return s.trace
@@ -281,17 +318,17 @@ def _verified(t: Trace) -> None:
     """Whether this trace agrees with PyTorch's attention (fused, or nn.MultiheadAttention), shown on every page."""
     exact = exact_trace(t)
     c = _once_per_trace("check", exact, lambda e: oracles.check(e.case, e.outputs))
-    where = "" if t.device == "cpu" else f" Computed on {t.device}."
-    note = "" if exact is t else " (checked with the exact softmax: the article's rounding is not attention's)"
-    text = f"{c.oracle}: largest difference {c.difference:.2g}{note}.{where}"
+    where = "" if t.device == "cpu" else msg("verify.computed_on", device=t.device)
+    note = "" if exact is t else msg("verify.exact_note")
+    said = {"oracle": c.oracle, "difference": c.difference, "note": note, "where": where}
     if c.agrees:
-        st.caption(f":material/verified: Agrees with PyTorch's {text}")
+        st.caption(f":material/verified: {_t('verify.agrees', **said)}")
     else:
-        st.error(f"Differs from PyTorch's {text}")
+        st.error(_t("verify.differs", **said))
 
 
 def _share(t: Trace) -> None:
-    """Keep the URL a link to this view (case and step), and offer the link, the files and an import."""
+    """Keep the URL a link to this view (case, step, language), and offer the link, the files and an import."""
     s, params = st.session_state, st.query_params
     token = _once_per_trace("link", t, lambda t: files.case_to_link(t.case))
     too_long = len(token) > files.MAX_LINK_CHARS
@@ -303,21 +340,28 @@ def _share(t: Trace) -> None:
         params["step"] = str(s.step)
     else:
         params.pop("step", None)
-    with st.sidebar.expander("Share and export", icon=":material/share:"):
+    if lang() != i18n.DEFAULT:  # English, the default, leaves the link as it was; another language is kept in it
+        params["lang"] = lang()
+    else:
+        params.pop("lang", None)
+    with st.sidebar.expander(_t("share.expander"), icon=":material/share:"):
         if too_long:
-            st.caption(f"This case is too big for a link ({len(token):,} characters): share the case file instead.")
+            st.caption(_t("share.too_long", count=len(token)))
         else:
-            query = "&".join(f"{k}={params[k]}" for k in ("case", "step") if k in params)  # base64url and digits
+            # base64url, digits and a language code: nothing to escape
+            query = "&".join(f"{k}={params[k]}" for k in ("case", "step", "lang") if k in params)
             st.code(f"{st.context.url or ''}{'?' if query else ''}{query}", language=None, wrap_lines=True)
-            st.caption("Copy the link (button at the top right): it opens this page with these numbers.")
+            st.caption(_t("share.copy"))
         case_file = lambda: files.dump_case(t.case)  # noqa: E731 (made on click)
-        st.download_button("Case file", case_file, "case.json", "application/json", on_click="ignore", key="get_case")
+        st.download_button(
+            _t("share.case_file"), case_file, "case.json", "application/json", on_click="ignore", key="get_case"
+        )
         numbers = sum(x.numel() for step in t.steps for x in step.tensors.values())
         too_big = numbers > TRACE_FILE_MAX_NUMBERS
         trace_file = lambda: files.dump_trace(t)  # noqa: E731 (made on click: it can be large)
         get = st.download_button
         get(
-            "Trace file",
+            _t("share.trace_file"),
             trace_file,
             "trace.json",
             "application/json",
@@ -326,13 +370,13 @@ def _share(t: Trace) -> None:
             disabled=too_big,
         )
         if too_big:
-            st.caption(f"The trace holds {numbers:,} numbers: too many to write here. `python -m attention trace` can.")
+            st.caption(_t("share.trace_too_big", numbers=numbers))
         st.download_button(
-            "Python script", lambda: to_script(t.case), "attention_case.py", "text/x-python", on_click="ignore",
+            _t("share.script"), lambda: to_script(t.case), "attention_case.py", "text/x-python", on_click="ignore",
             key="get_script",
         )  # fmt: skip
-        st.file_uploader("Open a case file", type=["json"], key="upload", on_change=_import_case)
-        st.radio("Charts save as", ("png", "svg"), key="image_format", horizontal=True, persist_state=SESSION)
+        st.file_uploader(_t("share.upload"), type=["json"], key="upload", on_change=_import_case)
+        st.radio(_t("share.image_format"), ("png", "svg"), key="image_format", horizontal=True, persist_state=SESSION)
 
 
 def chart(fig, key: str, where=st, **kwargs):
@@ -340,7 +384,7 @@ def chart(fig, key: str, where=st, **kwargs):
     for screen readers by its summary; under it, its text version."""
     fmt = st.session_state.get("image_format", "png")
     config = {"toImageButtonOptions": {"format": fmt, "filename": key.removeprefix("chart_")}, "displaylogo": False}
-    summary, table = figures.describe(fig, A11Y_TEXT)
+    summary, table = figures.describe(fig, a11y_templates())
     shown = where.plotly_chart(fig, key=key, width="stretch", config=config, alt=summary, **kwargs)
     # In the current container, not in `where`: under a chart in a column it lands under the row of columns, since a
     # column is too narrow for the table, which would scroll sideways where the keyboard cannot reach it.
@@ -352,10 +396,10 @@ def text_version(fig, key: str, summary: str, table) -> None:
     """A chart's text alternative: a collapsed expander (a keyboard-reachable <details>) with its title, shape and
     axes in a sentence, and its values as a real HTML table (st.table; st.dataframe is a canvas a reader skips)."""
     title = fig.layout.title.text or f"{fig.layout.yaxis.title.text} × {fig.layout.xaxis.title.text}"
-    with st.expander(A11Y_TEXT["text_version"].format(title=title), key=f"{key}_text"):
+    with st.expander(t("a11y.text_version", title=title), key=f"{key}_text"):
         st.text(summary)  # plain text: labels are typed by the user
         if table is not None:
-            st.table(table, alt=A11Y_TEXT["table_alt"].format(title=title, row_kind=table.index.name or ""))
+            st.table(table, alt=t("a11y.table_alt", title=title, row_kind=table.index.name or ""))
 
 
 def focus_styles() -> None:
@@ -371,9 +415,9 @@ def _import_case() -> None:
         return
     try:
         _load(files.load_case(upload.getvalue()))
-        s.notices.append(f"Opened {upload.name}.")
+        s.notices.append(msg("notice.opened", name=upload.name))
     except CaseError as e:
-        s.notices.append(f"{upload.name} was not opened, nothing changed: {e}")
+        s.notices.append(msg("notice.not_opened", name=upload.name, error=e.message))
 
 
 def _ensure_app_py_ran() -> None:
@@ -450,8 +494,7 @@ def _attend_or_cpu(case: Case) -> Trace:
             raise
         st.session_state.fall_back_to_cpu = True  # the device widget follows on the next run
         st.warning(
-            f"The {case.options.device} device failed ({type(e).__name__}: {plain(str(e)[:120])}). "
-            "This session runs on the CPU from now on; your numbers are kept.",
+            t("warning.device_failed", device=case.options.device, kind=type(e).__name__, detail=plain(str(e)[:120])),
             icon=":material/memory:",
         )
         return attend(presets.with_options(case, device="cpu"))
@@ -467,12 +510,12 @@ def matrix_editor(name: str) -> None:
     config = {c: st.column_config.NumberColumn(c, min_value=-MAX_ABS, max_value=MAX_ABS) for c in columns}
     if name == "x":
         frame.insert(0, "token", s.inputs["tokens"])
-        config["token"] = st.column_config.TextColumn("token", required=True, max_chars=MAX_TOKEN_CHARS)
+        config["token"] = st.column_config.TextColumn(t("editor.token"), required=True, max_chars=MAX_TOKEN_CHARS)
     try:
         st.data_editor(frame, key=editor_key(name), num_rows="fixed", column_config=config)
     except (KeyError, IndexError, TypeError, ValueError):  # an edit Streamlit itself cannot apply (a forged client)
         s.version += 1  # a fresh editor; the edits that named real cells are already in the inputs
-        st.warning(f"{name}: an edit that names no cell of the grid was ignored.")
+        st.warning(t("warning.bad_edit", name=name))
         st.data_editor(frame, key=editor_key(name), num_rows="fixed", column_config=config)
 
 
@@ -481,7 +524,7 @@ def w_out_switch() -> None:
     s = st.session_state
     key = f"use_w_out_{s.version}"
     s[key] = s.inputs["w_out"] is not None  # the inputs decide: a link or a file may bring one
-    st.toggle("Output projection w_out", key=key, on_change=_toggle_w_out, args=(key,))
+    st.toggle(t("multi_head.w_out"), key=key, on_change=_toggle_w_out, args=(key,))
     if s.inputs["w_out"] is not None:
         matrix_editor("w_out")
 
@@ -526,21 +569,21 @@ def _apply(name: str, delta: dict) -> None:
             elif str(column) in columns:
                 grid[i][columns[str(column)]] = value
     if delta.get("added_rows") or delta.get("deleted_rows"):
-        s.notices.append(f"{name}: rows cannot be added or deleted here; change the sizes in the sidebar.")
+        s.notices.append(msg("notice.rows_fixed", name=name))
 
 
 def step_picker() -> int:
     """Previous / next buttons and a picker over steps 1-8; the choice survives a visit to another page."""
-    s = st.session_state
+    s, language = st.session_state, lang()
     s.setdefault("step", 1)
     s.step_picker = s.step
     previous, picker, following = st.columns([1, 8, 1], vertical_alignment="center")
     previous.button("◀", key="previous", on_click=_move, args=(-1,), disabled=s.step == 1, shortcut="Left")
     following.button("▶", key="next", on_click=_move, args=(1,), disabled=s.step == 8, shortcut="Right")
     picker.radio(
-        "Step",
+        t("walkthrough.step"),
         range(1, 9),
-        format_func=lambda i: f"{i} {STEP_NAMES[i - 1]}",
+        format_func=lambda i: f"{i} {i18n.text(language, f'step.{STEP_NAMES[i - 1]}.short')}",
         key="step_picker",
         horizontal=True,
         label_visibility="collapsed",
@@ -558,14 +601,14 @@ PACES = (0.5, 1.0, 2.0, 3.0, 5.0)  # seconds per step
 
 def player() -> None:
     """Play / pause through steps 1-8 at a chosen pace (a timed fragment moves to the next step and reruns)."""
-    s = st.session_state
+    s, language = st.session_state, lang()
     play, pace = st.columns([1, 3], vertical_alignment="center")
-    play.toggle("Play", key="playing", persist_state=SESSION, help="Step through 1-8 by itself; ← and → step by hand")
+    play.toggle(t("walkthrough.play"), key="playing", persist_state=SESSION, help=t("walkthrough.play_help"))
     seconds = pace.select_slider(
-        "Pace",
+        t("walkthrough.pace"),
         PACES,
         value=2.0,
-        format_func=lambda v: f"{v:g} s per step",
+        format_func=lambda v: i18n.text(language, "walkthrough.pace_option", seconds=v),
         key="pace",
         label_visibility="collapsed",
         persist_state=SESSION,
@@ -587,11 +630,16 @@ def _advance(seconds: float) -> None:
 
 def head_picker(t: Trace, key: str) -> int | None:
     """Which head to show, when there are several."""
-    h = t.case.options.heads
+    h, language = t.case.options.heads, lang()
     if h == 1:
         return None
     head = st.radio(
-        "Head", range(h), format_func=lambda i: f"head {i + 1}", key=key, horizontal=True, persist_state=SESSION
+        _t("picker.head"),
+        range(h),
+        format_func=lambda i: i18n.text(language, "picker.head_n", head=i + 1),
+        key=key,
+        horizontal=True,
+        persist_state=SESSION,
     )
     return head if head is not None and head < h else 0
 
@@ -618,11 +666,18 @@ def _axes(t: Trace, name: str) -> list[tuple[str, int]]:
 def cell_picker(t: Trace, name: str) -> tuple[int, ...]:
     index = []
     for a, ((kind, size), column) in enumerate(zip(_axes(t, name), st.columns(len(_axes(t, name))), strict=True)):
-        names = [f"head {i + 1}" for i in range(size)] if kind == "head" else figures.labels(t, kind, size)
+        names = (
+            [_t("picker.head_n", head=i + 1) for i in range(size)] if kind == "head" else figures.labels(t, kind, size)
+        )
         default = min(1, size - 1) if kind in figures.TOKEN_KINDS else 0  # Input 2: the article's Input 1 is all 0
         key = f"explain_{name}_{a}"
         picked = column.selectbox(
-            kind, range(size), index=default, format_func=names.__getitem__, key=key, persist_state=SESSION
+            figures.axis(lang(), kind),
+            range(size),
+            index=default,
+            format_func=names.__getitem__,
+            key=key,
+            persist_state=SESSION,
         )
         index.append(picked if picked is not None and picked < size else default)
     return tuple(index)
@@ -632,9 +687,10 @@ def explain_figure(t: Trace, name: str, index: tuple[int, ...]):
     """The tensor's 2-D view, clickable, with the picked cell outlined."""
     head, cell = _split_head(name, index)
     if name == "weighted":  # rows are (key j, query i) pairs
-        fig, (row, col) = figures.weighted_heatmap(t, head), (cell[0] * t["weighted"].shape[-2] + cell[1], cell[2])
+        cell = (cell[0] * t["weighted"].shape[-2] + cell[1], cell[2])
+        fig, (row, col) = figures.weighted_heatmap(t, head, lang()), cell
     else:
-        fig, (row, col) = figures.tensor_heatmap(t, name, head), cell
+        fig, (row, col) = figures.tensor_heatmap(t, name, head, lang=lang()), cell
     return figures.highlight(figures.clickable(fig), (row,), (col,))
 
 
@@ -662,7 +718,9 @@ def _split_head(name: str, index: tuple[int, ...]) -> tuple[int | None, tuple[in
 def part_figure(t: Trace, part: str, head: int | None):
     """A tensor that took part in the explained number, as the same 2-D view (the same head)."""
     head = head if part in PER_HEAD else None
-    return figures.weighted_heatmap(t, head) if part == "weighted" else figures.tensor_heatmap(t, part, head)
+    if part == "weighted":
+        return figures.weighted_heatmap(t, head, lang())
+    return figures.tensor_heatmap(t, part, head, lang=lang())
 
 
 def plain(text: str) -> str:

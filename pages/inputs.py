@@ -3,22 +3,20 @@
 import streamlit as st
 
 from attention import figures, ui
+from attention.ui import lang, t
 
 trace = ui.trace()
-st.header("Inputs and weights")
-st.write(
-    "Every cell is editable: select it, type a number, press Enter, and all eight steps follow. "
-    "Sizes, presets and options are in the sidebar."
-)
-st.subheader("x · one row per token (step 1)")
+st.header(t("inputs.header"))
+st.write(t("inputs.intro"))
+st.subheader(t("inputs.x"))
 ui.matrix_editor("x")
 for column, name in zip(st.columns(3), ("w_query", "w_key", "w_value"), strict=True):
     with column:
-        st.subheader(f"{name} (step 2)")
+        st.subheader(t("inputs.weight", name=name))
         ui.matrix_editor(name)
 
-st.subheader("Outputs (step 7)")
+st.subheader(t("inputs.outputs"))
 chart, table = st.columns([3, 2])
-ui.chart(figures.tensor_heatmap(trace, "outputs"), "chart_outputs", where=chart)
+ui.chart(figures.tensor_heatmap(trace, "outputs", lang=lang()), "chart_outputs", where=chart)
 if (frame := figures.table(trace, "outputs")) is not None:
     table.dataframe(frame, key="table_outputs")

@@ -4,15 +4,14 @@ import streamlit as st
 
 from attention import figures, ui
 from attention.core import one_query
+from attention.i18n import render
+from attention.ui import lang, t
 
 trace = ui.trace()
-st.header("Step 8 · one query at a time")
-st.write(
-    "The article repeats steps 4-7 for Input 2 and Input 3. Pick a query: steps 4-7 run again for it alone, "
-    "and its output equals its row of the matrix form."
-)
+st.header(t("one_query.header"))
+st.write(t("one_query.intro"))
 st.code(trace.step("repeat").code, language="python")
-query = ui.token_picker(trace, "Query i =", "one_query")
+query = ui.token_picker(trace, t("picker.query_i"), "one_query")
 head = ui.head_picker(trace, "one_query_head")
 alone = one_query(trace, query)  # every tensor of steps 4-7 for this query: one row where the matrix form has n
 
@@ -24,23 +23,23 @@ def one(name: str):
 
 keys = figures.labels(trace, "key", trace.case.n)
 me = figures.labels(trace, "query", trace.case.n)[query : query + 1]
-for number, name, caption in (
-    (4, "scores", "q_i · k_j for every key j (× scale ÷ temperature, masked)"),
-    (5, "weights", "the softmax of that row (or the override's row)"),
-):
-    st.subheader(f"Step {number} · `{name}` for this query alone")
-    st.caption(caption)
-    ui.chart(figures.heatmap(one(name), me, keys, "query", "key"), f"chart_{name}")
+for number, name in ((4, "scores"), (5, "weights")):
+    st.subheader(t("one_query.step_alone", number=number, name=name))
+    st.caption(t(f"one_query.caption_{name}"))
+    ui.chart(figures.heatmap(one(name), me, keys, "query", "key", lang=lang()), f"chart_{name}")
 
-st.subheader("Step 6 · `weighted`: each value row times this query's weight on it")
+st.subheader(t("one_query.step_6"))
 weighted = one("weighted")[:, 0]  # (n_k, d_v): the query axis has one entry
 dims = figures.labels(trace, "value dim", weighted.shape[-1])
-ui.chart(figures.heatmap(weighted, keys, dims, "key", "value dim"), "chart_weighted")
+ui.chart(figures.heatmap(weighted, keys, dims, "key", "value dim", lang=lang()), "chart_weighted")
 
-st.subheader("Step 7 · the output row, alone and in the matrix form")
+st.subheader(t("one_query.step_7"))
 outputs = figures.labels(trace, "output dim", trace.outputs.shape[-1])
 left, right = st.columns(2)
-ui.chart(figures.heatmap(alone["outputs"], me, outputs, "query", "output dim", "alone"), "chart_alone", where=left)
-row_i = figures.heatmap(trace.outputs[query : query + 1], me, outputs, "query", "output dim", "row i of the outputs")
+alone_i = figures.heatmap(alone["outputs"], me, outputs, "query", "output dim", t("one_query.alone"), lang())
+ui.chart(alone_i, "chart_alone", where=left)
+row_i = figures.heatmap(
+    trace.outputs[query : query + 1], me, outputs, "query", "output dim", t("one_query.row_i"), lang()
+)
 ui.chart(row_i, "chart_matrix", where=right)
-st.info(ui.plain(trace.step("repeat").notes[-1]))
+st.info(ui.plain(render(lang(), trace.step("repeat").notes[-1])))

@@ -82,7 +82,7 @@ def test_the_scale_check_can_fail(bad):
 
 def test_text_version_of_a_small_heatmap_lists_every_value():
     trace = attend(article())
-    summary, table = figures.describe(figures.tensor_heatmap(trace, "scores"), ui.A11Y_TEXT)
+    summary, table = figures.describe(figures.tensor_heatmap(trace, "scores"), ui.a11y_templates("en"))
     assert summary.startswith("scores: a heatmap of 3 × 3 numbers, rows are query, columns are key.")
     assert "largest 16 (at query Input 2, key Input 2)" in summary
     assert table.index.name == "query" and list(table.index) == ["Input 1", "Input 2", "Input 3"]
@@ -92,7 +92,7 @@ def test_text_version_of_a_small_heatmap_lists_every_value():
 def test_text_version_names_masked_cells_and_keeps_labels_as_typed():
     trace = attend(with_options(article(), mask="causal"))
     fig = figures.heatmap(trace["scores"], ["<b>a</b>", "a", "a"], ["1", "2", "3"], "query", "key", "masked")
-    summary, table = figures.describe(fig, ui.A11Y_TEXT)
+    summary, table = figures.describe(fig, ui.a11y_templates("en"))
     assert "3 cells are masked" in summary
     assert list(table.index) == ["<b>a</b>", "a", "a (2)"]  # unescaped for the table (it escapes), made unique
     assert table.iloc[0, 1] == "masked" and table.iloc[0, 0] != "masked"
@@ -102,13 +102,13 @@ def test_text_version_of_a_big_heatmap_is_a_summary_per_row():
     z = np.arange(20 * 30, dtype=np.float64).reshape(20, 30)
     z[4] = np.nan  # a fully masked row
     fig = figures.heatmap(z, [str(i) for i in range(20)], [str(j) for j in range(30)], "query", "key", "big")
-    summary, table = figures.describe(fig, ui.A11Y_TEXT)
+    summary, table = figures.describe(fig, ui.a11y_templates("en"))
     assert "600 cells are too many" in summary and "Explain page" in summary
     assert "largest 599 (at query 19, key 29)" in summary
     assert table.shape == (20, 3)
     assert table.loc["0"].tolist() == ["0", "29", "29"] and table.loc["4"].tolist() == ["masked"] * 3
     tall = figures.heatmap(np.zeros((300, 2)), [str(i) for i in range(300)], ["a", "b"], "query", "key")
-    assert figures.describe(tall, ui.A11Y_TEXT)[1] is None  # 300 rows: the summary sentence only
+    assert figures.describe(tall, ui.a11y_templates("en"))[1] is None  # 300 rows: the summary sentence only
 
 
 @pytest.fixture

@@ -130,7 +130,7 @@ def test_the_text_version_of_an_image_reads_its_numbers_from_the_summary_it_carr
     rows, cols = labels(200), labels(150)
     fig = figures.heatmap(z, rows, cols, "query", "key", "scores")
     assert fig.layout.meta["image"]
-    summary, table = figures.describe(fig, ui.A11Y_TEXT)
+    summary, table = figures.describe(fig, ui.a11y_templates("en"))
     finite = torch.where(z.isfinite(), z, float("nan"))
     i, j = divmod(int(torch.where(z.isfinite(), z, -float("inf")).argmax()), 150)
     assert f"Smallest {float(finite.nan_to_num(float('inf')).min()):.4g}" in summary

@@ -282,3 +282,39 @@ def test_two_visitors_editing_at_once_see_only_their_own_numbers(browser, server
     finally:
         for c in contexts:
             c.close()
+
+
+def test_a_chinese_browser_gets_chinese_and_the_language_travels_in_the_link(browser, server) -> None:
+    """navigator.language zh-CN: Chinese everywhere, also the page titles; English by the picker; ?lang=zh wins."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, base_url=server, locale="zh-CN")
+    context.set_default_timeout(60_000)
+    page = context.new_page()
+    try:
+        open_page(page, "/walkthrough")
+        sidebar = page.locator("[data-testid=stSidebar]")
+        expect(page.locator("[data-testid=stMain] h2", has_text="第 1 步 · 准备输入").first).to_be_visible()
+        expect(sidebar.locator("[data-testid=stSelectbox]", has_text="预设")).to_be_visible()
+        expect(page.locator("[data-testid=stSidebarNav] a", has_text="逐步讲解")).to_be_visible()
+        assert "注意力机制" in page.title()
+        page.locator("[data-testid=stMain] h2").first.click()
+        page.keyboard.press("ArrowRight")  # a rerun: the language and the step are kept in the URL
+        expect(page.locator("[data-testid=stMain] h2", has_text="第 2 步").first).to_be_visible()
+        assert "step=2" in page.url and "lang=zh" in page.url
+        sidebar.locator("[data-testid=stSelectbox]", has_text="语言").click()
+        page.get_by_role("option", name="English").click()
+        wait_ready(page)
+        expect(page.locator("[data-testid=stMain] h2", has_text="Step 2 · Initialise weights").first).to_be_visible()
+        expect(sidebar.locator("[data-testid=stSelectbox]", has_text="Preset")).to_be_visible()
+        assert "lang=" not in page.url and "step=2" in page.url
+        assert_no_exception(page)
+    finally:
+        context.close()
+    english = browser.new_context(viewport={"width": 1400, "height": 1000}, base_url=server, locale="en-US")
+    try:
+        page = english.new_page()
+        open_page(page, "/inputs?lang=zh")
+        expect(page.locator("[data-testid=stMain] h2", has_text="输入与权重").first).to_be_visible()
+        assert "lang=zh" in page.url
+        assert_no_exception(page)
+    finally:
+        english.close()

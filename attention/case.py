@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
+from functools import partial
 
 from .i18n import Message, msg
 
@@ -32,7 +34,8 @@ class CaseError(ValueError):
     Both read as English (the CLI, str(e)); when they are catalogue Messages, `message` renders in any language.
     """
 
-    def __init__(self, where: str, problem: str):
+    def __init__(self, where: str | Callable[[], str], problem: str):
+        where = where() if callable(where) else where  # a matrix cell's place is only written when it is wrong
         self.message = msg("error.where_problem", where=where, problem=problem)
         super().__init__(str(self.message))
         self.where, self.problem = where, problem
@@ -137,7 +140,7 @@ def _kind(value: object) -> str:
     return msg(f"kind.{kinds[type(value)]}") if type(value) in kinds else type(value).__name__
 
 
-def _number(value: object, where: str, bound: float = MAX_ABS) -> float:
+def _number(value: object, where: str | Callable[[], str], bound: float = MAX_ABS) -> float:
     """One finite number within ±bound, checked in float64 before any tensor sees it."""
     if value is None or value == "":
         raise CaseError(where, msg("error.empty"))
@@ -175,7 +178,7 @@ def _matrix(
             msg("where.row_token", name=name, row=i + 1, token=tokens[i])
             if tokens
             else msg("where.row", name=name, row=i + 1)
-        )
+        )  # one Message a row; a cell's is made only when the cell is wrong (a million cells per edit at n = 1024)
         if not isinstance(row, list | tuple):
             raise CaseError(where, msg("error.not_numbers", kind=_kind(row)))
         width = len(value[0])
@@ -183,7 +186,7 @@ def _matrix(
             raise CaseError(name, msg("error.column_count", count=width, expected=_range(cols, "columns")))
         if len(row) != width:
             raise CaseError(where, msg("error.row_width", count=len(row), width=width))
-        out.append(tuple(cell(v, msg("where.column", where=where, column=j + 1)) for j, v in enumerate(row)))
+        out.append(tuple(cell(v, partial(msg, "where.column", where=where, column=j + 1)) for j, v in enumerate(row)))
     return tuple(out)
 
 
@@ -268,7 +271,7 @@ def _options(value: object, n: int, d_k: int, d_v: int, tokens: tuple[str, ...])
     return replace(o, temperature=temperature, mask=mask, w_out=w_out, weights_override=override)
 
 
-def _zero_one(value: object, where: str) -> float:
+def _zero_one(value: object, where: str | Callable[[], str]) -> float:
     if isinstance(value, bool) or value not in (0, 1):
         raise CaseError(where, msg("error.zero_one", value=value))
     return float(value)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
+import operator
 import textwrap
 import time
 from collections.abc import Callable, Mapping
@@ -16,7 +18,6 @@ from .case import Case
 from .devices import resolve_device, synchronize
 from .i18n import msg, text
 
-STALE_OVERRIDE = "The weights override is not this case's softmax rounded"
 # Past these sizes the trace keeps what is looked at, not everything (bench/core.md measured why). Step 6's
 # (n_k, n_q, d_v) broadcast is made whole up to 1 MiB of float32 (n = 64 at d_v = 64):
 WHOLE_MAX_NUMBERS = 1 << 18
@@ -128,7 +129,7 @@ def attend(case: Case) -> Trace:
         by_query.append(
             steps_4_to_7(query_i, keys, values, scale, temperature, _row(allowed, i), _row(override, i), w_out)
         )
-    outputs_by_query = torch.cat(by_query)  # (n, d_out): the rows stacked (the first REPEAT_MAX_N for big n)
+    outputs_by_query = torch.cat(by_query)  # (min(n, REPEAT_MAX_N), d_out): the rows stacked
     record(outputs_by_query=outputs_by_query)
     return _trace(case, device, recorder.records, outputs)
 
@@ -187,8 +188,10 @@ class Broadcast:
         self.dtype, self.device = values.dtype, values.device
 
     def __getitem__(self, index) -> Tensor | Broadcast:
-        if len(self.shape) == 4 and isinstance(index, int):  # one head
-            return Broadcast(self.values[index], self.weights[index])
+        if len(self.shape) == 4 and not isinstance(index, bool | tuple | slice | list):
+            with contextlib.suppress(TypeError):  # one head, by any integer (a Python int, NumPy's, a 0-d tensor)
+                head = operator.index(index)
+                return Broadcast(self.values[head], self.weights[head])
         return self._v[index] * self._w[index]
 
     def dim(self) -> int:
@@ -305,7 +308,7 @@ def _notes(name: str, case: Case, tensors: dict, outputs: torch.Tensor):
         yield msg("note.override")
         gap = (tensors["weights"] - tensors["weights_exact"]).abs().max().item()
         if gap > 0.1:  # more than the article's own rounding (up to 0.063) explains
-            yield msg("note.stale_override", gap=gap)  # its English starts with STALE_OVERRIDE
+            yield msg("note.stale_override", gap=gap)
     if name == "weighted" and isinstance(tensors["weighted"], Broadcast):
         w = tensors["weighted"]
         yield msg("note.broadcast_not_kept", numbers=w.numel(), mib=w.numel() * w.dtype.itemsize / 2**20)

@@ -23,7 +23,7 @@ TABLE_MAX_CELLS = 4096  # tables beyond this are not readable anyway; the heatma
 # Colour scales, chosen to read for colour-blind viewers (and in greyscale) on the light and the dark theme:
 # - one-signed data: Viridis, perceptually uniform with lightness rising monotonically, so deuteranopes,
 #   protanopes and tritanopes all see the order (cividis would do too; Viridis has more contrast per step).
-# - signed data: RdBu reversed (red negative, blue positive), centred on zero with zmid=0. Its two arms differ in
+# - signed data: RdBu reversed (blue negative, red positive), centred on zero with zmid=0. Its two arms differ in
 #   hue AND lightness and red-blue is the pair the common red-green deficiencies keep (ColorBrewer marks RdBu
 #   colour-blind safe); PuOr is as safe but its orange arm is harder to tell from Viridis' yellow on one page.
 #   Its near-white middle means "about zero" in both themes, and every cell up to 16×16 also shows its number.
@@ -60,7 +60,7 @@ def heatmap(
     z = np.where(np.isneginf(z), np.nan, z)  # a masked score (-inf) shows as an empty cell
     finite = z[np.isfinite(z)]
     signed = bool(finite.size and finite.min() < 0 < finite.max())
-    colours = {"colorscale": DIVERGING if signed else SEQUENTIAL, "reversescale": signed}  # red negative, blue positive
+    colours = {"colorscale": DIVERGING if signed else SEQUENTIAL, "reversescale": signed}  # blue negative, red positive
     small = max(z.shape) <= TEXT_MAX_SIDE
     image = z.size > IMAGE_MIN_CELLS
     words = {"row": axis(lang, row_kind), "col": axis(lang, col_kind)}
@@ -110,15 +110,17 @@ def _image(z, finite, signed, colours, rows, cols, hover) -> tuple[list, tuple[d
         low = -high
     else:
         low, high = float(finite.min()), float(finite.max())
-    scaled = (z - low) / ((high - low) or 1.0) * (PALETTE_COLOURS - 1)
-    indices = np.where(np.isnan(z), PALETTE_COLOURS, np.rint(np.nan_to_num(scaled))).astype(np.uint8)
+    top = PALETTE_COLOURS - 1
+    scaled = (z - low) / (high - low) * top if high > low else np.full(z.shape, top / 2)  # a constant: mid-scale
+    indices = np.where(np.isnan(z), PALETTE_COLOURS, np.clip(np.rint(np.nan_to_num(scaled)), 0, top)).astype(np.uint8)
     image = go.Image(
         source=_png(indices, _palette(colours["colorscale"], colours["reversescale"])),
         x0=1, dx=1, y0=1, dy=1, hovertemplate=hover,
     )  # fmt: skip
     bar = go.Heatmap(
-        z=[[low, high]], x=[1, 2], y=[1], opacity=0, hoverinfo="skip", colorbar={"thickness": 12}, **colours
-    )
+        z=[[low, high]], x=[1, 2], y=[1], zmid=0 if signed else None, opacity=0, hoverinfo="skip",
+        colorbar={"thickness": 12}, showscale=bool(finite.size), **colours,
+    )  # fmt: skip
     return [image, bar], (_ticks(cols), _ticks(rows))
 
 
@@ -133,9 +135,8 @@ PALETTE_COLOURS = 255  # the colour scale in 255 steps; index 255 is transparent
 @functools.cache
 def _palette(scale: str, reverse: bool) -> bytes:
     """The PNG palette: the Plotly colour scale sampled at PALETTE_COLOURS points, then one transparent entry."""
-    colours = plotly.colors.sample_colorscale(scale, np.linspace(0, 1, PALETTE_COLOURS).tolist())
-    rgb = [int(c) for colour in (colours[::-1] if reverse else colours) for c in colour[4:-1].split(",")]
-    return bytes([*rgb, 0, 0, 0])
+    colours = plotly.colors.sample_colorscale(scale, np.linspace(0, 1, PALETTE_COLOURS).tolist(), colortype="tuple")
+    return bytes([round(c * 255) for colour in (colours[::-1] if reverse else colours) for c in colour] + [0, 0, 0])
 
 
 def _png(indices: np.ndarray, palette: bytes) -> str:
@@ -189,11 +190,12 @@ def clickable(fig: go.Figure) -> go.Figure:
 
 
 def highlight(fig: go.Figure, rows: tuple[int, ...] | None, cols: tuple[int, ...] | None) -> go.Figure:
-    """Outline the rows and columns that took part in a number (None: all of them, one outline across)."""
+    """Outline the rows and columns that took part in a number (None: all of them, one outline across); those the
+    figure does not draw (step 6's keys past the first, at big n) are left out."""
     n_rows, n_cols, image = (fig.layout.meta[k] for k in ("rows", "cols", "image"))
     at = 0.5 if image else -0.5  # an image's cells are at 1, 2, …; a heatmap's categories at 0, 1, …
-    row_spans = [(at, n_rows + at)] if rows is None else [(i + at, i + at + 1) for i in rows]
-    col_spans = [(at, n_cols + at)] if cols is None else [(j + at, j + at + 1) for j in cols]
+    row_spans = [(at, n_rows + at)] if rows is None else [(i + at, i + at + 1) for i in rows if i < n_rows]
+    col_spans = [(at, n_cols + at)] if cols is None else [(j + at, j + at + 1) for j in cols if j < n_cols]
     for y0, y1 in row_spans:
         for x0, x1 in col_spans:
             # Orange on a near-black halo: no one colour has 3:1 contrast against every Viridis/RdBu cell and both
@@ -238,6 +240,8 @@ def weighted_heatmap(trace: Trace, head: int | None = None, lang: str = "en") ->
     title = "" if keys == n_k else text(lang, "chart.weighted_first", keys=keys, n=n_k)
     dims = labels(trace, "value dim", d_v)
     fig = heatmap(w[:keys].reshape(keys * n_q, d_v), rows, dims, "key · query", "value dim", title, lang)
+    if fig.layout.meta["image"]:  # an image's %{y} is a pixel row: heatmap()'s hover counts rows and columns
+        return fig
     return fig.update_traces(hovertemplate=_hover(lang, "hover.weighted", col=axis(lang, "value dim")))
 
 
@@ -310,18 +314,18 @@ def step_times(traces: dict[str, Trace], lang: str = "en") -> pd.DataFrame:
 DESCRIBE_MAX_CELLS = 256  # a text version lists every value up to this many cells; past it, a summary per row
 
 
-def describe(fig: go.Figure, text: dict[str, str]) -> tuple[str, pd.DataFrame | None]:
-    """A heatmap in words for screen readers: title, shape and axes, then its values as a table (or per-row summary).
+def describe(fig: go.Figure, lang: str = "en", label=str) -> tuple[str, str, pd.DataFrame | None]:
+    """A heatmap in words for screen readers: its title; a summary (shape, axes, range, masked cells); its values as
+    a table, or past DESCRIBE_MAX_CELLS each row's range (None past DESCRIBE_MAX_CELLS rows too).
 
-    `text` holds the sentence templates (ui.A11Y_TEXT), so that this module keeps no user-visible strings. A big
-    matrix drawn as an image carries its summary in layout.meta (its numbers are not in the figure).
+    `label` writes a row or column label (typed by the user) into the table. A big matrix drawn as an image carries
+    its numbers' summary in layout.meta, since its numbers are not in the figure.
     """
     meta = fig.layout.meta
     row_kind, col_kind = fig.layout.yaxis.title.text or "", fig.layout.xaxis.title.text or ""
     title = fig.layout.title.text or f"{row_kind} × {col_kind}"
-    summary = text["shape"].format(
-        title=title, rows=meta["rows"], cols=meta["cols"], row_kind=row_kind, col_kind=col_kind
-    )
+    words = {"title": title, "rows": meta["rows"], "cols": meta["cols"], "row_kind": row_kind, "col_kind": col_kind}
+    summary = [text(lang, "a11y.shape", **words)]
     if meta["image"]:
         z, rows, cols, stats = None, None, None, meta["stats"]
     else:
@@ -331,25 +335,26 @@ def describe(fig: go.Figure, text: dict[str, str]) -> tuple[str, pd.DataFrame | 
         cols = _unique([html.unescape(str(c)) for c in heat.x])
         stats = _stats(z, rows, cols)
     if stats["high"] is not None:
-        summary += " " + text["range"].format(
-            low=_number(stats["low"]), high=_number(stats["high"]), row_kind=row_kind, row=stats["at"][0],
-            col_kind=col_kind, col=stats["at"][1],
-        )  # fmt: skip
+        low, high, (row, col) = _number(stats["low"]), _number(stats["high"]), stats["at"]
+        summary.append(text(lang, "a11y.range", low=low, high=high, row=row, col=col, **words))
+    masked = text(lang, "a11y.masked")
     if stats["masked"]:
-        summary += " " + text["masked_count"].format(count=stats["masked"], masked=text["masked"])
+        summary.append(text(lang, "a11y.masked_count", count=stats["masked"], masked=masked))
     if z is not None and z.size <= DESCRIBE_MAX_CELLS:
-        cells = [[text["masked"] if np.isnan(v) else _number(v) for v in row] for row in z]
-        return summary, pd.DataFrame(cells, index=pd.Index(rows, name=row_kind), columns=cols)
-    summary += " " + text["too_many"].format(cells=meta["rows"] * meta["cols"])
+        cells = [[masked if np.isnan(v) else _number(v) for v in row] for row in z]
+        table = pd.DataFrame(cells, index=pd.Index(map(label, rows), name=row_kind), columns=list(map(label, cols)))
+        return title, " ".join(summary), table
+    cells = meta["rows"] * meta["cols"]
     if "row_low" not in stats:  # even one line per row is too long to read
-        return summary, None
-    masked = text["masked"]
+        summary.append(text(lang, "a11y.summary_only", cells=cells))
+        return title, " ".join(summary), None
+    summary.append(text(lang, "a11y.per_row", cells=cells))
     per_row = {
-        text["row_min"]: [masked if v is None else _number(v) for v in stats["row_low"]],
-        text["row_max"]: [masked if v is None else _number(v) for v in stats["row_high"]],
-        text["row_argmax"].format(col_kind=col_kind): [masked if c is None else c for c in stats["row_at"]],
+        text(lang, "a11y.row_min"): [masked if v is None else _number(v) for v in stats["row_low"]],
+        text(lang, "a11y.row_max"): [masked if v is None else _number(v) for v in stats["row_high"]],
+        text(lang, "a11y.row_argmax", col_kind=col_kind): [masked if c is None else label(c) for c in stats["row_at"]],
     }
-    return summary, pd.DataFrame(per_row, index=pd.Index(stats["rows"], name=row_kind))
+    return title, " ".join(summary), pd.DataFrame(per_row, index=pd.Index(map(label, stats["rows"]), name=row_kind))
 
 
 def _stats(z: np.ndarray, rows: list[str], cols: list[str]) -> dict:

@@ -27,11 +27,6 @@ def text(lang: str, key: str, /, **params: object) -> str:
     return table(lang)[key].format(**{k: render(lang, v) for k, v in params.items()})
 
 
-def template(lang: str, key: str, /) -> str:
-    """The template `key` of `lang`, unfilled, for code that fills it itself (figures.describe)."""
-    return table(lang)[key]
-
-
 def render(lang: str, value: object) -> object:
     """A Message in `lang`; anything else (a number, a token label, a tensor name) as it is."""
     return text(lang, value.key, **value.params) if isinstance(value, Message) else value

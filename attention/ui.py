@@ -27,7 +27,7 @@ from .case import (
     case_to_dict,
     parse_case,
 )
-from .core import AXES, PER_HEAD, STALE_OVERRIDE, STEP_NAMES, WHOLE_MAX_NUMBERS, Tensor, Trace, attend
+from .core import AXES, PER_HEAD, STEP_NAMES, Broadcast, Tensor, Trace, attend
 from .devices import available_devices, gpu_unavailable_reason, resolve_device
 from .i18n import LANGUAGES, language_for, msg, render
 from .script import to_script
@@ -37,8 +37,6 @@ SIZES = {"n": MAX_N, "d_in": MAX_D, "d_k": MAX_D, "d_v": MAX_D}  # labels: the c
 SCALES = ("none", "sqrt_dk", "custom")  # shown as the catalogue's scale.<name>
 SESSION = "session"  # widgets keep their values across page switches
 TRACE_FILE_MAX_NUMBERS = 1_000_000  # a trace file is written in Python, number by number: ~1 s per million
-# The sentences of a chart's text version (the catalogue's a11y.<key>), filled in by figures.describe.
-A11Y_KEYS = ("shape", "range", "masked", "masked_count", "too_many", "row_min", "row_max", "row_argmax")
 # Focus made visible where Streamlit's own indicator is not: a radio option or checkbox/toggle hides its real
 # <input> (react-aria's VisuallyHidden) and marks focus only with a faint background, and sidebar page links
 # show none. No theme option sets these, so a rule in the text colour (readable on both themes) outlines them.
@@ -57,14 +55,6 @@ def lang() -> str:
 def t(key: str, /, **params) -> str:
     """The catalogue's text for `key` in the session's language."""
     return i18n.text(lang(), key, **params)
-
-
-_t = t  # the same, in functions whose `t` is a trace
-
-
-def a11y_templates(language: str | None = None) -> dict[str, str]:
-    """The text version's sentence templates (unfilled: figures.describe fills them) in a language."""
-    return {k: i18n.template(language or lang(), f"a11y.{k}") for k in A11Y_KEYS}
 
 
 # Session state (one per browser tab, never shared): "inputs" holds what the user typed, valid or not, as plain
@@ -290,7 +280,7 @@ def trace() -> Trace:
         if "trace" not in s:  # nothing valid yet in this session: the article
             s.trace = _memo("trace", presets.article())
     for note in s.trace.step("softmax").notes:
-        if note.startswith(STALE_OVERRIDE):
+        if getattr(note, "key", None) == "note.stale_override":
             st.info(t("notice.stale_override", note=plain(render(lang(), note))))
     _verified(s.trace)
     _share(s.trace)
@@ -314,25 +304,25 @@ def _once_per_trace(slot: str, t: Trace, make):
     return kept[slot][1]
 
 
-def _verified(t: Trace) -> None:
+def _verified(trace: Trace) -> None:
     """Whether this trace agrees with PyTorch's attention (fused, or nn.MultiheadAttention), shown on every page."""
-    exact = exact_trace(t)
+    exact = exact_trace(trace)
     c = _once_per_trace("check", exact, lambda e: oracles.check(e.case, e.outputs))
-    where = "" if t.device == "cpu" else msg("verify.computed_on", device=t.device)
-    note = "" if exact is t else msg("verify.exact_note")
+    where = "" if trace.device == "cpu" else msg("verify.computed_on", device=trace.device)
+    note = "" if exact is trace else msg("verify.exact_note")
     said = {"oracle": c.oracle, "difference": c.difference, "note": note, "where": where}
     if c.agrees:
-        st.caption(f":material/verified: {_t('verify.agrees', **said)}")
+        st.caption(f":material/verified: {t('verify.agrees', **said)}")
     else:
-        st.error(_t("verify.differs", **said))
+        st.error(t("verify.differs", **said))
 
 
-def _share(t: Trace) -> None:
+def _share(trace: Trace) -> None:
     """Keep the URL a link to this view (case, step, language), and offer the link, the files and an import."""
     s, params = st.session_state, st.query_params
-    token = _once_per_trace("link", t, lambda t: files.case_to_link(t.case))
+    token = _once_per_trace("link", trace, lambda kept: files.case_to_link(kept.case))
     too_long = len(token) > files.MAX_LINK_CHARS
-    if too_long or _once_per_trace("is_article", t, lambda t: t.case == presets.article()):
+    if too_long or _once_per_trace("is_article", trace, lambda kept: kept.case == presets.article()):
         params.pop("case", None)
     else:
         params["case"] = token
@@ -340,28 +330,28 @@ def _share(t: Trace) -> None:
         params["step"] = str(s.step)
     else:
         params.pop("step", None)
-    if lang() != i18n.DEFAULT:  # English, the default, leaves the link as it was; another language is kept in it
+    if (lang(), language_for(st.context.locale)) != (i18n.DEFAULT,) * 2:  # all but English in an English browser
         params["lang"] = lang()
     else:
         params.pop("lang", None)
-    with st.sidebar.expander(_t("share.expander"), icon=":material/share:"):
+    with st.sidebar.expander(t("share.expander"), icon=":material/share:"):
         if too_long:
-            st.caption(_t("share.too_long", count=len(token)))
+            st.caption(t("share.too_long", count=len(token)))
         else:
             # base64url, digits and a language code: nothing to escape
             query = "&".join(f"{k}={params[k]}" for k in ("case", "step", "lang") if k in params)
             st.code(f"{st.context.url or ''}{'?' if query else ''}{query}", language=None, wrap_lines=True)
-            st.caption(_t("share.copy"))
-        case_file = lambda: files.dump_case(t.case)  # noqa: E731 (made on click)
+            st.caption(t("share.copy"))
+        case_file = lambda: files.dump_case(trace.case)  # noqa: E731 (made on click)
         st.download_button(
-            _t("share.case_file"), case_file, "case.json", "application/json", on_click="ignore", key="get_case"
+            t("share.case_file"), case_file, "case.json", "application/json", on_click="ignore", key="get_case"
         )
-        numbers = sum(x.numel() for step in t.steps for x in step.tensors.values())
+        numbers = sum(x.numel() for step in trace.steps for x in step.tensors.values() if not isinstance(x, Broadcast))
         too_big = numbers > TRACE_FILE_MAX_NUMBERS
-        trace_file = lambda: files.dump_trace(t)  # noqa: E731 (made on click: it can be large)
+        trace_file = lambda: files.dump_trace(trace)  # noqa: E731 (made on click: it can be large)
         get = st.download_button
         get(
-            _t("share.trace_file"),
+            t("share.trace_file"),
             trace_file,
             "trace.json",
             "application/json",
@@ -370,13 +360,13 @@ def _share(t: Trace) -> None:
             disabled=too_big,
         )
         if too_big:
-            st.caption(_t("share.trace_too_big", numbers=numbers))
+            st.caption(t("share.trace_too_big", numbers=numbers))
         st.download_button(
-            _t("share.script"), lambda: to_script(t.case), "attention_case.py", "text/x-python", on_click="ignore",
+            t("share.script"), lambda: to_script(trace.case), "attention_case.py", "text/x-python", on_click="ignore",
             key="get_script",
         )  # fmt: skip
-        st.file_uploader(_t("share.upload"), type=["json"], key="upload", on_change=_import_case)
-        st.radio(_t("share.image_format"), ("png", "svg"), key="image_format", horizontal=True, persist_state=SESSION)
+        st.file_uploader(t("share.upload"), type=["json"], key="upload", on_change=_import_case)
+        st.radio(t("share.image_format"), ("png", "svg"), key="image_format", horizontal=True, persist_state=SESSION)
 
 
 def chart(fig, key: str, where=st, **kwargs):
@@ -384,22 +374,23 @@ def chart(fig, key: str, where=st, **kwargs):
     for screen readers by its summary; under it, its text version."""
     fmt = st.session_state.get("image_format", "png")
     config = {"toImageButtonOptions": {"format": fmt, "filename": key.removeprefix("chart_")}, "displaylogo": False}
-    summary, table = figures.describe(fig, a11y_templates())
+    title, summary, table = figures.describe(fig, lang(), label=_table_label)
     shown = where.plotly_chart(fig, key=key, width="stretch", config=config, alt=summary, **kwargs)
     # In the current container, not in `where`: under a chart in a column it lands under the row of columns, since a
-    # column is too narrow for the table, which would scroll sideways where the keyboard cannot reach it.
-    text_version(fig, key, summary, table)
+    # column is too narrow for the table, which would scroll sideways where the keyboard cannot reach it. Its content
+    # is made only while it is open (a rerun when it opens): closed, it costs one element a chart.
+    version = st.expander(t("a11y.text_version", title=title), key=f"{key}_text", on_change="rerun")
+    if version.open:
+        version.text(summary)  # plain text: labels are typed by the user
+        if table is not None:
+            version.table(table, alt=t("a11y.table_alt", title=title, row_kind=table.index.name or ""))
     return shown
 
 
-def text_version(fig, key: str, summary: str, table) -> None:
-    """A chart's text alternative: a collapsed expander (a keyboard-reachable <details>) with its title, shape and
-    axes in a sentence, and its values as a real HTML table (st.table; st.dataframe is a canvas a reader skips)."""
-    title = fig.layout.title.text or f"{fig.layout.yaxis.title.text} × {fig.layout.xaxis.title.text}"
-    with st.expander(t("a11y.text_version", title=title), key=f"{key}_text"):
-        st.text(summary)  # plain text: labels are typed by the user
-        if table is not None:
-            st.table(table, alt=t("a11y.table_alt", title=title, row_kind=table.index.name or ""))
+def _table_label(label: str) -> str:
+    """A row or column label for st.table, which renders Markdown: one with more than letters, digits and spaces
+    (a typed token) as a code span, so that it shows as typed."""
+    return label if re.fullmatch(r"[\w ]*", label) else plain(label)
 
 
 def focus_styles() -> None:
@@ -461,7 +452,7 @@ def _variant(t: Trace, slot: str, **options) -> Trace:
 
 
 MEMO_SLOTS = 4  # traces a session keeps: the main one and the latest others (a variant, the CPU twin, …)
-BIG = 1 << 22  # numbers in the n × n tensors past which only the main trace is kept (16 MiB in float32)
+BIG = 1 << 22  # numbers a trace holds past which only the main trace is kept (16 MiB in float32)
 
 
 def _memo(slot: str, case: Case) -> Trace:
@@ -474,7 +465,7 @@ def _memo(slot: str, case: Case) -> Trace:
         memo[slot] = memo.pop(slot)  # the most recently used last
         return memo[slot][1]
     t = _attend_or_cpu(case)
-    if case.n**2 * 4 * case.options.heads + min(case.n**2 * case.d_v, WHOLE_MAX_NUMBERS) > BIG:  # keep the main only
+    if sum(x.numel() for step in t.steps for x in step.tensors.values() if not isinstance(x, Broadcast)) > BIG:
         for k in [k for k in memo if k != "trace"]:
             del memo[k]
         if slot != "trace":
@@ -628,13 +619,13 @@ def _advance(seconds: float) -> None:
         st.rerun(scope="app")
 
 
-def head_picker(t: Trace, key: str) -> int | None:
+def head_picker(trace: Trace, key: str) -> int | None:
     """Which head to show, when there are several."""
-    h, language = t.case.options.heads, lang()
+    h, language = trace.case.options.heads, lang()
     if h == 1:
         return None
     head = st.radio(
-        _t("picker.head"),
+        t("picker.head"),
         range(h),
         format_func=lambda i: i18n.text(language, "picker.head_n", head=i + 1),
         key=key,
@@ -663,12 +654,14 @@ def _axes(t: Trace, name: str) -> list[tuple[str, int]]:
     return list(zip(("head", *kinds) if len(shape) > len(kinds) else kinds, shape, strict=True))
 
 
-def cell_picker(t: Trace, name: str) -> tuple[int, ...]:
+def cell_picker(trace: Trace, name: str) -> tuple[int, ...]:
     index = []
-    for a, ((kind, size), column) in enumerate(zip(_axes(t, name), st.columns(len(_axes(t, name))), strict=True)):
-        names = (
-            [_t("picker.head_n", head=i + 1) for i in range(size)] if kind == "head" else figures.labels(t, kind, size)
-        )
+    axes = _axes(trace, name)
+    for a, ((kind, size), column) in enumerate(zip(axes, st.columns(len(axes)), strict=True)):
+        if kind == "head":
+            names = [t("picker.head_n", head=i + 1) for i in range(size)]
+        else:
+            names = figures.labels(trace, kind, size)
         default = min(1, size - 1) if kind in figures.TOKEN_KINDS else 0  # Input 2: the article's Input 1 is all 0
         key = f"explain_{name}_{a}"
         picked = column.selectbox(

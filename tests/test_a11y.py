@@ -46,6 +46,10 @@ def every_figure(trace) -> dict[str, go.Figure]:
     out["highlight"] = figures.highlight(figures.clickable(scores), (1,), None)
     signed = np.arange(9.0).reshape(3, 3) - 4
     out["signed difference"] = figures.heatmap(signed, list("abc"), list("abc"), "query", "key")
+    big = np.arange(200 * 200.0).reshape(200, 200) - 20_000  # drawn as an image: its colour bar is checked
+    names = [str(i) for i in range(200)]
+    out["signed image"] = figures.heatmap(big, names, names, "query", "key")
+    out["one-signed image"] = figures.heatmap(big + 20_000, names, names, "query", "key")
     return out
 
 
@@ -82,7 +86,8 @@ def test_the_scale_check_can_fail(bad):
 
 def test_text_version_of_a_small_heatmap_lists_every_value():
     trace = attend(article())
-    summary, table = figures.describe(figures.tensor_heatmap(trace, "scores"), ui.a11y_templates("en"))
+    title, summary, table = figures.describe(figures.tensor_heatmap(trace, "scores"))
+    assert title == "scores"
     assert summary.startswith("scores: a heatmap of 3 × 3 numbers, rows are query, columns are key.")
     assert "largest 16 (at query Input 2, key Input 2)" in summary
     assert table.index.name == "query" and list(table.index) == ["Input 1", "Input 2", "Input 3"]
@@ -92,9 +97,11 @@ def test_text_version_of_a_small_heatmap_lists_every_value():
 def test_text_version_names_masked_cells_and_keeps_labels_as_typed():
     trace = attend(with_options(article(), mask="causal"))
     fig = figures.heatmap(trace["scores"], ["<b>a</b>", "a", "a"], ["1", "2", "3"], "query", "key", "masked")
-    summary, table = figures.describe(fig, ui.a11y_templates("en"))
+    _, summary, table = figures.describe(fig)
     assert "3 cells are masked" in summary
-    assert list(table.index) == ["<b>a</b>", "a", "a (2)"]  # unescaped for the table (it escapes), made unique
+    assert list(table.index) == ["<b>a</b>", "a", "a (2)"]  # unescaped (HTML-escaped for Plotly), made unique
+    _, _, table = figures.describe(fig, label=ui._table_label)  # st.table renders Markdown: typed labels as code
+    assert list(table.index) == ["` <b>a</b> `", "a", "` a (2) `"]
     assert table.iloc[0, 1] == "masked" and table.iloc[0, 0] != "masked"
 
 
@@ -102,13 +109,14 @@ def test_text_version_of_a_big_heatmap_is_a_summary_per_row():
     z = np.arange(20 * 30, dtype=np.float64).reshape(20, 30)
     z[4] = np.nan  # a fully masked row
     fig = figures.heatmap(z, [str(i) for i in range(20)], [str(j) for j in range(30)], "query", "key", "big")
-    summary, table = figures.describe(fig, ui.a11y_templates("en"))
+    _, summary, table = figures.describe(fig)
     assert "600 cells are too many" in summary and "Explain page" in summary
     assert "largest 599 (at query 19, key 29)" in summary
     assert table.shape == (20, 3)
     assert table.loc["0"].tolist() == ["0", "29", "29"] and table.loc["4"].tolist() == ["masked"] * 3
     tall = figures.heatmap(np.zeros((300, 2)), [str(i) for i in range(300)], ["a", "b"], "query", "key")
-    assert figures.describe(tall, ui.a11y_templates("en"))[1] is None  # 300 rows: the summary sentence only
+    _, summary, table = figures.describe(tall)
+    assert table is None and "even row by row" in summary  # 300 rows: the summary sentences only
 
 
 @pytest.fixture
@@ -125,6 +133,11 @@ def test_every_chart_has_a_text_version_with_a_readable_table(at, page):
     keys = [c.proto.id for c in at.get("plotly_chart")]
     versions = [e for e in at.expander if e.label.startswith("Text version: ")]
     assert len(versions) == len(keys), (page, [e.label for e in at.expander])
+    assert not any(e.text or e.get("table") for e in versions)  # closed, a text version is made only when opened
+    for e in versions:
+        at.session_state[e.key] = True  # opened, as a click on its label does
+    at.run()
+    versions = [e for e in at.expander if e.label.startswith("Text version: ")]
     for e in versions:
         assert e.text, e.label  # the sentence: title, shape, axes
         assert e.get("table"), e.label  # a real HTML table, not st.dataframe's canvas

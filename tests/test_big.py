@@ -10,8 +10,9 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from attention import attend, figures, ui
+from attention import attend, figures
 from attention.core import Broadcast
+from attention.files import dump_trace
 from attention.presets import random_case
 from tests.apptest import APP
 
@@ -90,7 +91,7 @@ def test_at_n_1024_the_heaviest_step_sends_less_than_the_raw_float32():
 @pytest.fixture(scope="module")
 def big_app() -> AppTest:
     at = AppTest.from_file(APP, default_timeout=120).run()
-    at.session_state["n"] = 100  # 100 · 100 · 3 numbers: the broadcast stays whole, so also d_v = 64
+    at.session_state["n"] = 100  # with d_v = 64, the broadcast's 640,000 numbers are past WHOLE_MAX_NUMBERS
     at.session_state["d_v"] = 64
     return at.run()
 
@@ -117,8 +118,10 @@ def test_pages_that_slice_the_broadcast_work_at_big_n(big_app, page):
     if page == "explain":
         t = big_app.session_state["trace"]
         j, i = big_app.session_state["explain_weighted_0"], big_app.session_state["explain_weighted_1"]
-        value = float(t["weights"][i, j] * t["values"][j, 0])
-        assert f"{value:.4g}"[:4] in big_app.code[0].value.replace(" ", "")
+        value = float(t["weights"][i, j] * t["values"][j, 0])  # weighted[j, i, 0], made here as the oracle
+        assert value != 0
+        last = big_app.code[0].value.splitlines()[-1]  # the arithmetic's last line ends "= <the number>"
+        assert float(last.rsplit("=", 1)[1]) == pytest.approx(value, rel=1e-6), last
     if page == "broadcasting":
         product = json.loads(big_app.get("plotly_chart")[2].proto.spec)["data"][0]
         assert product["type"] == "heatmap"  # (n_q, d_v) = 100 × 64 cells: still a heatmap
@@ -130,7 +133,7 @@ def test_the_text_version_of_an_image_reads_its_numbers_from_the_summary_it_carr
     rows, cols = labels(200), labels(150)
     fig = figures.heatmap(z, rows, cols, "query", "key", "scores")
     assert fig.layout.meta["image"]
-    summary, table = figures.describe(fig, ui.a11y_templates("en"))
+    _, summary, table = figures.describe(fig)
     finite = torch.where(z.isfinite(), z, float("nan"))
     i, j = divmod(int(torch.where(z.isfinite(), z, -float("inf")).argmax()), 150)
     assert f"Smallest {float(finite.nan_to_num(float('inf')).min()):.4g}" in summary
@@ -138,3 +141,51 @@ def test_the_text_version_of_an_image_reads_its_numbers_from_the_summary_it_carr
     assert "150 cells are masked" in summary and "30,000 cells are too many" in summary
     assert list(table.index) == rows and table.iloc[4].tolist() == ["masked"] * 3
     assert table.iloc[7, 1] == f"{float(z[7].max()):.4g}"
+
+
+def test_a_big_trace_file_has_the_broadcasts_shape_and_no_numbers():
+    trace = attend(random_case(70, 4, 4, 64, seed=3))
+    steps = {step["name"]: step for step in json.loads(dump_trace(trace))["steps"]}
+    weighted = steps["weighted"]["tensors"]["weighted"]
+    assert weighted["shape"] == [70, 70, 64] and weighted["data"] is None
+    assert "would hold 313,600 numbers" in steps["weighted"]["notes"][0]
+    assert len(steps["repeat"]["tensors"]["outputs_by_query"]["data"]) == 16
+
+
+def test_images_of_odd_matrices_draw_without_garbage():
+    labels_200 = labels(200)
+    constant = figures.heatmap(np.full((200, 200), 3.0), labels_200, labels_200, "query", "key")
+    assert set(decode_png(constant.data[0].source)[0].ravel()) == {127}  # mid-scale, as one value has no range
+    masked = figures.heatmap(np.full((200, 200), -np.inf), labels_200, labels_200, "query", "key")
+    assert set(decode_png(masked.data[0].source)[0].ravel()) == {255} and not masked.data[1].showscale
+    spikes = np.zeros((200, 200))
+    spikes[0, 0], spikes[1, 1] = np.inf, -1.0
+    pixels = decode_png(figures.heatmap(spikes, labels_200, labels_200, "query", "key").data[0].source)[0]
+    assert pixels.max() <= 255 and pixels[1, 1] == 0  # +inf is clipped into the scale, not wrapped around
+
+
+def test_step_6_as_an_image_hovers_with_cell_positions_not_pixel_colours():
+    trace = attend(random_case(32, 4, 4, 64, seed=4))  # 32 · 32 rows × 64 columns: an image
+    fig = figures.weighted_heatmap(trace)
+    assert fig.layout.meta["image"] and "%{z" not in fig.data[0].hovertemplate
+    small = figures.weighted_heatmap(attend(random_case(4, 4, 4, 3, seed=4)))
+    assert "%{z" in small.data[0].hovertemplate
+
+
+def test_highlights_leave_out_rows_the_figure_does_not_draw():
+    trace = attend(random_case(100, 4, 4, 64, seed=5))
+    fig = figures.weighted_heatmap(trace)  # 1024 // 100 = 10 keys of 100 queries drawn
+    assert fig.layout.meta["rows"] == 1000
+    figures.highlight(fig, tuple(j * 100 + 3 for j in range(100)), (0,))  # query 3's row under every key
+    assert len(fig.layout.shapes) == 2 * 10  # an outline and its halo for the 10 keys drawn
+
+
+def test_a_broadcast_takes_any_integer_as_a_head_and_keeps_float64():
+    trace = attend(random_case(70, 8, 8, 64, seed=6, heads=2, dtype="float64"))
+    weighted = trace["weighted"]
+    whole = trace["values"][..., :, None, :] * trace["weights"].mT[..., :, :, None]
+    for head in (1, -1, np.int64(1), torch.tensor(1)):
+        one = weighted[head]
+        assert isinstance(one, Broadcast) and tuple(one.shape) == (70, 70, 32)
+        torch.testing.assert_close(one[5], whole[int(head)][5], rtol=0, atol=0)
+    assert weighted[0][2, 3].dtype == torch.float64

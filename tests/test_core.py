@@ -256,8 +256,8 @@ def test_an_edited_w_query_with_the_override_says_the_override_is_stale():
     d = case_to_dict(article())
     d["w_query"][0][0] = 5.0  # the scores change; the rounded weights do not
     trace = attend(parse_case(d))
-    assert any(w.startswith(core.STALE_OVERRIDE) for w in trace.warnings)
-    assert not any(w.startswith(core.STALE_OVERRIDE) for w in attend(article()).warnings)
+    assert any(getattr(w, "key", None) == "note.stale_override" for w in trace.warnings)
+    assert not any(getattr(w, "key", None) == "note.stale_override" for w in attend(article()).warnings)
 
 
 def test_one_query_recomputes_steps_4_to_7_for_that_query():

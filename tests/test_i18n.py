@@ -58,7 +58,7 @@ def test_every_template_is_non_empty_and_chinese_where_it_has_words():
 # Keys named in the code: t("…"), _t("…"), msg("…"), text(lang, "…"), i18n.text(lang, "…"), _hover(lang, "…").
 # A key built by an f-string (t(f"step.{name}.title")) is a pattern; any other computed key is only allowed inside
 # the catalogue's own plumbing.
-KEY_ARGUMENT = {"t": 0, "_t": 0, "msg": 0, "Message": 0, "text": 1, "_hover": 1, "template": 1}
+KEY_ARGUMENT = {"t": 0, "_t": 0, "msg": 0, "Message": 0, "text": 1, "_hover": 1}
 PLUMBING = {("i18n.py", "text"), ("i18n.py", "render"), ("i18n.py", "__new__"), ("i18n.py", "_rebuild")}
 PLUMBING |= {("ui.py", "t"), ("figures.py", "_hover")}
 
@@ -237,8 +237,14 @@ def visible_texts(at: AppTest) -> list[tuple[str, str]]:
                 out.extend((f"{label} column", str(c)) for c in frame.columns)
                 out.extend((f"{label} cell", v) for v in frame.to_numpy().ravel() if isinstance(v, str))
             out.extend((f"{label} index", str(i)) for i in frame.index)
+        elif kind == "table":  # a chart's text version
+            frame = node.value
+            out.extend((f"{label} column", str(c)) for c in frame.columns)
+            out.extend((f"{label} cell", v) for v in frame.to_numpy().ravel() if isinstance(v, str))
+            out.append((f"{label} index name", str(frame.index.name or "")))
         elif kind == "plotly_chart":
             spec = json.loads(node.proto.spec)
+            out.append((f"{label} alt", node.proto.alt))
             layout = spec["layout"]
             out.append((f"{label} title", (layout.get("title") or {}).get("text", "")))
             for axis in ("xaxis", "yaxis"):
@@ -290,7 +296,9 @@ def every_page(at: AppTest, scene: str) -> list[str]:
     found = []
     for page in PAGES:
         at.switch_page(f"pages/{page}.py").run()
-        found += offenders(at, f"{scene}/{page}")
+        for version in (e for e in at.expander if (e.key or "").endswith("_text")):
+            at.session_state[version.key] = True  # every chart's text version open
+        found += offenders(at.run(), f"{scene}/{page}")
     return found
 
 

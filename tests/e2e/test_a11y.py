@@ -144,9 +144,9 @@ def test_axe_finds_no_serious_violation(scheme_pages, scheme: str, path: str) ->
     page = scheme_pages(scheme)
     open_page(page, path)
     versions = page.locator("[data-testid=stExpander] summary", has_text="Text version: ")
-    for i in range(versions.count()):  # the tables are scanned too (the expander opens without a rerun)
+    for i in range(versions.count()):  # the tables are scanned too: each made by the rerun its opening starts
         versions.nth(i).click()
-    wait_ready(page)
+        wait_ready(page)
     expect(page.locator("[data-testid=stTable]")).to_have_count(versions.count())
     violations = Axe().run(page).response["violations"]
 

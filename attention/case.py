@@ -116,6 +116,14 @@ def parse_case(obj: object) -> Case:
     return Case(x, w_query, w_key, w_value, tokens, options)
 
 
+def with_options(case: Case, **changes) -> Case:
+    """The same (valid) numbers with some options changed, None resetting one to its default: only the options are
+    validated again (the variants page makes five of these per edit; at n = 1024 the numbers are 150,000)."""
+    options = {f.name: getattr(case.options, f.name) for f in fields(Options)} | changes
+    options = {k: _lists(v) for k, v in options.items() if v is not None}
+    return replace(case, options=_options(options, case.n, case.d_k, case.d_v, case.tokens))
+
+
 def case_to_dict(case: Case) -> dict:
     """The case file: plain JSON values, with options that differ from the defaults."""
     options = {f.name: getattr(case.options, f.name) for f in fields(Options)}

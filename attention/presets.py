@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .case import Case, case_to_dict, default_tokens, parse_case
+from .case import Case, case_to_dict, default_tokens, parse_case, with_options
 from .i18n import msg
 
 # The article's numbers, as printed in the seed.
@@ -99,13 +99,6 @@ def resize_grids(case: dict, n: int, d_in: int, d_k: int, d_v: int, fill: str = 
 
 def _round(t: torch.Tensor) -> list[list[float]]:
     return [[round(v, 1) + 0.0 for v in row] for row in t.tolist()]  # + 0.0 turns -0.0 into 0.0
-
-
-def with_options(case: Case, **changes) -> Case:
-    """The same numbers with some options changed (None removes one: back to its default)."""
-    d = case_to_dict(case)
-    options = {k: v for k, v in {**d["options"], **changes}.items() if v is not None}
-    return parse_case({**d, "options": options})
 
 
 def variants(case: Case) -> dict[str, Case]:

@@ -494,13 +494,10 @@ def _attend_or_cpu(case: Case) -> Trace:
 def matrix_editor(name: str) -> None:
     """An editable matrix, cell by cell (x with its token labels); every edit recomputes all steps."""
     s = st.session_state
-    grid = s.inputs[name]
-    columns = [str(j + 1) for j in range(len(grid[0]))]
-    frame = pd.DataFrame([[_shown(v) for v in row] for row in grid], columns=columns, dtype="float64")
-    frame.index = [str(i + 1) for i in range(len(grid))]
+    frame = _frame(name)
+    columns = [c for c in frame.columns if c != "token"]
     config = {c: st.column_config.NumberColumn(c, min_value=-MAX_ABS, max_value=MAX_ABS) for c in columns}
     if name == "x":
-        frame.insert(0, "token", s.inputs["tokens"])
         config["token"] = st.column_config.TextColumn(t("editor.token"), required=True, max_chars=MAX_TOKEN_CHARS)
     try:
         st.data_editor(frame, key=editor_key(name), num_rows="fixed", column_config=config)
@@ -508,6 +505,22 @@ def matrix_editor(name: str) -> None:
         s.version += 1  # a fresh editor; the edits that named real cells are already in the inputs
         st.warning(t("warning.bad_edit", name=name))
         st.data_editor(frame, key=editor_key(name), num_rows="fixed", column_config=config)
+
+
+def _frame(name: str) -> pd.DataFrame:
+    """The editor's table of a grid, made again only when the grid changed (x has 65,536 cells at the limits);
+    data_editor copies it, so one frame serves every rerun."""
+    s = st.session_state
+    kept, now = s.setdefault("_frames", {}), (editor_key(name), s.get("edits", 0))
+    if name not in kept or kept[name][0] != now:
+        grid = s.inputs[name]
+        columns = [str(j + 1) for j in range(len(grid[0]))]
+        frame = pd.DataFrame([[_shown(v) for v in row] for row in grid], columns=columns, dtype="float64")
+        frame.index = [str(i + 1) for i in range(len(grid))]
+        if name == "x":
+            frame.insert(0, "token", s.inputs["tokens"])
+        kept[name] = (now, frame)
+    return kept[name][1]
 
 
 def w_out_switch() -> None:
@@ -524,6 +537,7 @@ def _toggle_w_out(key: str) -> None:
     d_v = _shape()[3]
     identity = [[float(i == j) for j in range(d_v)] for i in range(d_v)]
     st.session_state.inputs["w_out"] = identity if st.session_state[key] else None
+    st.session_state.edits = st.session_state.get("edits", 0) + 1  # a new grid for the same editor key
 
 
 def editor_key(name: str) -> str:
@@ -556,9 +570,14 @@ def _apply(name: str, delta: dict) -> None:
         i = int(row) if str(row).isdecimal() and int(row) < len(grid) else None
         for column, value in changes.items() if i is not None else ():
             if column == "token" and name == "x":
-                tokens[i] = value
+                cells, j = tokens, i
             elif str(column) in columns:
-                grid[i][columns[str(column)]] = value
+                cells, j = grid[i], columns[str(column)]
+            else:
+                continue
+            if cells[j] is not value and cells[j] != value:  # a change: the editors' tables are made again
+                cells[j] = value
+                s.edits = s.get("edits", 0) + 1
     if delta.get("added_rows") or delta.get("deleted_rows"):
         s.notices.append(msg("notice.rows_fixed", name=name))
 

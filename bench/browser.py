@@ -28,9 +28,20 @@ import streamlit as st
 x = st.data_editor(pd.DataFrame([[1.0, 0.0, 1.0, 0.0]] * 3, columns=list("1234")), key="x")
 st.write(f"sum {x.to_numpy().sum():g}")
 """
-# The cold-load floor: the same app with one small Plotly chart, so that it loads plotly.js as the app must.
-CHART_FLOOR_APP = (
-    FLOOR_APP + "import plotly.graph_objects as go\n\nst.plotly_chart(go.Figure(go.Heatmap(z=[[x, 2]])))\n"
+# The cold-load floor: the same app drawing one of each kind of element the walkthrough draws, so that it loads
+# the same frontend code (plotly.js, KaTeX, the data grid, the code highlighter) as the app must.
+BUNDLE_FLOOR_APP = (
+    FLOOR_APP
+    + """import pandas as pd
+import plotly.graph_objects as go
+
+st.latex("x^2")
+st.code("x = 1", language="python")
+st.plotly_chart(go.Figure(go.Heatmap(z=[[x, 2]])))
+st.dataframe(pd.DataFrame([[x, 2]]))
+with st.expander("more"):
+    st.table(pd.DataFrame([[x, 2]]))
+"""
 )
 SHOWN = "(t) => document.querySelector('[data-testid=stMain]')?.innerText.split('\\n').some(l => l.trim() === t)"
 # A load ends when the run is over, every chart is drawn (the e2e tests' READY) and the page's text is there.
@@ -241,11 +252,11 @@ def main() -> None:
     with sync_playwright() as playwright, tempfile.TemporaryDirectory() as folder:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         (Path(folder) / "floor.py").write_text(FLOOR_APP)
-        (Path(folder) / "chart.py").write_text(CHART_FLOOR_APP)
+        (Path(folder) / "bundles.py").write_text(BUNDLE_FLOOR_APP)
         (Path(folder) / "editor.py").write_text(EDITOR_FLOOR_APP)
         measures = {
             "floor": (Path(folder) / "floor.py", floor),
-            "chart floor": (Path(folder) / "chart.py", lambda b, u: cold_loads(b, u, "/", "2")),
+            "bundle floor": (Path(folder) / "bundles.py", lambda b, u: cold_loads(b, u, "/", "2")),
             "editor floor": (Path(folder) / "editor.py", editor_floor),
             "edit": (ROOT / "app.py", inputs_edit),
             "cold": (ROOT / "app.py", lambda b, u: cold_loads(b, u, "/walkthrough", "Step 1 · Prepare inputs")),
@@ -259,7 +270,7 @@ def main() -> None:
         chromium = browser.version
         browser.close()
     (floor_edit, floor_cold), edit, cold = results["floor"], results["edit"], results["cold"]
-    chart_cold, editor_edit = results["chart floor"], results["editor floor"]
+    bundle_cold, editor_edit = results["bundle floor"], results["editor floor"]
     small, small_bytes, small_raw = results["rerun"]["small"]
     walk, big = statistics.median(small), {k: v for k, v in results["rerun"].items() if k != "small"}
     lines = [
@@ -283,11 +294,14 @@ def main() -> None:
         "|---|---:|---:|---|---|---:|---:|:---:|",
         row("floor: edit → redraw", floor_edit),
         row("floor: cold load", floor_cold),
-        row("chart floor (the floor + one Plotly chart: plotly.js loaded): cold load", chart_cold),
+        row(
+            "bundle floor (the floor + a chart, LaTeX, code, a grid, a table: the same frontend code): cold load",
+            bundle_cold,
+        ),
         row("editor floor (one 3 × 4 data editor and its sum): edit a cell → sum shown", editor_edit),
         row("/inputs: edit x[2][2] → outputs redrawn", edit, ms, statistics.median(floor_edit), "floor edit", 2),
         row("/inputs: the same edit, against the editor floor", edit, ms, statistics.median(editor_edit), "editor"),
-        row("/walkthrough: cold load", cold, ms, statistics.median(chart_cold), "chart floor cold load", 1.2),
+        row("/walkthrough: cold load", cold, ms, statistics.median(bundle_cold), "bundle floor cold load", 1.2),
         row(
             "/walkthrough: cold load, against the floor without a chart",
             cold,

@@ -14,7 +14,7 @@ from attention import attend, figures
 from attention.core import Broadcast
 from attention.files import dump_trace
 from attention.presets import random_case
-from tests.apptest import APP
+from tests.apptest import APP, edit
 
 
 def decode_png(uri: str) -> tuple[np.ndarray, bytes, bytes]:
@@ -189,3 +189,22 @@ def test_a_broadcast_takes_any_integer_as_a_head_and_keeps_float64():
         assert isinstance(one, Broadcast) and tuple(one.shape) == (70, 70, 32)
         torch.testing.assert_close(one[5], whole[int(head)][5], rtol=0, atol=0)
     assert weighted[0][2, 3].dtype == torch.float64
+
+
+def test_a_new_option_checks_the_options_alone_and_a_cell_edit_checks_everything(monkeypatch):
+    from attention import ui
+
+    calls = []
+    real = ui.parse_case
+    monkeypatch.setattr(ui, "parse_case", lambda candidate: calls.append(1) or real(candidate))
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    calls.clear()
+    at.number_input(key="temperature").set_value(0.5).run()
+    assert not calls and at.session_state["trace"].case.options.temperature == 0.5
+    at.number_input(key="heads").set_value(2).run()  # d_k = 3 does not divide by 2: refused, named
+    assert not calls and "options.heads" in at.error[0].value
+    at.number_input(key="heads").set_value(1).run()
+    at.switch_page("pages/inputs.py").run()
+    edit(at, "x", 1, "2", 5.0)
+    assert calls and at.session_state["trace"].case.x[1][1] == 5.0
+    assert at.session_state["trace"].case.options.temperature == 0.5

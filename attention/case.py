@@ -194,7 +194,15 @@ def _matrix(
             raise CaseError(name, msg("error.column_count", count=width, expected=_range(cols, "columns")))
         if len(row) != width:
             raise CaseError(where, msg("error.row_width", count=len(row), width=width))
-        out.append(tuple(cell(v, partial(msg, "where.column", where=where, column=j + 1)) for j, v in enumerate(row)))
+        fast = cell is _number  # a float within the bounds is valid as it is: most cells, checked at once
+        out.append(
+            tuple(
+                v
+                if fast and type(v) is float and -MAX_ABS <= v <= MAX_ABS  # NaN fails the comparison
+                else cell(v, partial(msg, "where.column", where=where, column=j + 1))
+                for j, v in enumerate(row)
+            )
+        )
     return tuple(out)
 
 

@@ -249,7 +249,9 @@ def weighted_heatmap(trace: Trace, head: int | None = None, lang: str = "en") ->
     return fig.update_traces(hovertemplate=_hover(lang, "hover.weighted", col=axis(lang, "value dim")))
 
 
-def table(trace: Trace, name: str, head: int | None = None, rows: list[int] | None = None) -> pd.DataFrame | None:
+def table(
+    trace: Trace, name: str, head: int | None = None, rows: list[int] | None = None, lang: str = "en"
+) -> pd.DataFrame | None:
     """A recorded 2-D tensor (or some of its rows) as a table with the same labels, numbers as short as they
     round-trip; None when it is too big to read."""
     t = tensor(trace, name, head)
@@ -260,7 +262,7 @@ def table(trace: Trace, name: str, head: int | None = None, rows: list[int] | No
     if t.numel() > TABLE_MAX_CELLS:
         return None
     columns = labels(trace, col_kind, t.shape[1])
-    index = pd.Index(index, name=row_kind)  # the header of the row labels: a screen reader names the column
+    index = pd.Index(index, name=axis(lang, row_kind))  # the row labels' header: a screen reader names the column
     return pd.DataFrame(to_lists(t), index=index, columns=columns, dtype="float64")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 import re
 import time
@@ -302,8 +301,27 @@ def _parsed(candidate: dict) -> Case:
             case = with_options(last[1], **options)
         else:
             case = parse_case(candidate)
-        s._parsed = (copy.deepcopy(candidate), case)
+        s._parsed = (_snapshot(candidate), case)
     return s._parsed[1]
+
+
+def _snapshot(candidate: dict) -> dict:
+    """A copy of a candidate to compare later ones with: the editors change the grids' rows (and the tokens) in
+    place, so those are copied; the mask and the rounded weights are only ever replaced whole. Far quicker than
+    copy.deepcopy, which at n = 1024 spends ~0.1 s on 150,000 numbers."""
+
+    def rows(matrix: list) -> list:
+        return [list(row) for row in matrix]
+
+    options = candidate["options"]
+    return (
+        candidate
+        | {name: rows(candidate[name]) for name in MATRICES}
+        | {
+            "tokens": list(candidate["tokens"]),
+            "options": options | ({"w_out": rows(options["w_out"])} if "w_out" in options else {}),
+        }
+    )
 
 
 def _once_per_trace(slot: str, t: Trace, make):
@@ -330,8 +348,8 @@ def _verified(trace: Trace) -> None:
 def _share(trace: Trace) -> None:
     """Keep the URL a link to this view (case, step, language), and offer the link, the files and an import."""
     s, params = st.session_state, st.query_params
-    token = _once_per_trace("link", trace, lambda kept: files.case_to_link(kept.case))
-    too_long = len(token) > files.MAX_LINK_CHARS
+    token = _once_per_trace("link", trace, lambda kept: files.case_to_link(kept.case, files.MAX_LINK_CHARS))
+    too_long = token is None
     if too_long or _once_per_trace("is_article", trace, lambda kept: kept.case == presets.article()):
         params.pop("case", None)
     else:
@@ -346,7 +364,7 @@ def _share(trace: Trace) -> None:
         params.pop("lang", None)
     with st.sidebar.expander(t("share.expander"), icon=":material/share:"):
         if too_long:
-            st.caption(t("share.too_long", count=len(token)))
+            st.caption(t("share.too_long", limit=files.MAX_LINK_CHARS))
         else:
             # base64url, digits and a language code: nothing to escape
             query = "&".join(f"{k}={params[k]}" for k in ("case", "step", "lang") if k in params)

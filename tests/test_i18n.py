@@ -237,6 +237,7 @@ def visible_texts(at: AppTest) -> list[tuple[str, str]]:
                 out.extend((f"{label} column", str(c)) for c in frame.columns)
                 out.extend((f"{label} cell", v) for v in frame.to_numpy().ravel() if isinstance(v, str))
             out.extend((f"{label} index", str(i)) for i in frame.index)
+            out.append((f"{label} index name", str(frame.index.name or "")))
         elif kind == "table":  # a chart's text version
             frame = node.value
             out.extend((f"{label} column", str(c)) for c in frame.columns)

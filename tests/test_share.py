@@ -11,9 +11,9 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from attention import attend, case_to_dict, parse_case
-from attention.files import MAX_LINK_CHARS, case_to_link, dump_case
+from attention.files import MAX_LINK_CHARS, case_from_link, case_to_link, dump_case
 from attention.oracles import fused_outputs
-from attention.presets import article, random_case, variants, with_options
+from attention.presets import article, random_case, resize, variants, with_options
 from attention.script import to_script
 from tests.apptest import APP, ARTICLE_OUTPUTS, PAGES, charts
 
@@ -190,3 +190,11 @@ def test_charts_save_as_png_or_svg_from_their_toolbar():
     assert formats() == {"png"}
     at.radio(key="image_format").set_value("svg").run()
     assert formats() == {"svg"}
+
+
+def test_a_link_past_the_limit_is_refused_early_and_one_within_it_is_the_whole_link():
+    noisy = random_case(1024, 64, 64, 64, seed=1)  # random numbers: far past a link's length
+    assert case_to_link(noisy, MAX_LINK_CHARS) is None and len(case_to_link(noisy)) > MAX_LINK_CHARS
+    sparse = resize(article(), 1024, 64, 64, 64)  # as big, but zeros past the article's numbers: a short link
+    token = case_to_link(sparse, MAX_LINK_CHARS)
+    assert token == case_to_link(sparse) and case_from_link(token) == sparse

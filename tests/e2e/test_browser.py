@@ -296,6 +296,8 @@ def test_a_chinese_browser_gets_chinese_and_the_language_travels_in_the_link(bro
         expect(sidebar.locator("[data-testid=stSelectbox]", has_text="预设")).to_be_visible()
         expect(page.locator("[data-testid=stSidebarNav] a", has_text="逐步讲解")).to_be_visible()
         assert "注意力机制" in page.title()
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)  # the README's Chinese screenshot (CJK fonts needed to read it)
+        page.screenshot(path=SCREENSHOTS / "walkthrough-zh.png", full_page=True)
         page.locator("[data-testid=stMain] h2").first.click()
         page.keyboard.press("ArrowRight")  # a rerun: the language and the step are kept in the URL
         expect(page.locator("[data-testid=stMain] h2", has_text="第 2 步").first).to_be_visible()

@@ -324,6 +324,25 @@ def _snapshot(candidate: dict) -> dict:
     )
 
 
+FIGURES_KEPT = 24  # figures a session keeps for its live traces: a page's worth or two
+
+
+def figure(make, trace: Trace, *args, **kwargs):
+    """make(trace, *args, **kwargs, lang=…), a figure builder's figure, kept while the trace is kept: a rerun that
+    changes no number (a step, a head, a text version opened) draws it without building it again, which at
+    n = 1024 is an image's encoding. The caller must not change the figure (highlight a copy instead)."""
+    s = st.session_state
+    live = [t for _, t in s.get("_memo", {}).values()]
+    kept = [entry for entry in s.get("_figures", []) if any(entry[0] is t for t in live)]  # none of a dropped trace
+    key = (make.__qualname__, args, tuple(sorted(kwargs.items())), lang())
+    found = next((fig for t, k, fig in kept if t is trace and k == key), None)
+    if found is None:
+        found = make(trace, *args, **kwargs, lang=lang())
+        kept.append((trace, key, found))
+    s._figures = kept[-FIGURES_KEPT:]
+    return found
+
+
 def _once_per_trace(slot: str, t: Trace, make):
     """make(t), kept until the trace changes: work every rerun would otherwise repeat (the check, the link)."""
     kept = st.session_state.setdefault("_per_trace", {})

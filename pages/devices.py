@@ -33,7 +33,7 @@ if len(traces) > 1:
     cpu = traces["cpu"].outputs
     for column, (name, other) in zip(st.columns(len(traces)), traces.items(), strict=True):
         column.caption(name)
-        if (frame := figures.table(other, "outputs")) is not None:
+        if (frame := figures.table(other, "outputs", lang=lang())) is not None:
             column.dataframe(frame, key=f"table_outputs_{name}")
         if name != "cpu":
             column.write(t("devices.difference", difference=(other.outputs - cpu).abs().max().item()))

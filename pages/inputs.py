@@ -17,6 +17,6 @@ for column, name in zip(st.columns(3), ("w_query", "w_key", "w_value"), strict=T
 
 st.subheader(t("inputs.outputs"))
 chart, table = st.columns([3, 2])
-ui.chart(figures.tensor_heatmap(trace, "outputs", lang=lang()), "chart_outputs", where=chart)
-if (frame := figures.table(trace, "outputs")) is not None:
+ui.chart(ui.figure(figures.tensor_heatmap, trace, "outputs"), "chart_outputs", where=chart)
+if (frame := figures.table(trace, "outputs", lang=lang())) is not None:
     table.dataframe(frame, key="table_outputs")

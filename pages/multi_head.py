@@ -3,7 +3,7 @@
 import streamlit as st
 
 from attention import figures, oracles, ui
-from attention.ui import lang, t
+from attention.ui import t
 
 trace = ui.trace()
 case, h = trace.case, trace.case.options.heads
@@ -25,15 +25,15 @@ st.markdown(
 if h > 1:
     shown = h if case.n <= 64 else min(h, 2)  # every head's map while they are small; past that, pick below
     for head, column in zip(range(shown), st.columns(min(shown, 4)) * ((shown + 3) // 4), strict=False):
-        figure = figures.tensor_heatmap(trace, "weights", head, t("multi_head.head_weights", head=head + 1), lang())
+        figure = ui.figure(figures.tensor_heatmap, trace, "weights", head, t("multi_head.head_weights", head=head + 1))
         ui.chart(figure, f"chart_weights_{head}", where=column)
     st.subheader(t("multi_head.scores"))
     head = ui.head_picker(trace, "multi_head_head")
-    ui.chart(figures.tensor_heatmap(trace, "scores", head, lang=lang()), "chart_scores")
+    ui.chart(ui.figure(figures.tensor_heatmap, trace, "scores", head), "chart_scores")
     st.subheader(t("multi_head.concat"))
-    ui.chart(figures.tensor_heatmap(trace, "concat", lang=lang()), "chart_concat")
+    ui.chart(ui.figure(figures.tensor_heatmap, trace, "concat"), "chart_concat")
 st.subheader("outputs")
-ui.chart(figures.tensor_heatmap(trace, "outputs", lang=lang()), "chart_outputs")
+ui.chart(ui.figure(figures.tensor_heatmap, trace, "outputs"), "chart_outputs")
 exact = ui.exact_trace(trace)
 check = oracles.check(exact.case, exact.outputs)
 if check.oracle != "nn.MultiheadAttention":

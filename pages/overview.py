@@ -3,7 +3,7 @@
 import streamlit as st
 
 from attention import STEP_NAMES, figures, ui
-from attention.ui import lang, t
+from attention.ui import t
 
 trace = ui.trace()
 st.title(t("app.title"))
@@ -17,6 +17,6 @@ with left:
     st.page_link("pages/inputs.py", label=t("overview.edit"), icon=":material/edit:")
 with right:
     st.header(t("overview.result"))
-    ui.chart(figures.tensor_heatmap(trace, "outputs", lang=lang()), "chart_outputs")
+    ui.chart(ui.figure(figures.tensor_heatmap, trace, "outputs"), "chart_outputs")
     if trace.case.options.weights_override is not None:
         st.caption(t("overview.rounded"))

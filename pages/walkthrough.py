@@ -25,11 +25,11 @@ for name, tensor in step.tensors.items():
     st.subheader(t("walkthrough.tensor", name=name, shape=shape, dtype=dtype, device=step.device))
     if name == "weighted":
         st.caption(t("walkthrough.weighted_rows"))
-        ui.chart(figures.weighted_heatmap(trace, h, lang()), f"chart_{name}")
+        ui.chart(ui.figure(figures.weighted_heatmap, trace, h), f"chart_{name}")
         continue
     chart, table = st.columns([3, 2])
-    ui.chart(figures.tensor_heatmap(trace, name, h, lang=lang()), f"chart_{name}", where=chart)
-    if (frame := figures.table(trace, name, h)) is not None:
+    ui.chart(ui.figure(figures.tensor_heatmap, trace, name, h), f"chart_{name}", where=chart)
+    if (frame := figures.table(trace, name, h, lang=lang())) is not None:
         table.dataframe(frame, key=f"table_{name}")
 
 if step.name in ("softmax", "outputs") and trace.case.options.weights_override is not None:
@@ -38,7 +38,7 @@ if step.name in ("softmax", "outputs") and trace.case.options.weights_override i
     st.subheader(t("walkthrough.rounding"))
     left, right = st.columns(2)
     exact_title = t("walkthrough.exact_title", name=name)
-    ui.chart(figures.tensor_heatmap(exact, name, title=exact_title, lang=lang()), "chart_exact", where=left)
+    ui.chart(ui.figure(figures.tensor_heatmap, exact, name, title=exact_title), "chart_exact", where=left)
     difference = figures.heatmap(
         trace[name] - exact[name],
         figures.labels(trace, "query", trace.case.n),

@@ -208,3 +208,18 @@ def test_a_new_option_checks_the_options_alone_and_a_cell_edit_checks_everything
     edit(at, "x", 1, "2", 5.0)
     assert calls and at.session_state["trace"].case.x[1][1] == 5.0
     assert at.session_state["trace"].case.options.temperature == 0.5
+
+
+def test_a_rerun_that_changes_no_number_reuses_the_figures_and_an_edit_makes_new_ones():
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("pages/walkthrough.py").run()
+    first = [fig for _, _, fig in at.session_state["_figures"]]
+    at.run()
+    again = [fig for _, _, fig in at.session_state["_figures"]]
+    assert first and len(again) == len(first) and all(a is b for a, b in zip(first, again, strict=True))
+    at.switch_page("pages/inputs.py").run()
+    edit(at, "x", 1, "2", 5.0)
+    trace = at.session_state["trace"]
+    assert all(t is trace or t is at.session_state["_memo"]["exact"][1] for t, _, _ in at.session_state["_figures"])
+    chart = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
+    assert chart["type"] == "heatmap"

@@ -20,6 +20,16 @@ PAGES = [
     "devices",
 ]
 ARTICLE_OUTPUTS = [[2.0, 7.0, 1.5], [2.0, 8.0, 0.0], [2.0, 7.8, 0.3]]
+# A case file with typed tokens, an explicit mask whose last row attends to nothing, a scale and float64.
+MASKED_CASE = {
+    "format": "attention-case/1",
+    "tokens": ["the", "cat", "sat"],
+    "x": [[1, 2], [3, 4], [5, 6]],
+    "w_query": [[1, 0], [0, 1]],
+    "w_key": [[0.5, 0], [0, 0.5]],
+    "w_value": [[1, 1], [0, 1]],
+    "options": {"mask": [[1, 0, 0], [1, 1, 0], [0, 0, 0]], "scale": 0.7, "dtype": "float64"},
+}
 
 
 def charts(app: AppTest) -> dict[str, np.ndarray]:

@@ -3,12 +3,11 @@
 import numpy as np
 import plotly.graph_objects as go
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from attention import attend, figures, ui
 from attention.core import AXES
 from attention.presets import article, random_case, with_options
-from tests.apptest import APP, PAGES
+from tests.apptest import PAGES
 
 # The scales a heatmap may use, as Plotly stores them, and whether each is the diverging one (see figures.py).
 ALLOWED = {
@@ -117,13 +116,6 @@ def test_text_version_of_a_big_heatmap_is_a_summary_per_row():
     tall = figures.heatmap(np.zeros((300, 2)), [str(i) for i in range(300)], ["a", "b"], "query", "key")
     _, summary, table = figures.describe(tall)
     assert table is None and "even row by row" in summary  # 300 rows: the summary sentences only
-
-
-@pytest.fixture
-def at() -> AppTest:
-    app = AppTest.from_file(APP, default_timeout=60).run()
-    assert not app.exception
-    return app
 
 
 @pytest.mark.parametrize("page", PAGES)

@@ -5,18 +5,10 @@ import json
 import numpy as np
 import pytest
 import torch
-from streamlit.testing.v1 import AppTest
 
 from attention import attend, case_to_dict, parse_case
 from attention.presets import article
-from tests.apptest import APP, ARTICLE_OUTPUTS, PAGES, charts, edit
-
-
-@pytest.fixture
-def at() -> AppTest:
-    app = AppTest.from_file(APP, default_timeout=60).run()
-    assert not app.exception
-    return app
+from tests.apptest import ARTICLE_OUTPUTS, PAGES, charts, edit
 
 
 @pytest.mark.parametrize("page", PAGES)

@@ -20,11 +20,6 @@ from tests.apptest import APP, ARTICLE_OUTPUTS, charts, edit
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
-def at() -> AppTest:
-    return AppTest.from_file(APP, default_timeout=60).run()
-
-
 # Hostile edits the grid itself never sends, but a forged client can.
 @pytest.mark.parametrize(
     "delta",

@@ -15,7 +15,7 @@ from attention.core import AXES, STEP_NAMES
 from attention.files import case_from_link, case_to_link
 from attention.i18n import LANGUAGES, Message, language_for, msg, render, text
 from attention.presets import article
-from tests.apptest import APP, PAGES, edit
+from tests.apptest import APP, MASKED_CASE, PAGES, edit
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "attention").glob("*.py"))]
@@ -357,17 +357,7 @@ def test_messages_of_links_masks_and_files_come_from_the_catalogue(pseudo):
     at = open_app({"case": "not-a-case!!", "step": "99"})  # a bad link: two notices
     assert len(at.warning) == 2
     found += offenders(at, "bad link")
-    masked = parse_case(
-        {
-            "format": "attention-case/1",
-            "tokens": ["the", "cat", "sat"],
-            "x": [[1, 2], [3, 4], [5, 6]],
-            "w_query": [[1, 0], [0, 1]],
-            "w_key": [[0.5, 0], [0, 0.5]],
-            "w_value": [[1, 1], [0, 1]],
-            "options": {"mask": [[1, 0, 0], [1, 1, 0], [0, 0, 0]], "scale": 0.7, "dtype": "float64", "device": "cuda"},
-        }
-    )
+    masked = parse_case(MASKED_CASE | {"options": MASKED_CASE["options"] | {"device": "cuda"}})
     at = open_app({"case": case_to_link(masked), "step": "4"})  # row 3 fully masked; no GPU here: a notice
     at.switch_page("pages/walkthrough.py").run()
     found += offenders(at, "masked row")

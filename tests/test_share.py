@@ -15,7 +15,7 @@ from attention.files import MAX_LINK_CHARS, case_from_link, case_to_link, dump_c
 from attention.oracles import fused_outputs
 from attention.presets import article, random_case, resize, variants, with_options
 from attention.script import to_script
-from tests.apptest import APP, ARTICLE_OUTPUTS, PAGES, charts
+from tests.apptest import APP, ARTICLE_OUTPUTS, MASKED_CASE, PAGES, charts
 
 EDITED = parse_case({**case_to_dict(article()), "x": [[1, 0, 1, 0], [0, 5, 0, 2], [1, 1, 1, 1]]})
 
@@ -42,17 +42,7 @@ def test_a_link_restores_the_case_and_step_on_every_page(page):
 
 
 def test_a_link_carries_options_tokens_and_an_explicit_mask():
-    case = parse_case(
-        {
-            "format": "attention-case/1",
-            "tokens": ["the", "cat", "sat"],
-            "x": [[1, 2], [3, 4], [5, 6]],
-            "w_query": [[1, 0], [0, 1]],
-            "w_key": [[0.5, 0], [0, 0.5]],
-            "w_value": [[1, 1], [0, 1]],
-            "options": {"mask": [[1, 0, 0], [1, 1, 0], [0, 0, 0]], "scale": 0.7, "dtype": "float64"},
-        }
-    )
+    case = parse_case(MASKED_CASE)
     at = open_link({"case": case_to_link(case)})
     assert not at.exception and not at.error
     assert at.session_state["trace"].case == case

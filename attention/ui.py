@@ -381,7 +381,10 @@ def _share(trace: Trace) -> None:
         params["lang"] = lang()
     else:
         params.pop("lang", None)
-    with st.sidebar.expander(t("share.expander"), icon=":material/share:"):
+    panel = st.sidebar.expander(t("share.expander"), icon=":material/share:", key="share_panel", on_change="rerun")
+    if not panel.open:  # its link, downloads and upload are made when it opens: closed, it costs a rerun nothing
+        return
+    with panel:
         if too_long:
             st.caption(t("share.too_long", limit=files.MAX_LINK_CHARS))
         else:

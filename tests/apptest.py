@@ -52,3 +52,9 @@ def edit(app: AppTest, matrix: str, row: int, column: str, value) -> AppTest:
     key = f"editor_{matrix}_{app.session_state['version']}"
     app.session_state[key] = {"edited_rows": {row: {column: value}}, "added_rows": [], "deleted_rows": []}
     return app.run()
+
+
+def open_share_panel(app: AppTest) -> AppTest:
+    """Open the sidebar's Share and export panel, as a click does: its content is made when it is open."""
+    app.session_state["share_panel"] = True
+    return app.run()

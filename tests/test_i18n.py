@@ -15,7 +15,7 @@ from attention.core import AXES, STEP_NAMES
 from attention.files import case_from_link, case_to_link
 from attention.i18n import LANGUAGES, Message, language_for, msg, render, text
 from attention.presets import article
-from tests.apptest import APP, MASKED_CASE, PAGES, edit
+from tests.apptest import APP, MASKED_CASE, PAGES, edit, open_share_panel
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "attention").glob("*.py"))]
@@ -290,6 +290,7 @@ def open_app(query: dict[str, str] | None = None) -> AppTest:
     at.query_params["lang"] = PSEUDO
     for k, v in (query or {}).items():
         at.query_params[k] = v
+    at.session_state["share_panel"] = True  # the Share and export panel open from the start: its texts too
     return at.run()
 
 
@@ -380,6 +381,7 @@ def chinese(query: dict[str, str] | None = None, locale: str | None = None) -> A
         at.context["locale"] = locale
     for k, v in (query or {}).items():
         at.query_params[k] = v
+    at.session_state["share_panel"] = True  # the Share and export panel open from the start: its texts too
     return at.run()
 
 
@@ -421,6 +423,7 @@ def test_a_link_with_lang_opens_in_chinese_and_keeps_it():
     assert at.header[0].value.startswith("第 3 步")
     at.button(key="next").click().run()  # a rerun: the URL still says lang=zh
     assert at.query_params["lang"] == ["zh"] or at.query_params["lang"] == "zh"
+    open_share_panel(at)
     link = next(c.value for c in at.get("code") if "step=" in c.value)
     assert link.endswith("step=4&lang=zh")
     at.selectbox(key="lang").set_value("en").run()  # English, the default: the link has no lang

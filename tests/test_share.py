@@ -15,7 +15,7 @@ from attention.files import MAX_LINK_CHARS, case_from_link, case_to_link, dump_c
 from attention.oracles import fused_outputs
 from attention.presets import article, random_case, resize, variants, with_options
 from attention.script import to_script
-from tests.apptest import APP, ARTICLE_OUTPUTS, MASKED_CASE, PAGES, charts
+from tests.apptest import APP, ARTICLE_OUTPUTS, MASKED_CASE, PAGES, charts, open_share_panel
 
 EDITED = parse_case({**case_to_dict(article()), "x": [[1, 0, 1, 0], [0, 5, 0, 2], [1, 1, 1, 1]]})
 
@@ -91,7 +91,7 @@ def test_a_link_to_an_absent_gpu_runs_on_the_cpu_and_says_so():
 
 
 def test_import_a_good_file_and_refuse_a_bad_one():
-    at = AppTest.from_file(APP, default_timeout=60).run()
+    at = open_share_panel(AppTest.from_file(APP, default_timeout=60).run())
     at.file_uploader(key="upload").set_value(("mine.json", dump_case(EDITED).encode(), "application/json")).run()
     assert at.session_state["trace"].case == EDITED
     assert any("Opened mine.json" in w.value for w in at.warning)
@@ -178,8 +178,10 @@ def test_charts_save_as_png_or_svg_from_their_toolbar():
     at.switch_page("pages/inputs.py").run()
     formats = lambda: {json.loads(c.proto.config)["toImageButtonOptions"]["format"] for c in at.get("plotly_chart")}  # noqa: E731
     assert formats() == {"png"}
-    at.radio(key="image_format").set_value("svg").run()
+    open_share_panel(at).radio(key="image_format").set_value("svg").run()
     assert formats() == {"svg"}
+    at.session_state["share_panel"] = False  # closed again: the choice stays
+    assert formats() == {"svg"} and not at.run().get("download_button")
 
 
 def test_a_link_past_the_limit_is_refused_early_and_one_within_it_is_the_whole_link():
@@ -188,3 +190,11 @@ def test_a_link_past_the_limit_is_refused_early_and_one_within_it_is_the_whole_l
     sparse = resize(article(), 1024, 64, 64, 64)  # as big, but zeros past the article's numbers: a short link
     token = case_to_link(sparse, MAX_LINK_CHARS)
     assert token == case_to_link(sparse) and case_from_link(token) == sparse
+
+
+def test_the_share_panel_is_made_only_when_open():
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    assert not at.get("download_button") and not at.get("file_uploader")
+    open_share_panel(at)
+    assert {b.proto.label for b in at.get("download_button")} == {"Case file", "Trace file", "Python script"}
+    assert at.get("file_uploader") and at.get("code")

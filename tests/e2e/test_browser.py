@@ -216,6 +216,7 @@ def test_a_copied_link_opens_the_same_numbers_in_a_fresh_browser(page: Page, bro
     edit_cell(page, editor=0, row=1, column=3, text="5")
     assert wait_for_heatmap(page, "outputs", expected, atol=1e-4) is not None
     page.locator("[data-testid=stSidebar] [data-testid=stExpander]", has_text="Share and export").click()
+    wait_ready(page)  # the panel's content is made by the rerun its opening starts
     link = page.locator("[data-testid=stSidebar] [data-testid=stCode] code").first.inner_text().strip()
     assert link.startswith(page.url.split("?")[0]) and "case=" in link
 

@@ -422,7 +422,8 @@ def _share(trace: Trace) -> None:
 def chart(fig, key: str, where=st, **kwargs):
     """A Plotly chart (in `where`, a column say), full width, whose toolbar saves it as PNG or SVG as chosen, named
     for screen readers by its summary; under it, its text version."""
-    fmt = st.session_state.get("image_format", "png")
+    fmt = st.session_state.get("image_format", "png")  # the share panel's choice, kept while the panel is closed
+    fmt = fmt if fmt in ("png", "svg") else "png"
     config = {"toImageButtonOptions": {"format": fmt, "filename": key.removeprefix("chart_")}, "displaylogo": False}
     title, summary, table = figures.describe(fig, lang(), label=_table_label)
     shown = where.plotly_chart(fig, key=key, width="stretch", config=config, alt=summary, **kwargs)

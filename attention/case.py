@@ -145,6 +145,7 @@ def _lists(value):
 
 def _kind(value: object) -> str:
     kinds = {dict: "object", list: "list", str: "text", bool: "bool", type(None): "null"}
+    kinds |= {int: "number", float: "number"}
     return msg(f"kind.{kinds[type(value)]}") if type(value) in kinds else type(value).__name__
 
 

@@ -91,6 +91,11 @@ class Trace:
     def warnings(self) -> tuple[str, ...]:
         return tuple(note for step in self.steps for note in step.notes)
 
+    @property
+    def numbers(self) -> int:
+        """How many numbers the trace holds (step 6's Broadcast, made on demand, holds none)."""
+        return sum(t.numel() for step in self.steps for t in step.tensors.values() if not isinstance(t, Broadcast))
+
 
 def attend(case: Case) -> Trace:
     """Run the eight steps on the case's device and return their trace."""

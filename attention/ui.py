@@ -29,7 +29,7 @@ from .case import (
     parse_case,
     with_options,
 )
-from .core import AXES, PER_HEAD, STEP_NAMES, Broadcast, Tensor, Trace, attend
+from .core import AXES, PER_HEAD, STEP_NAMES, Tensor, Trace, attend
 from .devices import available_devices, gpu_unavailable_reason, resolve_device
 from .i18n import LANGUAGES, language_for, msg, render
 from .script import to_script
@@ -396,8 +396,7 @@ def _share(trace: Trace) -> None:
         st.download_button(
             t("share.case_file"), case_file, "case.json", "application/json", on_click="ignore", key="get_case"
         )
-        numbers = sum(x.numel() for step in trace.steps for x in step.tensors.values() if not isinstance(x, Broadcast))
-        too_big = numbers > TRACE_FILE_MAX_NUMBERS
+        too_big = trace.numbers > TRACE_FILE_MAX_NUMBERS
         trace_file = lambda: files.dump_trace(trace)  # noqa: E731 (made on click: it can be large)
         get = st.download_button
         get(
@@ -410,7 +409,7 @@ def _share(trace: Trace) -> None:
             disabled=too_big,
         )
         if too_big:
-            st.caption(t("share.trace_too_big", numbers=numbers))
+            st.caption(t("share.trace_too_big", numbers=trace.numbers))
         st.download_button(
             t("share.script"), lambda: to_script(trace.case), "attention_case.py", "text/x-python", on_click="ignore",
             key="get_script",
@@ -516,7 +515,7 @@ def _memo(slot: str, case: Case) -> Trace:
         memo[slot] = memo.pop(slot)  # the most recently used last
         return memo[slot][1]
     t = _attend_or_cpu(case)
-    if sum(x.numel() for step in t.steps for x in step.tensors.values() if not isinstance(x, Broadcast)) > BIG:
+    if t.numbers > BIG:
         for k in [k for k in memo if k != "trace"]:
             del memo[k]
         if slot != "trace":

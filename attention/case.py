@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from functools import partial
 
-from .i18n import Message, msg
+from .i18n import Message, excerpt, msg
 
 CASE_FORMAT = "attention-case/1"
 
@@ -94,9 +94,11 @@ def parse_case(obj: object) -> Case:
     known = {"format", "tokens", "x", "w_query", "w_key", "w_value", "options"}
     for key in obj:
         if key not in known:
-            raise CaseError(msg("where.case"), msg("error.unknown_key", key=key, expected=", ".join(sorted(known))))
+            raise CaseError(
+                msg("where.case"), msg("error.unknown_key", key=excerpt(key), expected=", ".join(sorted(known)))
+            )
     if obj.get("format") != CASE_FORMAT:
-        raise CaseError("format", msg("error.format", expected=CASE_FORMAT, value=obj.get("format")))
+        raise CaseError("format", msg("error.format", expected=CASE_FORMAT, value=excerpt(obj.get("format"))))
     for name in ("x", "w_query", "w_key", "w_value"):
         if name not in obj:
             raise CaseError(name, msg("error.missing"))
@@ -154,7 +156,7 @@ def _number(value: object, where: str | Callable[[], str], bound: float = MAX_AB
     if value is None or value == "":
         raise CaseError(where, msg("error.empty"))
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise CaseError(where, msg("error.not_a_number", value=str(value)[:20]))
+        raise CaseError(where, msg("error.not_a_number", value=excerpt(str(value))))
     try:
         number = float(value)
     except OverflowError:  # a huge JSON integer
@@ -227,7 +229,7 @@ def _tokens(value: object, n: int) -> tuple[str, ...]:
         if any(not ch.isprintable() for ch in token):
             raise CaseError(where, msg("error.token_control"))
         if token in seen:
-            raise CaseError(where, msg("error.token_twice", token=token))
+            raise CaseError(where, msg("error.token_twice", token=excerpt(token)))
         seen.add(token)
     return tuple(value)
 
@@ -238,12 +240,12 @@ def _options(value: object, n: int, d_k: int, d_v: int, tokens: tuple[str, ...])
     names = {f.name for f in fields(Options)}
     for key in value:
         if key not in names:
-            raise CaseError("options", msg("error.unknown_option", key=key, expected=", ".join(sorted(names))))
+            raise CaseError("options", msg("error.unknown_option", key=excerpt(key), expected=", ".join(sorted(names))))
     o = Options(**value)
 
     if o.scale not in ("none", "sqrt_dk"):
         if isinstance(o.scale, str):
-            raise CaseError("options.scale", msg("error.scale_text", value=o.scale))
+            raise CaseError("options.scale", msg("error.scale_text", value=excerpt(o.scale)))
         scale = _number(o.scale, "options.scale", MAX_SCALE)
         if scale < MIN_SCALE:
             raise CaseError("options.scale", msg("error.at_least", low=MIN_SCALE, value=scale))
@@ -255,7 +257,7 @@ def _options(value: object, n: int, d_k: int, d_v: int, tokens: tuple[str, ...])
 
     heads = o.heads
     if isinstance(heads, bool) or not isinstance(heads, int) or not 1 <= heads <= MAX_HEADS:
-        raise CaseError("options.heads", msg("error.heads_range", high=MAX_HEADS, value=heads))
+        raise CaseError("options.heads", msg("error.heads_range", high=MAX_HEADS, value=excerpt(heads)))
     for dim, size in (("d_k", d_k), ("d_v", d_v)):
         if size % heads:
             raise CaseError("options.heads", msg("error.heads_divide", dim=dim, size=size, heads=heads))
@@ -265,7 +267,7 @@ def _options(value: object, n: int, d_k: int, d_v: int, tokens: tuple[str, ...])
     mask = o.mask
     if mask is not None and mask != "causal":
         if isinstance(mask, str):
-            raise CaseError("options.mask", msg("error.mask_text", value=mask))
+            raise CaseError("options.mask", msg("error.mask_text", value=excerpt(mask)))
         mask = _matrix(mask, "options.mask", rows=(n, n), cols=(n, n), tokens=tokens, cell=_zero_one)
 
     w_out = None if o.w_out is None else _matrix(o.w_out, "options.w_out", rows=(d_v, d_v), cols=(1, MAX_D))
@@ -282,13 +284,13 @@ def _options(value: object, n: int, d_k: int, d_v: int, tokens: tuple[str, ...])
                     raise CaseError(msg("where.column", where=row, column=j + 1), msg("error.negative", weight=weight))
 
     if o.dtype not in DTYPES:
-        raise CaseError("options.dtype", msg("error.dtype", value=o.dtype))
+        raise CaseError("options.dtype", msg("error.dtype", value=excerpt(o.dtype)))
     if not isinstance(o.device, str) or not DEVICE_PATTERN.fullmatch(o.device):
-        raise CaseError("options.device", msg("error.device_spec", value=o.device))
+        raise CaseError("options.device", msg("error.device_spec", value=excerpt(o.device)))
     return replace(o, temperature=temperature, mask=mask, w_out=w_out, weights_override=override)
 
 
 def _zero_one(value: object, where: str | Callable[[], str]) -> float:
     if isinstance(value, bool) or value not in (0, 1):
-        raise CaseError(where, msg("error.zero_one", value=value))
+        raise CaseError(where, msg("error.zero_one", value=excerpt(value)))
     return float(value)

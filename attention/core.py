@@ -80,6 +80,15 @@ class Trace:
     def step(self, name: str) -> Step:
         return self.steps[STEP_NAMES.index(name)]
 
+    def axes(self, name: str) -> tuple[str, ...]:
+        """What each axis of a recorded tensor is (see AXES), with "head" first when it has a head axis."""
+        return ("head", *AXES[name]) if name in PER_HEAD and self.case.options.heads > 1 else AXES[name]
+
+    def view(self, name: str, head: int | None = None) -> torch.Tensor:
+        """A recorded tensor, or its slice of one head; a tensor without a head axis (or head None) as it is."""
+        tensor = self[name]
+        return tensor if head is None or self.axes(name)[0] != "head" else tensor[head]
+
     def __getitem__(self, tensor: str) -> torch.Tensor:
         """A recorded tensor by its name, whichever step made it."""
         for step in self.steps:
@@ -108,34 +117,38 @@ def attend(case: Case) -> Trace:
     w_out = None if o.w_out is None else torch.tensor(o.w_out, dtype=dtype, device=device)
     recorder = _Recorder(device)
     record = recorder.record
+    # Each "# step N: name (shown)" comment starts the code a page shows for that step: _step_code() cuts the
+    # lines from it to the step's record(...) call.
 
-    # step 1: inputs
+    # step 1: inputs (shown)
     x = torch.tensor(case.x, dtype=dtype, device=device)  # (n, d_in)
-    record(x=x)
-    # step 2: weights
+    record("inputs", x=x)
+    # step 2: weights (shown)
     w_query = torch.tensor(case.w_query, dtype=dtype, device=device)  # (d_in, d_k)
     w_key = torch.tensor(case.w_key, dtype=dtype, device=device)  # (d_in, d_k)
     w_value = torch.tensor(case.w_value, dtype=dtype, device=device)  # (d_in, d_v)
-    record(w_query=w_query, w_key=w_key, w_value=w_value)
-    # step 3: qkv
+    record("weights", w_query=w_query, w_key=w_key, w_value=w_value)
+    # step 3: qkv (shown)
     queries = x @ w_query  # (n, d_k)
     keys = x @ w_key  # (n, d_k)
     values = x @ w_value  # (n, d_v)
     if h > 1:  # head i takes the i-th block of columns: (n, d) -> (h, n, d/h)
         queries, keys, values = (t.unflatten(-1, (h, -1)).transpose(0, 1) for t in (queries, keys, values))
-    record(queries=queries, keys=keys, values=values)
-    # steps 4-7, for all queries at once
-    whole = n * n * case.d_v <= WHOLE_MAX_NUMBERS
-    outputs = steps_4_to_7(queries, keys, values, scale, temperature, allowed, override, w_out, record, whole)
-    # step 8: repeat
+    record("qkv", queries=queries, keys=keys, values=values)
+    # steps 4-7, for all queries at once (each step's comment is inside steps_4_to_7)
+    options = {"scale": scale, "temperature": temperature, "w_out": w_out}
+    whole = n * n * case.d_v <= WHOLE_MAX_NUMBERS  # step 6 held whole, or made slice by slice when looked at
+    outputs = steps_4_to_7(
+        queries, keys, values, allowed=allowed, override=override, record=record, whole=whole, **options
+    )
+    # step 8: repeat (shown)
     by_query = []
-    for i in range(min(n, REPEAT_MAX_N)):  # query i alone, with its row of the mask and of the override
+    for i in range(min(n, REPEAT_MAX_N)):
         query_i = queries[..., i : i + 1, :]  # (h?, 1, d_k)
-        by_query.append(
-            steps_4_to_7(query_i, keys, values, scale, temperature, _row(allowed, i), _row(override, i), w_out)
-        )
+        rows_i = {"allowed": _row(allowed, i), "override": _row(override, i)}  # its rows of the mask and override
+        by_query.append(steps_4_to_7(query_i, keys, values, **rows_i, **options))
     outputs_by_query = torch.cat(by_query)  # (min(n, REPEAT_MAX_N), d_out): the rows stacked
-    record(outputs_by_query=outputs_by_query)
+    record("repeat", outputs_by_query=outputs_by_query)
     return _trace(case, device, recorder.records, outputs)
 
 
@@ -146,38 +159,39 @@ def steps_4_to_7(
     queries: Tensor,
     keys: Tensor,
     values: Tensor,
+    *,
     scale: float,
     temperature: float,
     allowed: Tensor | None,
     override: Tensor | None,
     w_out: Tensor | None,
-    record: Callable[..., None] = lambda **tensors: None,
+    record: Callable[..., None] = lambda step, **tensors: None,
     whole: bool = True,
 ) -> Tensor:
     """Steps 4-7 for a block of queries: all of them (the matrix form) or one at a time (step 8)."""
-    # step 4: scores
+    # step 4: scores (shown)
     scores_raw = queries @ keys.mT  # (h?, n_q, n_k)
     scores = scores_raw * scale / temperature
     if allowed is not None:  # a 0 in the mask: the query may not attend to that key
         scores = scores.masked_fill(~allowed, float("-inf"))
-    record(scores_raw=scores_raw, scores=scores)
-    # step 5: softmax
+    record("scores", scores_raw=scores_raw, scores=scores)
+    # step 5: softmax (shown)
     weights_exact = torch.softmax(scores, dim=-1)  # (h?, n_q, n_k)
     if allowed is not None:  # a fully masked row is all NaN: zeros instead, as fused attention gives
         weights_exact = weights_exact.nan_to_num(nan=0.0)
     weights = weights_exact if override is None else override  # (h?, n_q, n_k)
-    record(weights_exact=weights_exact, weights=weights)
-    # step 6: weighted
+    record("softmax", weights_exact=weights_exact, weights=weights)
+    # step 6: weighted (shown)
     if whole:  # every product at once: (h?, n_k, 1, d_v) * (h?, n_k, n_q, 1) -> (h?, n_k, n_q, d_v)
         weighted = values[..., :, None, :] * weights.mT[..., :, :, None]
     else:  # too many numbers to hold: the same products, made a slice at a time when they are looked at
         weighted = Broadcast(values, weights)
-    record(weighted=weighted)
-    # step 7: outputs
+    record("weighted", weighted=weighted)
+    # step 7: outputs (shown)
     head_outputs = weighted.sum(dim=-3) if whole else weights @ values  # (h?, n_q, d_v/h): summed over the keys
     concat = head_outputs.transpose(0, 1).flatten(1) if head_outputs.dim() == 3 else head_outputs  # (n_q, d_v)
     outputs = concat if w_out is None else concat @ w_out  # (n_q, d_out)
-    record(outputs=outputs, **_step_7_parts(head_outputs, concat, w_out))
+    record("outputs", outputs=outputs, **_step_7_parts(head_outputs, concat, w_out))
     return outputs
 
 
@@ -229,8 +243,9 @@ def one_query(trace: Trace, i: int) -> dict[str, Tensor]:
     recorded: dict[str, Tensor] = {}
     query_i = trace["queries"][..., i : i + 1, :]
     steps_4_to_7(
-        query_i, trace["keys"], trace["values"], scale_factor(case), o.temperature,
-        _row(allowed, i), _row(override, i), w_out, lambda **tensors: recorded.update(tensors),
+        query_i, trace["keys"], trace["values"], scale=scale_factor(case), temperature=o.temperature,
+        allowed=_row(allowed, i), override=_row(override, i), w_out=w_out,
+        record=lambda step, **tensors: recorded.update(tensors),
     )  # fmt: skip
     return recorded
 
@@ -248,35 +263,40 @@ def _allowed(mask, n: int, device: torch.device) -> torch.Tensor | None:
 
 
 class _Recorder:
-    """Collects each step's tensors, copied to the CPU, and its time on the device (synchronised)."""
+    """Collects each step's tensors by the step's name, copied to the CPU, and its time on the device (synchronised)."""
 
     def __init__(self, device: torch.device):
-        self.device, self.records = device, []
+        self.device, self.records = device, {}
         self.last = self._now()
 
     def _now(self) -> float:
         synchronize(self.device)
         return time.perf_counter()
 
-    def record(self, **tensors: torch.Tensor) -> None:
+    def record(self, step: str, **tensors: torch.Tensor) -> None:
+        expected = STEP_NAMES[len(self.records)]
+        if step != expected:  # the steps are the article's, in its order
+            raise ValueError(f"step {step!r} recorded where {expected!r} comes")
         seconds = self._now() - self.last
-        self.records.append(({k: t.detach().cpu() for k, t in tensors.items()}, seconds))
+        self.records[step] = ({k: t.detach().cpu() for k, t in tensors.items()}, seconds)
         self.last = self._now()  # the copy to the CPU is not the step's time
 
 
 def _step_code() -> dict[str, str]:
-    """The lines under each '# step N: name' comment of attend and steps_4_to_7, up to its record(...) call."""
+    """The lines under each '# step N: name (shown)' comment of attend and steps_4_to_7, up to its record call."""
     code: dict[str, list[str]] = {}
     current = None
     for line in (inspect.getsource(attend) + inspect.getsource(steps_4_to_7)).splitlines():
         stripped = line.strip()
-        if stripped.startswith("# step "):
-            current = stripped.split(": ")[1]
+        if stripped.startswith("# step ") and stripped.endswith(" (shown)"):
+            current = stripped.removesuffix(" (shown)").split(": ")[1]
             code[current] = []
         elif stripped.startswith(("record(", "# steps ", "return ")):
             current = None
         elif current:
             code[current].append(line)
+    if set(code) != set(STEP_NAMES):
+        raise RuntimeError(f"core.py shows code for {sorted(code)}, not for every step")
     return {name: textwrap.dedent("\n".join(lines)) for name, lines in code.items()}
 
 
@@ -289,16 +309,17 @@ def scale_factor(case: Case) -> float:
     return {"none": 1.0, "sqrt_dk": 1 / math.sqrt(case.d_k // case.options.heads)}.get(scale, scale)
 
 
-def _trace(case: Case, device: torch.device, records: list, outputs: torch.Tensor) -> Trace:
+def _trace(case: Case, device: torch.device, records: dict, outputs: torch.Tensor) -> Trace:
     steps = []
-    for number, (name, (tensors, seconds)) in enumerate(zip(STEP_NAMES, records, strict=True), start=1):
+    for number, name in enumerate(STEP_NAMES, start=1):
+        tensors, seconds = records[name]
         steps.append(
             Step(
                 number, name, TITLES[name], EXPLANATIONS[name], formula(name, case), STEP_CODE[name],
                 MappingProxyType(tensors), str(device), seconds, tuple(_notes(name, case, tensors, outputs)),
             )
         )  # fmt: skip
-    return Trace(case, str(device), tuple(steps), steps[6].tensors["outputs"])
+    return Trace(case, str(device), tuple(steps), records["outputs"][0]["outputs"])
 
 
 def _notes(name: str, case: Case, tensors: dict, outputs: torch.Tensor):

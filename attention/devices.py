@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from .case import CaseError
-from .i18n import msg
+from .i18n import excerpt, msg
 
 
 @dataclass(frozen=True)
@@ -51,9 +51,9 @@ def resolve_device(spec: str) -> torch.device:
     if name not in names:
         reason = gpu_unavailable_reason()
         problem = (
-            msg("error.device_absent_reason", spec=spec, reason=reason, names=", ".join(names))
+            msg("error.device_absent_reason", spec=excerpt(spec), reason=reason, names=", ".join(names))
             if reason
-            else msg("error.device_absent", spec=spec, names=", ".join(names))
+            else msg("error.device_absent", spec=excerpt(spec), names=", ".join(names))
         )
         raise CaseError("options.device", problem)
     return torch.device(name)

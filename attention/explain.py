@@ -12,8 +12,8 @@ from types import MappingProxyType
 import torch
 
 from .core import AXES, PER_HEAD, Trace, scale_factor
-from .files import short_float32
 from .i18n import msg, render
+from .numbers import short_float32
 
 Cells = tuple[int, ...] | None  # 0-based rows or columns of a 2-D view; None: all of them
 Parts = Mapping[str, tuple[Cells, Cells]]

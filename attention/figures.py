@@ -14,9 +14,10 @@ import plotly.colors
 import plotly.graph_objects as go
 import torch
 
+from . import numbers
 from .core import AXES, Trace
 from .files import to_lists
-from .i18n import render, text
+from .i18n import text
 
 TEXT_MAX_SIDE = 16  # numbers are drawn in the cells up to 16×16: past that they cost seconds per edit in the browser
 TABLE_MAX_CELLS = 4096  # tables beyond this are not readable anyway; the heatmap stays
@@ -292,15 +293,15 @@ def query_sum(trace: Trace, query: int, head: int | None = None, lang: str = "en
 TEMPERATURES = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 10.0)
 
 
-def variant_table(outputs: dict[str, torch.Tensor], reference: torch.Tensor, lang: str = "en") -> pd.DataFrame:
-    """Each variant's distance from the reference outputs."""
-    rows = {name: (o - reference).abs() for name, o in outputs.items()}
+def variant_table(outputs: dict[str, torch.Tensor], names: dict[str, str], reference: str, lang: str = "en"):
+    """Each variant's distance from the reference variant's outputs, one row per variant id, named by `names`."""
+    rows = {v: (o - outputs[reference]).abs() for v, o in outputs.items()}
     return pd.DataFrame(
         {
             text(lang, "table.largest_difference"): [float(d.max()) for d in rows.values()],
             text(lang, "table.mean_difference"): [float(d.mean()) for d in rows.values()],
         },
-        index=[render(lang, name) for name in rows],  # the variants' names are catalogue Messages
+        index=[names[v] for v in rows],
     )
 
 
@@ -341,13 +342,13 @@ def describe(fig: go.Figure, lang: str = "en", label=str) -> tuple[str, str, pd.
         cols = _unique([html.unescape(str(c)) for c in heat.x])
         stats = _stats(z, rows, cols)
     if stats["high"] is not None:
-        low, high, (row, col) = _number(stats["low"]), _number(stats["high"]), stats["at"]
+        low, high, (row, col) = numbers.cell(stats["low"]), numbers.cell(stats["high"]), stats["at"]
         summary.append(text(lang, "a11y.range", low=low, high=high, row=row, col=col, **words))
     masked = text(lang, "a11y.masked")
     if stats["masked"]:
         summary.append(text(lang, "a11y.masked_count", count=stats["masked"], masked=masked))
     if z is not None and z.size <= DESCRIBE_MAX_CELLS:
-        cells = [[masked if np.isnan(v) else _number(v) for v in row] for row in z]
+        cells = [[masked if np.isnan(v) else numbers.cell(v) for v in row] for row in z]
         table = pd.DataFrame(cells, index=pd.Index(map(label, rows), name=row_kind), columns=list(map(label, cols)))
         return title, " ".join(summary), table
     cells = meta["rows"] * meta["cols"]
@@ -356,8 +357,8 @@ def describe(fig: go.Figure, lang: str = "en", label=str) -> tuple[str, str, pd.
         return title, " ".join(summary), None
     summary.append(text(lang, "a11y.per_row", cells=cells))
     per_row = {
-        text(lang, "a11y.row_min"): [masked if v is None else _number(v) for v in stats["row_low"]],
-        text(lang, "a11y.row_max"): [masked if v is None else _number(v) for v in stats["row_high"]],
+        text(lang, "a11y.row_min"): [masked if v is None else numbers.cell(v) for v in stats["row_low"]],
+        text(lang, "a11y.row_max"): [masked if v is None else numbers.cell(v) for v in stats["row_high"]],
         text(lang, "a11y.row_argmax", col_kind=col_kind): [masked if c is None else label(c) for c in stats["row_at"]],
     }
     return title, " ".join(summary), pd.DataFrame(per_row, index=pd.Index(map(label, stats["rows"]), name=row_kind))
@@ -383,11 +384,6 @@ def _stats(z: np.ndarray, rows: list[str], cols: list[str]) -> dict:
             "row_at": [cols[j] if k else None for j, k in zip(where, some, strict=True)],
         }
     return stats
-
-
-def _number(v: float) -> str:
-    """A value as the cells print it (4 significant digits), so a screen reader says a short number; inf stays."""
-    return f"{v:.4g}"
 
 
 def _unique(names: list[str]) -> list[str]:

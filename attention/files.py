@@ -6,7 +6,6 @@ import base64
 import binascii
 import json
 import math
-import struct
 import zlib
 
 import torch
@@ -14,6 +13,7 @@ import torch
 from .case import Case, CaseError, case_to_dict, parse_case
 from .core import Broadcast, Trace
 from .i18n import msg
+from .numbers import short_float32
 
 TRACE_FORMAT = "attention-trace/1"
 MAX_LINK_CHARS = 16_000  # a link's case token; browsers and servers take URLs of 32 KB and more
@@ -128,12 +128,3 @@ def _pretty(value, indent: str = "") -> str:
 
 def _map(value, f):
     return [_map(v, f) for v in value] if isinstance(value, list) else f(value)
-
-
-def short_float32(v: float) -> float:
-    # 1.8 in float32 is 1.7999999523…; write 1.8, which reads back as the same float32.
-    for digits in (6, 7, 8):
-        s = float(f"{v:.{digits}g}")
-        if struct.pack("<f", s) == struct.pack("<f", v):
-            return s
-    return float(f"{v:.9g}")

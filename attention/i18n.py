@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import reprlib
 from functools import cache
 from pathlib import Path
 
@@ -59,3 +60,24 @@ def language_for(locale: str | None) -> str:
     """The catalogue for a browser locale ("zh-CN", "zh-Hans", "zh-TW", "zh" → "zh"); any other one, English."""
     primary = (locale or "").replace("_", "-").split("-")[0].strip().lower()
     return primary if primary in LANGUAGES else DEFAULT
+
+
+EXCERPT_CHARS = 60  # of a value a user or a link supplied, a message quotes at most this much
+_repr = reprlib.Repr()
+_repr.maxlevel, _repr.maxdict, _repr.maxlist, _repr.maxtuple, _repr.maxset = 2, 4, 6, 6, 4
+_repr.maxstring = _repr.maxother = _repr.maxlong = EXCERPT_CHARS
+
+
+def excerpt(value: object) -> str:
+    """A supplied value as Python writes it ('abc', [0, 0, ...]), made in bounded time and cut to EXCERPT_CHARS:
+    a link's 4-million-character field must not become a 15-million-character message."""
+    try:
+        written = _repr.repr(value)
+    except ValueError:  # an int of more than 4,300 digits cannot be written
+        written = f"<a whole number of {value.bit_length():,} bits>" if isinstance(value, int) else type(value).__name__
+    return clip(written)
+
+
+def clip(text: str) -> str:
+    """Supplied text (a file name) cut to EXCERPT_CHARS, with … where it was cut."""
+    return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 1] + "…"

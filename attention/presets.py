@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from .case import Case, case_to_dict, default_tokens, parse_case, with_options
-from .i18n import msg
+from .i18n import Message, msg
 
 # The article's numbers, as printed in the seed.
 ARTICLE_X = ((1, 0, 1, 0), (0, 2, 0, 2), (1, 1, 1, 1))
@@ -102,19 +102,22 @@ def _round(t: torch.Tensor) -> list[list[float]]:
 
 
 def variants(case: Case) -> dict[str, Case]:
-    """Where the article departs from textbook attention, side by side on one case's numbers."""
+    """Where the article departs from textbook attention, side by side on one case's numbers, keyed by id: "rounded"
+    (when the case has the article's rounded weights), "exact", "textbook", "temperature" (when it is not 1) and
+    "causal". A variant's name is variant_name(id, case)."""
     exact = {"scale": None, "temperature": None, "mask": None, "weights_override": None}
-    out = {}
+    changes = {"exact": {}, "textbook": {"scale": "sqrt_dk"}, "causal": {"mask": "causal"}}
     if case.options.weights_override is not None:
-        out[msg("variant.rounded")] = with_options(case, **exact | {"weights_override": case.options.weights_override})
-    out[EXACT] = with_options(case, **exact)
-    out[msg("variant.textbook")] = with_options(case, **exact | {"scale": "sqrt_dk"})
+        changes = {"rounded": {"weights_override": case.options.weights_override}} | changes
     if case.options.temperature != 1:  # at 1 it is the exact softmax again
-        out[msg("variant.temperature", temperature=case.options.temperature)] = with_options(
-            case, **exact | {"temperature": case.options.temperature}
-        )
-    out[msg("variant.causal")] = with_options(case, **exact | {"mask": "causal"})
-    return out
+        changes["temperature"] = {"temperature": case.options.temperature}
+    order = ("rounded", "exact", "textbook", "temperature", "causal")
+    return {v: with_options(case, **exact | changes[v]) for v in order if v in changes}
 
 
-EXACT = msg("variant.exact")  # the reference the other variants are compared with
+def variant_name(variant: str, case: Case) -> Message:
+    """A variant's name in the catalogue (variant.<id>), with the case's temperature where it says it."""
+    return msg(f"variant.{variant}", temperature=case.options.temperature)
+
+
+EXACT = "exact"  # the variant the others are compared with

@@ -10,13 +10,14 @@ trace = ui.trace()
 st.header(t("variants.header"))
 st.write(t("variants.intro"))
 # Only the outputs are kept: at the largest sizes five whole traces would not fit a session's memory.
-outputs = {name: ui.variant_outputs(name, case) for name, case in presets.variants(trace.case).items()}
-st.dataframe(figures.variant_table(outputs, outputs[presets.EXACT], lang()), key="table_variants")
+outputs = {v: ui.variant_outputs(v, case) for v, case in presets.variants(trace.case).items()}
+names = {v: render(lang(), presets.variant_name(v, trace.case)) for v in outputs}
+st.dataframe(figures.variant_table(outputs, names, presets.EXACT, lang()), key="table_variants")
 queries = figures.labels(trace, "query", trace.case.n)
-for column, (name, o) in zip(st.columns(len(outputs)), outputs.items(), strict=True):
+for column, (v, o) in zip(st.columns(len(outputs)), outputs.items(), strict=True):
     dims = figures.labels(trace, "output dim", o.shape[1])
-    figure = figures.heatmap(o, queries, dims, "query", "output dim", render(lang(), name), lang())
-    ui.chart(figure, f"chart_{name}", where=column)
+    figure = figures.heatmap(o, queries, dims, "query", "output dim", names[v], lang())
+    ui.chart(figure, f"chart_variant_{v}", where=column)
 
 
 @st.fragment

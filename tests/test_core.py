@@ -88,6 +88,7 @@ def test_code_is_the_real_source_and_runs_in_order():
     scope |= {"scale": 1.0, "temperature": 1.0, "allowed": None, "override": tensor(ARTICLE_ROUNDED_WEIGHTS)}
     scope |= {"w_out": None, "n": 3, "steps_4_to_7": core.steps_4_to_7, "_row": core._row}
     scope |= {"whole": True, "Broadcast": core.Broadcast, "REPEAT_MAX_N": core.REPEAT_MAX_N}
+    scope |= {"options": {"scale": 1.0, "temperature": 1.0, "w_out": None}}  # what attend passes to steps 4-7
     for step in trace.steps:
         exec(step.code, scope)
     torch.testing.assert_close(scope["outputs"], tensor(SEED_OUTPUTS))

@@ -13,7 +13,7 @@ from attention import i18n, parse_case
 from attention.case import CaseError
 from attention.core import AXES, STEP_NAMES
 from attention.files import case_from_link, case_to_link
-from attention.i18n import LANGUAGES, Message, language_for, msg, render, text
+from attention.i18n import LANGUAGES, Message, excerpt, language_for, msg, render, text
 from attention.presets import article
 from tests.apptest import APP, MASKED_CASE, PAGES, edit, open_share_panel
 
@@ -134,7 +134,7 @@ def test_a_missing_key_is_an_error_not_a_fallback():
 
 def test_messages_read_as_english_and_render_in_any_language():
     error = CaseError(msg("where.column", where=msg("where.row_token", name="x", row=2, token="Input 2"), column=3),
-                      msg("error.not_a_number", value="abc"))  # fmt: skip
+                      msg("error.not_a_number", value=excerpt("abc")))  # fmt: skip
     assert str(error) == "x, row 2 (Input 2), column 3: 'abc' is not a number"  # the CLI's and str(e)'s English
     assert render("zh", error.message) == "x 第 2 行（Input 2），第 3 列：'abc' 不是数字"
     assert render("zh", 3) == 3 and render("zh", "scores") == "scores"  # data stays as it is

@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 from attention import attend, case_to_dict, parse_case
 from attention.files import MAX_LINK_CHARS, case_from_link, case_to_link, dump_case
 from attention.oracles import fused_outputs
-from attention.presets import article, random_case, resize, variants, with_options
+from attention.presets import article, random_case, resize, variant_name, variants, with_options
 from attention.script import to_script
 from tests.apptest import APP, ARTICLE_OUTPUTS, MASKED_CASE, PAGES, charts, open_share_panel
 
@@ -116,8 +116,8 @@ def test_variants_show_the_cores_outputs():
     at.switch_page("pages/variants.py").run()
     assert not at.exception
     shown = charts(at)
-    for name, case in variants(article()).items():
-        np.testing.assert_allclose(shown[name], attend(case).outputs.numpy(), atol=1e-6)
+    for v, case in variants(article()).items():
+        np.testing.assert_allclose(shown[str(variant_name(v, case))], attend(case).outputs.numpy(), atol=1e-6)
     at.select_slider(key="explore_temperature").set_value(0.25).run()
     sharp = attend(with_options(article(), temperature=0.25, weights_override=None))
     np.testing.assert_allclose(charts(at)["weights at T = 0.25"], sharp["weights"].numpy(), atol=1e-6)

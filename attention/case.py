@@ -66,6 +66,15 @@ class Case:
     tokens: tuple[str, ...]  # n labels
     options: Options = field(default_factory=Options)
 
+    def __hash__(self) -> int:
+        """Hashed once: a case at the limits holds 150,000 numbers (2 ms a hash), and it keys a session's cache."""
+        if "_hash" not in self.__dict__:
+            self.__dict__["_hash"] = hash(tuple(getattr(self, f.name) for f in fields(self)))
+        return self.__dict__["_hash"]
+
+    def __getstate__(self) -> dict:  # a copy or pickle hashes again: str hashes differ between processes
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     @property
     def n(self) -> int:
         return len(self.x)

@@ -250,6 +250,43 @@ def one_query(trace: Trace, i: int) -> dict[str, Tensor]:
     return recorded
 
 
+def variant_outputs(trace: Trace, case: Case) -> Tensor:
+    """The outputs of `case`, a case with the trace's numbers and other options (a variant), made from the trace's
+    queries, keys and values: steps 4-7 one head at a time, nothing recorded. It needs one head's n × n scores at a
+    time, where a whole trace holds every head's four (the variants page shows five variants)."""
+    queries, keys, values = (_with_head(trace, name) for name in ("queries", "keys", "values"))  # (h, n, d/h)
+    options = _options_of(case)
+    heads = [
+        steps_4_to_7(q, k, v, **options, w_out=None, whole=False) for q, k, v in zip(queries, keys, values, strict=True)
+    ]
+    concat = torch.cat(heads, dim=-1)  # (n, d_v): the heads side by side
+    w_out = case.options.w_out
+    return concat if w_out is None else concat @ torch.tensor(w_out, dtype=concat.dtype)
+
+
+def variant_weights(trace: Trace, case: Case, head: int = 0) -> Tensor:
+    """Step 5's weights (n_q, n_k) of one head for a variant `case`, from the trace's queries and keys."""
+    q, k, v = (_with_head(trace, name)[head] for name in ("queries", "keys", "values"))
+    recorded: dict[str, Tensor] = {}
+    record = lambda step, **tensors: recorded.update(tensors)  # noqa: E731
+    steps_4_to_7(q, k, v, **_options_of(case), w_out=None, record=record, whole=False)
+    return recorded["weights"]
+
+
+def _with_head(trace: Trace, name: str) -> Tensor:
+    """A recorded tensor with its head axis, one head or several: (h, n, d/h)."""
+    return trace[name] if trace.case.options.heads > 1 else trace[name][None]
+
+
+def _options_of(case: Case) -> dict:
+    """Steps 4-7's options for a case, on the CPU, without w_out (which comes after the heads are joined)."""
+    o = case.options
+    dtype = getattr(torch, o.dtype)
+    override = None if o.weights_override is None else torch.tensor(o.weights_override, dtype=dtype)
+    allowed = _allowed(o.mask, case.n, torch.device("cpu"))
+    return {"scale": scale_factor(case), "temperature": o.temperature, "allowed": allowed, "override": override}
+
+
 def _row(t: torch.Tensor | None, i: int) -> torch.Tensor | None:
     return None if t is None else t[i : i + 1]
 

@@ -250,6 +250,28 @@ def weighted_heatmap(trace: Trace, head: int | None = None, lang: str = "en") ->
     return fig.update_traces(hovertemplate=_hover(lang, "hover.weighted", col=axis(lang, "value dim")))
 
 
+def flat_cells(trace: Trace, name: str, cells: tuple) -> tuple:
+    """A part's cells in the tensor's own coordinates (one entry per axis but the head: indices, or None for all) as
+    the (rows, cols) of the 2-D view the figures draw: step 6's rows are j · n_q + i (key j, query i)."""
+    if name != "weighted":
+        return cells
+    keys, queries, dims = cells
+    n_k, n_q = trace["weighted"].shape[-3:-1]
+    rows = [
+        j * n_q + i
+        for j in (range(n_k) if keys is None else keys)
+        for i in (range(n_q) if queries is None else queries)
+    ]
+    return (None if keys is None and queries is None else tuple(rows)), dims
+
+
+def cell_at(trace: Trace, name: str, row: int, col: int) -> tuple[int, ...]:
+    """The tensor's own index (without the head) of a cell of its 2-D view: flat_cells the other way."""
+    if name != "weighted":
+        return (row, col)
+    return (*divmod(row, trace["weighted"].shape[-2]), col)
+
+
 def table(
     trace: Trace, name: str, head: int | None = None, rows: list[int] | None = None, lang: str = "en"
 ) -> pd.DataFrame | None:

@@ -2,10 +2,11 @@
 
 import streamlit as st
 
-from attention import figures, ui
-from attention.ui import lang, t
+from attention import figures
+from attention.app import charts, frame, pickers
+from attention.app.language import lang, t
 
-trace = ui.trace()
+trace = frame.trace()
 values, weights, weighted = trace["values"], trace["weights"], trace["weighted"]
 n, d_v = trace.case.n, values.shape[-1]
 
@@ -22,17 +23,17 @@ st.markdown(
 {t("broadcasting.element")}
 """  # noqa: E501 (one table row per line)
 )
-head = ui.head_picker(trace, "broadcast_head")
-key = ui.token_picker(trace, t("broadcasting.key_picker"), "broadcast_key")
+head = pickers.head_picker(trace, "broadcast_head")
+key = pickers.token_picker(trace, t("broadcasting.key_picker"), "broadcast_key")
 panels = figures.broadcast_panels(trace, key, head, lang())
 for column, name in zip(st.columns([2, 1, 2]), ("value", "weight", "product"), strict=True):
-    ui.chart(panels[name], f"chart_{name}", where=column)
+    charts.chart(panels[name], f"chart_{name}", where=column)
 
 st.header(t("broadcasting.header_7"))
-query = ui.token_picker(trace, t("picker.query_i"), "broadcast_query")
+query = pickers.token_picker(trace, t("picker.query_i"), "broadcast_query")
 st.latex(r"\text{outputs}[i] = \sum_j \text{weighted}[j, i]")
 left, right = st.columns([2, 1])
-ui.chart(figures.query_sum(trace, query, head, lang()), "chart_sum", where=left)
+charts.chart(figures.query_sum(trace, query, head, lang()), "chart_sum", where=left)
 summed = figures.key_sum(trace)
 right.text(t("broadcasting.sum_row"))
 right.dataframe(figures.table(trace, summed, head, rows=[query], lang=lang()), key="table_sum")

@@ -3,11 +3,12 @@
 import pandas as pd
 import streamlit as st
 
-from attention import available_devices, figures, gpu_unavailable_reason, ui
+from attention import available_devices, figures, gpu_unavailable_reason
+from attention.app import compute, frame, session
+from attention.app.language import lang, t
 from attention.i18n import render
-from attention.ui import lang, t
 
-trace = ui.trace()
+trace = frame.trace()
 st.header(t("devices.header"))
 devices = available_devices()
 st.dataframe(
@@ -24,7 +25,7 @@ if reason := gpu_unavailable_reason():
     st.info(t("devices.gpu_unavailable", reason=reason))
 st.write(t("devices.ran_on", device=trace.device, dtype=trace.case.options.dtype))
 
-traces = {d.name: ui.trace_on(trace, d.name) for d in devices}
+traces = {d.name: compute.on_device(session.current(), trace, d.name) for d in devices}
 st.subheader(t("devices.times"))
 st.dataframe(figures.step_times(traces, lang()), key="table_times")
 
@@ -33,7 +34,7 @@ if len(traces) > 1:
     cpu = traces["cpu"].outputs
     for column, (name, other) in zip(st.columns(len(traces)), traces.items(), strict=True):
         column.caption(name)
-        if (frame := figures.table(other, "outputs", lang=lang())) is not None:
-            column.dataframe(frame, key=f"table_outputs_{name}")
+        if (numbers := figures.table(other, "outputs", lang=lang())) is not None:
+            column.dataframe(numbers, key=f"table_outputs_{name}")
         if name != "cpu":
             column.write(t("devices.difference", difference=(other.outputs - cpu).abs().max().item()))

@@ -2,11 +2,13 @@
 
 import streamlit as st
 
-from attention import figures, ui
+from attention.app import charts, frame
+from attention.app import explain as widgets
+from attention.app.language import lang, t
+from attention.app.text import plain
 from attention.explain import explain, explainable
-from attention.ui import lang, t
 
-trace = ui.trace()
+trace = frame.trace()
 st.header(t("explain.header"))
 st.write(t("explain.intro"))
 
@@ -14,17 +16,14 @@ names = explainable(trace)
 name = st.selectbox(
     t("explain.tensor"), names, index=names.index("scores_raw"), key="explain_tensor", persist_state="session"
 )
-ui.apply_click(trace, name)
-index = ui.cell_picker(trace, name)
+widgets.apply_click(trace, name)
+index = widgets.cell_picker(trace, name)
 explanation = explain(trace, name, index, lang())
+charts.chart(widgets.explained_figure(trace, name, index), widgets.CHART, on_select="rerun", selection_mode="points")
 
-figure = ui.explain_figure(trace, name, index)
-ui.chart(figure, "explain_chart", on_select="rerun", selection_mode="points")
-
-st.subheader(ui.plain(explanation.title), anchor=False)
+st.subheader(plain(explanation.title), anchor=False)
 st.code("\n".join(explanation.lines), language=None, wrap_lines=True)
 st.caption(t("explain.outlined"))
 parts = explanation.parts.items()
-for column, (part, (rows, cols)) in zip(st.columns(len(parts) or 1), parts, strict=False):
-    figure = figures.highlight(ui.part_figure(trace, part, explanation.head), rows, cols)
-    ui.chart(figure, f"explain_part_{part}", where=column)
+for column, (part, cells) in zip(st.columns(len(parts) or 1), parts, strict=False):
+    charts.chart(widgets.part_figure(trace, part, explanation.head, cells), f"explain_part_{part}", where=column)

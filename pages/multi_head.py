@@ -2,14 +2,15 @@
 
 import streamlit as st
 
-from attention import figures, oracles, ui
-from attention.ui import t
+from attention import figures
+from attention.app import charts, compute, editors, frame, pickers, session
+from attention.app.language import t
 
-trace = ui.trace()
+trace = frame.trace()
 case, h = trace.case, trace.case.options.heads
 st.header(t("multi_head.header"))
 st.write(t("multi_head.intro"))
-ui.w_out_switch()
+editors.w_out_switch(session.current())
 if h == 1:
     st.info(t("multi_head.one_head"))
 st.markdown(
@@ -25,17 +26,17 @@ st.markdown(
 if h > 1:
     shown = h if case.n <= 64 else min(h, 2)  # every head's map while they are small; past that, pick below
     for head, column in zip(range(shown), st.columns(min(shown, 4)) * ((shown + 3) // 4), strict=False):
-        figure = ui.figure(figures.tensor_heatmap, trace, "weights", head, t("multi_head.head_weights", head=head + 1))
-        ui.chart(figure, f"chart_weights_{head}", where=column)
+        title = t("multi_head.head_weights", head=head + 1)
+        charts.chart(charts.figure(figures.tensor_heatmap, trace, "weights", head, title), f"chart_weights_{head}",
+                     where=column)  # fmt: skip
     st.subheader(t("multi_head.scores"))
-    head = ui.head_picker(trace, "multi_head_head")
-    ui.chart(ui.figure(figures.tensor_heatmap, trace, "scores", head), "chart_scores")
+    head = pickers.head_picker(trace, "multi_head_head")
+    charts.chart(charts.figure(figures.tensor_heatmap, trace, "scores", head), "chart_scores")
     st.subheader(t("multi_head.concat"))
-    ui.chart(ui.figure(figures.tensor_heatmap, trace, "concat"), "chart_concat")
+    charts.chart(charts.figure(figures.tensor_heatmap, trace, "concat"), "chart_concat")
 st.subheader("outputs")
-ui.chart(ui.figure(figures.tensor_heatmap, trace, "outputs"), "chart_outputs")
-exact = ui.exact_trace(trace)
-check = oracles.check(exact.case, exact.outputs)
+charts.chart(charts.figure(figures.tensor_heatmap, trace, "outputs"), "chart_outputs")
+check = compute.check(session.current(), trace)  # with the exact softmax: the rounding is not attention
 if check.oracle != "nn.MultiheadAttention":
     st.caption(t("multi_head.no_oracle"))
 elif check.agrees:

@@ -2,23 +2,25 @@
 
 import streamlit as st
 
-from attention import figures, ui
-from attention.core import one_query
+from attention import figures
+from attention.app import charts, frame, pickers
+from attention.app.language import lang, t
+from attention.app.text import plain
+from attention.core import PER_HEAD, one_query
 from attention.i18n import render
-from attention.ui import lang, t
 
-trace = ui.trace()
+trace = frame.trace()
 st.header(t("one_query.header"))
 st.write(t("one_query.intro"))
 st.code(trace.step("repeat").code, language="python")
-query = ui.token_picker(trace, t("picker.query_i"), "one_query")
-head = ui.head_picker(trace, "one_query_head")
+query = pickers.token_picker(trace, t("picker.query_i"), "one_query")
+head = pickers.head_picker(trace, "one_query_head")
 alone = one_query(trace, query)  # every tensor of steps 4-7 for this query: one row where the matrix form has n
 
 
 def one(name: str):
     """This query's tensor, of the chosen head when there are several."""
-    return alone[name][head] if head is not None and name in ui.PER_HEAD else alone[name]
+    return alone[name][head] if head is not None and name in PER_HEAD else alone[name]
 
 
 keys = figures.labels(trace, "key", trace.case.n)
@@ -26,20 +28,20 @@ me = figures.labels(trace, "query", trace.case.n)[query : query + 1]
 for number, name in ((4, "scores"), (5, "weights")):
     st.subheader(t("one_query.step_alone", number=number, name=name))
     st.caption(t(f"one_query.caption_{name}"))
-    ui.chart(figures.heatmap(one(name), me, keys, "query", "key", lang=lang()), f"chart_{name}")
+    charts.chart(figures.heatmap(one(name), me, keys, "query", "key", lang=lang()), f"chart_{name}")
 
 st.subheader(t("one_query.step_6"))
 weighted = one("weighted")[:, 0]  # (n_k, d_v): the query axis has one entry
 dims = figures.labels(trace, "value dim", weighted.shape[-1])
-ui.chart(figures.heatmap(weighted, keys, dims, "key", "value dim", lang=lang()), "chart_weighted")
+charts.chart(figures.heatmap(weighted, keys, dims, "key", "value dim", lang=lang()), "chart_weighted")
 
 st.subheader(t("one_query.step_7"))
 outputs = figures.labels(trace, "output dim", trace.outputs.shape[-1])
 left, right = st.columns(2)
 alone_i = figures.heatmap(alone["outputs"], me, outputs, "query", "output dim", t("one_query.alone"), lang())
-ui.chart(alone_i, "chart_alone", where=left)
+charts.chart(alone_i, "chart_alone", where=left)
 row_i = figures.heatmap(
     trace.outputs[query : query + 1], me, outputs, "query", "output dim", t("one_query.row_i"), lang()
 )
-ui.chart(row_i, "chart_matrix", where=right)
-st.info(ui.plain(render(lang(), trace.step("repeat").notes[-1])))
+charts.chart(row_i, "chart_matrix", where=right)
+st.info(plain(render(lang(), trace.step("repeat").notes[-1])))

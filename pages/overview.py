@@ -2,10 +2,11 @@
 
 import streamlit as st
 
-from attention import STEP_NAMES, figures, ui
-from attention.ui import t
+from attention import STEP_NAMES, figures
+from attention.app import charts, frame
+from attention.app.language import t
 
-trace = ui.trace()
+trace = frame.trace()
 st.title(t("app.title"))
 st.write(t("overview.intro"))
 left, right = st.columns([2, 3])
@@ -17,6 +18,6 @@ with left:
     st.page_link("pages/inputs.py", label=t("overview.edit"), icon=":material/edit:")
 with right:
     st.header(t("overview.result"))
-    ui.chart(ui.figure(figures.tensor_heatmap, trace, "outputs"), "chart_outputs")
+    charts.chart(charts.figure(figures.tensor_heatmap, trace, "outputs"), "chart_outputs")
     if trace.case.options.weights_override is not None:
         st.caption(t("overview.rounded"))

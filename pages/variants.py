@@ -2,22 +2,25 @@
 
 import streamlit as st
 
-from attention import figures, presets, ui
+from attention import figures, presets
+from attention.app import charts, compute, frame, session
+from attention.app.language import lang, t
 from attention.i18n import render
-from attention.ui import lang, t
 
-trace = ui.trace()
+trace = frame.trace()
 st.header(t("variants.header"))
 st.write(t("variants.intro"))
-# Only the outputs are kept: at the largest sizes five whole traces would not fit a session's memory.
-outputs = {v: ui.variant_outputs(v, case) for v, case in presets.variants(trace.case).items()}
+# Only the variants' outputs, made from this trace's queries, keys and values head by head: at the limits a whole
+# trace for each of five variants would not fit a session's memory.
+cases = presets.variants(trace.case)
+outputs = {v: compute.variant_outputs(session.current(), trace, case) for v, case in cases.items()}
 names = {v: render(lang(), presets.variant_name(v, trace.case)) for v in outputs}
 st.dataframe(figures.variant_table(outputs, names, presets.EXACT, lang()), key="table_variants")
 queries = figures.labels(trace, "query", trace.case.n)
 for column, (v, o) in zip(st.columns(len(outputs)), outputs.items(), strict=True):
     dims = figures.labels(trace, "output dim", o.shape[1])
     figure = figures.heatmap(o, queries, dims, "query", "output dim", names[v], lang())
-    ui.chart(figure, f"chart_variant_{v}", where=column)
+    charts.chart(figure, f"chart_variant_{v}", where=column)
 
 
 @st.fragment
@@ -33,11 +36,10 @@ def temperature_explorer() -> None:
         persist_state="session",
     )
     case = presets.with_options(trace.case, temperature=temperature, weights_override=None)
-    explored = ui.variant_trace("temperature explorer", case)
-    head = 0 if case.options.heads > 1 else None  # the first head, when there are several
+    weights = compute.variant_weights(session.current(), trace, case)  # the first head, when there are several
+    tokens = figures.labels(trace, "query", trace.case.n)
     title = t("variants.weights_at", temperature=temperature)
-    figure = figures.tensor_heatmap(explored, "weights", head, title, lang())
-    ui.chart(figure, "chart_temperature")
+    charts.chart(figures.heatmap(weights, tokens, tokens, "query", "key", title, lang()), "chart_temperature")
 
 
 temperature_explorer()

@@ -2,43 +2,46 @@
 
 import streamlit as st
 
-from attention import figures, ui
+from attention import STEP_NAMES, figures
+from attention.app import charts, compute, frame, pickers, session
+from attention.app.language import lang, t
+from attention.app.text import plain
 from attention.i18n import render
-from attention.ui import lang, t
 
-trace = ui.trace()
-step = trace.steps[ui.step_picker() - 1]
-ui.player()
+trace = frame.trace()
+step = trace.step(STEP_NAMES[pickers.step_picker() - 1])
+pickers.player()
 
 st.header(t("walkthrough.header", number=step.number, title=t(f"step.{step.name}.title")))
 st.write(t(f"step.{step.name}.explanation"))
 st.latex(step.formula)
 st.code(step.code, language="python")
 for note in step.notes:
-    st.info(ui.plain(render(lang(), note)))
+    st.info(plain(render(lang(), note)))
 
-head = ui.head_picker(trace, "walkthrough_head") if set(step.tensors) & ui.PER_HEAD else None
+has_head = any(trace.axes(name)[0] == "head" for name in step.tensors)
+head = pickers.head_picker(trace, "walkthrough_head") if has_head else None
 for name, tensor in step.tensors.items():
-    h = head if name in ui.PER_HEAD else None
+    h = head if trace.axes(name)[0] == "head" else None
     shape = " × ".join(map(str, tensor.shape))
     dtype = str(tensor.dtype).removeprefix("torch.")
     st.subheader(t("walkthrough.tensor", name=name, shape=shape, dtype=dtype, device=step.device))
     if name == "weighted":
         st.caption(t("walkthrough.weighted_rows"))
-        ui.chart(ui.figure(figures.weighted_heatmap, trace, h), f"chart_{name}")
+        charts.chart(charts.figure(figures.weighted_heatmap, trace, h), f"chart_{name}")
         continue
     chart, table = st.columns([3, 2])
-    ui.chart(ui.figure(figures.tensor_heatmap, trace, name, h), f"chart_{name}", where=chart)
-    if (frame := figures.table(trace, name, h, lang=lang())) is not None:
-        table.dataframe(frame, key=f"table_{name}")
+    charts.chart(charts.figure(figures.tensor_heatmap, trace, name, h), f"chart_{name}", where=chart)
+    if (numbers := figures.table(trace, name, h, lang=lang())) is not None:
+        table.dataframe(numbers, key=f"table_{name}")
 
 if step.name in ("softmax", "outputs") and trace.case.options.weights_override is not None:
-    exact = ui.exact_trace(trace)
+    exact = compute.exact(session.current(), trace)
     name = "weights" if step.name == "softmax" else "outputs"
     st.subheader(t("walkthrough.rounding"))
     left, right = st.columns(2)
     exact_title = t("walkthrough.exact_title", name=name)
-    ui.chart(ui.figure(figures.tensor_heatmap, exact, name, title=exact_title), "chart_exact", where=left)
+    charts.chart(charts.figure(figures.tensor_heatmap, exact, name, title=exact_title), "chart_exact", where=left)
     difference = figures.heatmap(
         trace[name] - exact[name],
         figures.labels(trace, "query", trace.case.n),
@@ -47,4 +50,4 @@ if step.name in ("softmax", "outputs") and trace.case.options.weights_override i
         title=t("walkthrough.difference_title", name=name),
         lang=lang(),
     )
-    ui.chart(difference, "chart_difference", where=right)
+    charts.chart(difference, "chart_difference", where=right)

@@ -1,4 +1,4 @@
-"""Helpers for the AppTest suites: the app's path, its pages, and reading what a run drew."""
+"""Helpers for the AppTest suites: the app's path, its pages, the session model, and reading what a run drew."""
 
 import base64
 import json
@@ -7,18 +7,14 @@ from pathlib import Path
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
+from attention.app import compute, editors
+from attention.app.pages import PAGES as REGISTRY
+from attention.app.session import KEY
+from attention.app.state import Session
+from attention.core import Trace
+
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
-PAGES = [
-    "overview",
-    "walkthrough",
-    "inputs",
-    "broadcasting",
-    "one_query",
-    "variants",
-    "multi_head",
-    "explain",
-    "devices",
-]
+PAGES = [page.name for page in REGISTRY]
 ARTICLE_OUTPUTS = [[2.0, 7.0, 1.5], [2.0, 8.0, 0.0], [2.0, 7.8, 0.3]]
 # A case file with typed tokens, an explicit mask whose last row attends to nothing, a scale and float64.
 MASKED_CASE = {
@@ -47,10 +43,27 @@ def charts(app: AppTest) -> dict[str, np.ndarray]:
     return out
 
 
+def session(app: AppTest) -> Session:
+    """The session model of the app's one session (the object itself: a test may change it, then run)."""
+    return app.session_state[KEY]
+
+
+def current_trace(app: AppTest) -> Trace:
+    """The trace the pages show (kept by the session's cache: made here only if the last run did not)."""
+    return compute.current(session(app))
+
+
 def edit(app: AppTest, matrix: str, row: int, column: str, value) -> AppTest:
     """A data-editor edit as the browser sends it (AppTest cannot type into the grid)."""
-    key = f"editor_{matrix}_{app.session_state['version']}"
+    key = editors.editor_key(session(app), matrix)
     app.session_state[key] = {"edited_rows": {row: {column: value}}, "added_rows": [], "deleted_rows": []}
+    return app.run()
+
+
+def forge(app: AppTest, matrix: str, delta: dict) -> AppTest:
+    """A data-editor state no real grid sends (a forged client's), merged into an empty one."""
+    empty = {"edited_rows": {}, "added_rows": [], "deleted_rows": []}
+    app.session_state[editors.editor_key(session(app), matrix)] = empty | delta
     return app.run()
 
 

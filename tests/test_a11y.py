@@ -4,8 +4,9 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from attention import attend, figures, ui
-from attention.core import AXES
+from attention import attend, figures
+from attention.app.charts import table_label
+from attention.core import AXES, PER_HEAD
 from attention.presets import article, random_case, with_options
 from tests.apptest import PAGES
 
@@ -37,7 +38,7 @@ def every_figure(trace) -> dict[str, go.Figure]:
     """Every heatmap builder in figures.py, on one trace."""
     head = 0 if trace.case.options.heads > 1 else None
     matrices = [n for step in trace.steps for n in step.tensors if len(AXES.get(n, ())) == 2]  # 2-D (per head)
-    out = {f"tensor {n}": figures.tensor_heatmap(trace, n, head if n in ui.PER_HEAD else None) for n in matrices}
+    out = {f"tensor {n}": figures.tensor_heatmap(trace, n, head if n in PER_HEAD else None) for n in matrices}
     out["weighted"] = figures.weighted_heatmap(trace, head)
     out |= {f"broadcast {k}": f for k, f in figures.broadcast_panels(trace, 1, head).items()}
     out["query sum"] = figures.query_sum(trace, 1, head)
@@ -99,7 +100,7 @@ def test_text_version_names_masked_cells_and_keeps_labels_as_typed():
     _, summary, table = figures.describe(fig)
     assert "3 cells are masked" in summary
     assert list(table.index) == ["<b>a</b>", "a", "a (2)"]  # unescaped (HTML-escaped for Plotly), made unique
-    _, _, table = figures.describe(fig, label=ui._table_label)  # st.table renders Markdown: typed labels as code
+    _, _, table = figures.describe(fig, label=table_label)  # st.table renders Markdown: typed labels as code
     assert list(table.index) == ["` <b>a</b> `", "a", "` a (2) `"]
     assert table.iloc[0, 1] == "masked" and table.iloc[0, 0] != "masked"
 

@@ -8,7 +8,7 @@ import torch
 
 from attention import attend, case_to_dict, parse_case
 from attention.presets import article
-from tests.apptest import ARTICLE_OUTPUTS, PAGES, charts, edit
+from tests.apptest import ARTICLE_OUTPUTS, PAGES, charts, current_trace, edit, forge, session
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -33,7 +33,7 @@ def test_exact_softmax_switch_and_the_difference_shown(at):
     np.testing.assert_allclose(charts(at)["outputs"], exact, atol=1e-6)
     at.toggle(key="use_rounded").set_value(True).run()
     at.switch_page("pages/walkthrough.py").run()
-    at.session_state["step"] = 7
+    session(at).step = 7
     at.run()
     shown = charts(at)
     np.testing.assert_allclose(shown["outputs: rounded − exact"], np.array(ARTICLE_OUTPUTS) - exact, atol=1e-5)
@@ -50,7 +50,7 @@ def test_a_seeded_edit_changes_every_step(at):
     np.testing.assert_allclose(charts(at)["outputs"], outputs, atol=1e-5)
     assert not np.allclose(outputs, ARTICLE_OUTPUTS)
     at.switch_page("pages/walkthrough.py").run()  # the edit travels to the other pages
-    at.session_state["step"] = 4
+    session(at).step = 4
     at.run()
     np.testing.assert_allclose(charts(at)["scores"], (x @ w_query) @ (x @ w_key).T, atol=1e-5)
 
@@ -58,19 +58,17 @@ def test_a_seeded_edit_changes_every_step(at):
 def test_a_token_label_edit_relabels_the_axes(at):
     at.switch_page("pages/inputs.py").run()
     edit(at, "x", 2, "token", "<b>cat</b>")
-    assert at.session_state["trace"].case.tokens == ("Input 1", "Input 2", "<b>cat</b>")
+    assert current_trace(at).case.tokens == ("Input 1", "Input 2", "<b>cat</b>")
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert spec["data"][0]["y"][-1] == "&lt;b&gt;cat&lt;/b&gt;"  # shown as text, not as bold HTML
 
 
 def test_rows_sent_to_add_or_delete_are_refused_with_a_note(at):
     at.switch_page("pages/inputs.py").run()
-    key = f"editor_x_{at.session_state['version']}"
-    at.session_state[key] = {"edited_rows": {}, "added_rows": [{"1": 1.0}], "deleted_rows": [0]}
-    at.run()
+    forge(at, "x", {"added_rows": [{"1": 1.0}], "deleted_rows": [0]})
     assert not at.exception
     assert any("x: rows cannot be added or deleted here" in w.value for w in at.warning)
-    assert at.session_state["trace"].case.n == 3
+    assert current_trace(at).case.n == 3
 
 
 @pytest.mark.parametrize(
@@ -92,7 +90,7 @@ def test_an_invalid_edit_names_the_cell_and_keeps_the_last_valid_result(at, valu
     assert len(at.error) == 1
     assert message in at.error[0].value
     np.testing.assert_allclose(charts(at)["outputs"], valid)  # the last valid result stays
-    assert at.session_state["inputs"]["w_value"][0][0] == 4.0  # nothing else is lost
+    assert session(at).inputs.w_value[0][0] == 4.0  # nothing else is lost
     edit(at, "x", 1, "3", 1.0)  # fixed: the message goes
     assert not at.error
 
@@ -101,34 +99,34 @@ def test_heads_that_do_not_divide_are_refused_with_a_message(at):
     at.number_input(key="heads").set_value(2).run()
     assert not at.exception
     assert "options.heads: d_k = 3 does not divide into 2 heads" in at.error[0].value
-    np.testing.assert_allclose(at.session_state["trace"].outputs, ARTICLE_OUTPUTS)
+    np.testing.assert_allclose(current_trace(at).outputs, ARTICLE_OUTPUTS)
 
 
 def test_resize_keeps_numbers_and_presets_reset(at):
     at.number_input(key="n").set_value(4).run()
     assert not at.error
-    trace = at.session_state["trace"]
+    trace = current_trace(at)
     assert trace.case.n == 4 and trace.case.x[:3] == article().x
     assert trace.case.options.weights_override is None  # the 3×3 rounded weights no longer fit
     at.selectbox(key="preset").set_value("random").run()
-    assert at.session_state["trace"].case.n == 4
+    assert current_trace(at).case.n == 4
     at.button(key="reset").click().run()  # the preset again, edits dropped
-    assert at.session_state["trace"].case.n == 4
+    assert current_trace(at).case.n == 4
     at.selectbox(key="preset").set_value("article").run()
-    np.testing.assert_allclose(at.session_state["trace"].outputs, ARTICLE_OUTPUTS)
+    np.testing.assert_allclose(current_trace(at).outputs, ARTICLE_OUTPUTS)
 
 
 def test_options_recompute_with_textbook_scaling_and_a_causal_mask(at):
     at.toggle(key="use_rounded").set_value(False).run()
     at.selectbox(key="scale").set_value("sqrt_dk").run()
     at.selectbox(key="mask").set_value("causal").run()
-    case = at.session_state["trace"].case
+    case = current_trace(at).case
     assert case.options.scale == "sqrt_dk" and case.options.mask == "causal"
     x = torch.tensor(case.x)
     q, k, v = (x @ torch.tensor(w) for w in (case.w_query, case.w_key, case.w_value))
     mask = torch.ones(3, 3, dtype=torch.bool).tril()
     expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    torch.testing.assert_close(at.session_state["trace"].outputs, expected)
+    torch.testing.assert_close(current_trace(at).outputs, expected)
 
 
 def test_walkthrough_steps_forward_and_back_by_key(at):
@@ -162,7 +160,7 @@ def test_two_heads_render_on_every_page_with_a_head_picker(at):
     at.toggle(key="use_rounded").set_value(False).run()
     at.number_input(key="heads").set_value(2).run()
     assert not at.error
-    assert at.session_state["trace"]["weighted"].shape == (2, 3, 3, 2)
+    assert current_trace(at)["weighted"].shape == (2, 3, 3, 2)
     for page in PAGES:
         at.switch_page(f"pages/{page}.py").run()
         assert not at.exception, (page, at.exception)
@@ -170,4 +168,4 @@ def test_two_heads_render_on_every_page_with_a_head_picker(at):
     at.switch_page("pages/walkthrough.py").run()
     at.radio(key="step_picker").set_value(4).run()
     at.radio(key="walkthrough_head").set_value(1).run()
-    np.testing.assert_allclose(charts(at)["scores"], at.session_state["trace"]["scores"][1].numpy())
+    np.testing.assert_allclose(charts(at)["scores"], current_trace(at)["scores"][1].numpy())

@@ -14,7 +14,7 @@ from attention import attend, figures
 from attention.core import Broadcast
 from attention.files import dump_trace
 from attention.presets import random_case
-from tests.apptest import APP, edit
+from tests.apptest import APP, current_trace, edit, session
 
 
 def decode_png(uri: str) -> tuple[np.ndarray, bytes, bytes]:
@@ -98,7 +98,7 @@ def big_app() -> AppTest:
 
 @pytest.mark.parametrize("step", [6, 7, 8])
 def test_walkthrough_steps_6_to_8_at_big_n_say_what_was_not_kept(big_app, step):
-    big_app.session_state["step"] = step
+    session(big_app).step = step
     big_app.switch_page("pages/walkthrough.py").run()
     assert not big_app.exception and not big_app.error
     notes = " ".join(i.value for i in big_app.info)
@@ -116,7 +116,7 @@ def test_pages_that_slice_the_broadcast_work_at_big_n(big_app, page):
     big_app.switch_page(f"pages/{page}.py").run()
     assert not big_app.exception and not big_app.error
     if page == "explain":
-        t = big_app.session_state["trace"]
+        t = current_trace(big_app)
         j, i = big_app.session_state["explain_weighted_0"], big_app.session_state["explain_weighted_1"]
         value = float(t["weights"][i, j] * t["values"][j, 0])  # weighted[j, i, 0], made here as the oracle
         assert value != 0
@@ -192,34 +192,37 @@ def test_a_broadcast_takes_any_integer_as_a_head_and_keeps_float64():
 
 
 def test_a_new_option_checks_the_options_alone_and_a_cell_edit_checks_everything(monkeypatch):
-    from attention import ui
+    from attention.app import state
 
     calls = []
-    real = ui.parse_case
-    monkeypatch.setattr(ui, "parse_case", lambda candidate: calls.append(1) or real(candidate))
+    real = state.parse_case
+    monkeypatch.setattr(state, "parse_case", lambda candidate: calls.append(1) or real(candidate))
     at = AppTest.from_file(APP, default_timeout=60).run()
     calls.clear()
     at.number_input(key="temperature").set_value(0.5).run()
-    assert not calls and at.session_state["trace"].case.options.temperature == 0.5
+    assert not calls and current_trace(at).case.options.temperature == 0.5
     at.number_input(key="heads").set_value(2).run()  # d_k = 3 does not divide by 2: refused, named
     assert not calls and "options.heads" in at.error[0].value
     at.number_input(key="heads").set_value(1).run()
     at.switch_page("pages/inputs.py").run()
     edit(at, "x", 1, "2", 5.0)
-    assert calls and at.session_state["trace"].case.x[1][1] == 5.0
-    assert at.session_state["trace"].case.options.temperature == 0.5
+    assert calls and current_trace(at).case.x[1][1] == 5.0
+    assert current_trace(at).case.options.temperature == 0.5
 
 
-def test_a_rerun_that_changes_no_number_reuses_the_figures_and_an_edit_makes_new_ones():
-    at = AppTest.from_file(APP, default_timeout=60).run()
+def test_a_rerun_that_changes_no_number_reuses_the_figures_and_an_edit_makes_new_ones(monkeypatch):
+    made = []
+    real = figures.tensor_heatmap
+    monkeypatch.setattr(
+        figures, "tensor_heatmap", lambda *args, **kwargs: made.append(args[1]) or real(*args, **kwargs)
+    )
+    at = AppTest.from_file(APP, default_timeout=60).run()  # the overview draws the outputs
     at.switch_page("pages/walkthrough.py").run()
-    first = [fig for _, _, fig in at.session_state["_figures"]]
+    assert made == ["outputs", "x"]  # step 1 draws x
     at.run()
-    again = [fig for _, _, fig in at.session_state["_figures"]]
-    assert first and len(again) == len(first) and all(a is b for a, b in zip(first, again, strict=True))
     at.switch_page("pages/inputs.py").run()
+    assert made == ["outputs", "x"]  # the same numbers: the same figures, from the session's cache
     edit(at, "x", 1, "2", 5.0)
-    trace = at.session_state["trace"]
-    assert all(t is trace or t is at.session_state["_memo"]["exact"][1] for t, _, _ in at.session_state["_figures"])
+    assert made == ["outputs", "x", "outputs"]  # new numbers: a new figure
     chart = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
     assert chart["type"] == "heatmap"

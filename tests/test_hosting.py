@@ -12,10 +12,11 @@ from streamlit.testing.v1 import AppTest
 
 import attention
 from attention import devices
+from attention.app import compute
 from attention.devices import Device
 from attention.files import case_to_link
 from attention.presets import article, random_case, with_options
-from tests.apptest import APP, ARTICLE_OUTPUTS, charts, edit
+from tests.apptest import APP, ARTICLE_OUTPUTS, charts, current_trace, edit, forge
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,11 +37,9 @@ ROOT = Path(__file__).resolve().parents[1]
 )
 def test_a_forged_edit_never_raises_and_keeps_the_last_valid_result(at, delta):
     at.switch_page("pages/inputs.py").run()
-    key = f"editor_x_{at.session_state['version']}"
-    at.session_state[key] = {"edited_rows": {}, "added_rows": [], "deleted_rows": []} | delta
-    at.run()
+    forge(at, "x", delta)
     assert not at.exception
-    assert at.session_state["trace"].case.n == 3
+    assert current_trace(at).case.n == 3
     np.testing.assert_allclose(charts(at)["outputs"], ARTICLE_OUTPUTS)
 
 
@@ -49,7 +48,7 @@ def test_sizes_outside_the_limits_never_reach_the_core(at, key, value):
     at.session_state[key] = value  # as a forged client would send: Streamlit brings it back within the widget's range
     at.run()
     assert not at.exception
-    case = at.session_state["trace"].case
+    case = current_trace(at).case
     assert 1 <= case.n <= 1024 and max(case.d_in, case.d_k, case.d_v) <= 64 and case.options.heads <= 64
 
 
@@ -69,7 +68,7 @@ def test_hostile_urls_are_ignored_or_refused_without_a_traceback(query):
         app.query_params[k] = v
     app.run()
     assert not app.exception
-    assert app.session_state["trace"].case.n == 3
+    assert current_trace(app).case.n == 3
 
 
 def test_html_script_links_and_icons_in_token_labels_are_text_everywhere():
@@ -101,10 +100,10 @@ def test_two_sessions_editing_at_once_never_see_each_others_numbers():
     edit(b, "w_value", 1, "2", 9.0)
     edit(a, "x", 2, "1", 4.0)
     b.run()
-    assert a.session_state["trace"].case.x[1][1] == 5.0 and a.session_state["trace"].case.w_value[1][1] == 3.0
-    assert b.session_state["trace"].case.x[1][1] == 2.0 and b.session_state["trace"].case.w_value[1][1] == 9.0
+    assert current_trace(a).case.x[1][1] == 5.0 and current_trace(a).case.w_value[1][1] == 3.0
+    assert current_trace(b).case.x[1][1] == 2.0 and current_trace(b).case.w_value[1][1] == 9.0
     fresh = AppTest.from_file(APP, default_timeout=60).run()
-    np.testing.assert_allclose(fresh.session_state["trace"].outputs, ARTICLE_OUTPUTS)
+    np.testing.assert_allclose(current_trace(fresh).outputs, ARTICLE_OUTPUTS)
 
 
 def _module_state() -> dict:
@@ -124,7 +123,7 @@ def test_no_user_data_in_module_globals_or_shared_caches(at):
     edit(at, "x", 1, "2", 123.0)
     at.switch_page("pages/explain.py").run()
     assert _module_state() == before  # nothing a session did is held at module level
-    sources = [p.read_text() for p in [*ROOT.glob("attention/*.py"), *ROOT.glob("pages/*.py"), ROOT / "app.py"]]
+    sources = [p.read_text() for p in [*ROOT.glob("attention/**/*.py"), *ROOT.glob("pages/*.py"), ROOT / "app.py"]]
     assert not any("cache_resource" in s or "\nglobal " in s or "    global " in s for s in sources)
 
 
@@ -132,22 +131,22 @@ def test_a_gpu_that_fails_mid_run_falls_back_to_the_cpu_and_keeps_the_numbers(mo
     """Simulated: a listed GPU whose every use fails as CUDA out of memory (a CPU-only torch cannot fail for real)."""
     listed = (Device("cpu", "test CPU"), Device("cuda:0", "Simulated GPU"))
     monkeypatch.setattr(devices, "available_devices", lambda: listed)
-    monkeypatch.setattr("attention.ui.available_devices", lambda: listed)
-    real_attend = attention.ui.attend
+    monkeypatch.setattr("attention.app.sidebar.available_devices", lambda: listed)
+    real_attend = compute.attend
 
     def failing(case):
         if case.options.device != "cpu":
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return real_attend(case)
 
-    monkeypatch.setattr("attention.ui.attend", failing)
+    monkeypatch.setattr(compute, "attend", failing)
     at.switch_page("pages/inputs.py").run()
     edit(at, "x", 1, "2", 5.0)
     at.selectbox(key="device").set_value("cuda:0").run()
     assert not at.exception
     assert any("cuda:0 device failed (OutOfMemoryError" in w.value for w in at.warning)
-    assert at.session_state["trace"].device == "cpu"
-    assert at.session_state["trace"].case.x[1][1] == 5.0  # nothing lost
+    assert current_trace(at).device == "cpu"
+    assert current_trace(at).case.x[1][1] == 5.0  # nothing lost
     at.run()
     assert at.selectbox(key="device").value == "cpu"  # the session stays on the CPU
 
@@ -158,12 +157,12 @@ def test_a_listed_gpu_that_torch_cannot_use_falls_back_too(monkeypatch, at):
         pytest.skip("a GPU is present")
     listed = (Device("cpu", "test CPU"), Device("cuda:0", "Simulated GPU"))
     monkeypatch.setattr(devices, "available_devices", lambda: listed)
-    monkeypatch.setattr("attention.ui.available_devices", lambda: listed)
+    monkeypatch.setattr("attention.app.sidebar.available_devices", lambda: listed)
     at.run()  # the sidebar lists the simulated GPU
     at.selectbox(key="device").set_value("cuda:0").run()
     assert not at.exception
     assert any("AssertionError" in w.value for w in at.warning)
-    np.testing.assert_allclose(at.session_state["trace"].outputs, ARTICLE_OUTPUTS)
+    np.testing.assert_allclose(current_trace(at).outputs, ARTICLE_OUTPUTS)
 
 
 def test_hosting_config():

@@ -10,15 +10,16 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from attention import i18n, parse_case
+from attention.app.pages import PAGES as REGISTRY
 from attention.case import CaseError
 from attention.core import AXES, STEP_NAMES
 from attention.files import case_from_link, case_to_link
 from attention.i18n import LANGUAGES, Message, excerpt, language_for, msg, render, text
 from attention.presets import article
-from tests.apptest import APP, MASKED_CASE, PAGES, edit, open_share_panel
+from tests.apptest import APP, MASKED_CASE, PAGES, current_trace, edit, forge, open_share_panel, session
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "attention").glob("*.py"))]
+SOURCES = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "attention").glob("**/*.py"))]
 TABLES = {lang: json.loads((ROOT / "attention" / "locales" / f"{lang}.json").read_text()) for lang in LANGUAGES}
 
 
@@ -60,7 +61,7 @@ def test_every_template_is_non_empty_and_chinese_where_it_has_words():
 # the catalogue's own plumbing.
 KEY_ARGUMENT = {"t": 0, "_t": 0, "msg": 0, "Message": 0, "text": 1, "_hover": 1}
 PLUMBING = {("i18n.py", "text"), ("i18n.py", "render"), ("i18n.py", "__new__"), ("i18n.py", "_rebuild")}
-PLUMBING |= {("ui.py", "t"), ("figures.py", "_hover")}
+PLUMBING |= {("language.py", "t"), ("figures.py", "_hover"), ("navigation.py", "pages")}  # pages: the registry's
 
 
 def _keys_in_code() -> tuple[dict[str, str], dict[str, str], list[str]]:
@@ -75,7 +76,7 @@ def _keys_in_code() -> tuple[dict[str, str], dict[str, str], list[str]]:
                 continue
             f = node.func
             named = isinstance(f, ast.Name) or (
-                isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("ui", "i18n")
+                isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("language", "i18n")
             )
             name = f.id if isinstance(f, ast.Name) else getattr(f, "attr", None)
             if not named or name not in KEY_ARGUMENT or len(node.args) <= KEY_ARGUMENT[name]:
@@ -95,6 +96,7 @@ def _keys_in_code() -> tuple[dict[str, str], dict[str, str], list[str]]:
 
 def test_every_key_the_code_names_exists_and_every_key_is_used():
     literal, patterns, computed = _keys_in_code()
+    literal |= {page.title: "attention/app/pages.py" for page in REGISTRY}  # the pages' titles: the registry's
     assert not computed, f"keys the test cannot read; name them literally: {computed}"
     missing = [f"{key} ({where})" for key, where in literal.items() if key not in TABLES["en"]]
     assert not missing, f"keys the code uses but the catalogue lacks: {missing}"
@@ -268,7 +270,7 @@ def visible_texts(at: AppTest) -> list[tuple[str, str]]:
 def offenders(at: AppTest, scene: str) -> list[tuple[str, str, str, str]]:
     """(scene, where, text, the words outside the catalogue) for each such text of this run."""
     assert not at.exception, (scene, at.exception)
-    tokens = at.session_state["trace"].case.tokens
+    tokens = current_trace(at).case.tokens
     texts = visible_texts(at)
     assert len(texts) > 40, (scene, texts)  # the walk found the page and the sidebar
     return [(scene, where, shown, bad) for where, shown in texts if (bad := leftover(shown, tokens))]
@@ -318,7 +320,7 @@ def test_every_text_the_pages_show_comes_from_the_catalogue(pseudo):
     at = open_app()
     found += every_page(at, "article")
     at.switch_page("pages/walkthrough.py").run()
-    for step in range(1, 9):
+    for step in range(1, len(STEP_NAMES) + 1):
         at.radio(key="step_picker").set_value(step).run()
         found += offenders(at, f"walkthrough step {step}")
     at.switch_page("pages/explain.py").run()
@@ -330,9 +332,7 @@ def test_every_text_the_pages_show_comes_from_the_catalogue(pseudo):
     assert len(at.error) == 1
     found += offenders(at, "invalid edit")
     edit(at, "x", 1, "3", 1.0)
-    key = f"editor_x_{at.session_state['version']}"
-    at.session_state[key] = {"edited_rows": {}, "added_rows": [{"1": 1.0}], "deleted_rows": []}
-    found += offenders(at.run(), "added row")
+    found += offenders(forge(at, "x", {"added_rows": [{"1": 1.0}]}), "added row")
 
     # several heads (d_k = d_v = 3), textbook scaling, a temperature and w_out: every page, every explanation
     at.toggle(key="use_rounded").set_value(False).run()
@@ -342,7 +342,7 @@ def test_every_text_the_pages_show_comes_from_the_catalogue(pseudo):
     assert not at.error
     found += every_page(at, "3 heads")
     at.switch_page("pages/multi_head.py").run()
-    at.toggle(key=f"use_w_out_{at.session_state['version']}").set_value(True).run()
+    at.toggle(key="use_w_out").set_value(True).run()
     found += offenders(at, "3 heads, w_out")
     at.switch_page("pages/explain.py").run()
     for name in at.selectbox(key="explain_tensor").options:
@@ -399,7 +399,7 @@ def test_every_page_renders_in_chinese():
     at.switch_page("pages/walkthrough.py").run()
     assert at.header[0].value == "第 1 步 · 准备输入"
     assert article_formula("inputs") in at.latex[0].value  # the formula and the code are the same in both
-    assert at.get("code")[0].value == at.session_state["trace"].step("inputs").code
+    assert at.get("code")[0].value == current_trace(at).step("inputs").code
 
 
 def article_formula(step: str) -> str:
@@ -418,7 +418,7 @@ def test_an_invalid_edit_is_named_in_chinese():
 
 def test_a_link_with_lang_opens_in_chinese_and_keeps_it():
     at = chinese({"lang": "zh", "step": "3"})
-    assert at.session_state["lang"] == "zh"
+    assert session(at).lang == "zh"
     at.switch_page("pages/walkthrough.py").run()
     assert at.header[0].value.startswith("第 3 步")
     at.button(key="next").click().run()  # a rerun: the URL still says lang=zh
@@ -432,13 +432,13 @@ def test_a_link_with_lang_opens_in_chinese_and_keeps_it():
 
 
 def test_the_default_language_follows_the_browser_and_a_link_wins():
-    assert chinese(locale="zh-CN").session_state["lang"] == "zh"
+    assert session(chinese(locale="zh-CN")).lang == "zh"
     assert chinese(locale="zh-TW").sidebar.selectbox[1].label == "预设"
-    assert chinese(locale="en-US").session_state["lang"] == "en"
-    assert chinese().session_state["lang"] == "en"  # no locale (AppTest's default): English
-    assert chinese({"lang": "en"}, locale="zh-CN").session_state["lang"] == "en"
+    assert session(chinese(locale="en-US")).lang == "en"
+    assert session(chinese()).lang == "en"  # no locale (AppTest's default): English
+    assert session(chinese({"lang": "en"}, locale="zh-CN")).lang == "en"
     bad = chinese({"lang": "xx"}, locale="zh-CN")
-    assert bad.session_state["lang"] == "zh" and "xx" not in bad.warning[0].value
+    assert session(bad).lang == "zh" and "xx" not in bad.warning[0].value
     assert "此链接中的语言不是 en, zh 之一" in bad.warning[0].value
 
 
@@ -448,8 +448,8 @@ def test_changing_the_language_keeps_the_numbers_options_and_step():
     at.selectbox(key="mask").set_value("causal").run()
     at.switch_page("pages/inputs.py").run()
     edit(at, "x", 1, "2", 5.0)
-    at.session_state["step"] = 5
-    case = at.session_state["trace"].case
+    session(at).step = 5
+    case = current_trace(at).case
     at.selectbox(key="lang").set_value("zh").run()
-    assert at.session_state["trace"].case == case and at.session_state["step"] == 5
+    assert current_trace(at).case == case and session(at).step == 5
     assert at.selectbox(key="mask").value == "causal" and at.header[0].value == "输入与权重"

@@ -4,6 +4,7 @@ import ast
 import json
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -11,11 +12,12 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from attention import attend, case_to_dict, parse_case
+from attention.app import pickers
 from attention.files import MAX_LINK_CHARS, case_from_link, case_to_link, dump_case
 from attention.oracles import fused_outputs
 from attention.presets import article, random_case, resize, variant_name, variants, with_options
 from attention.script import to_script
-from tests.apptest import APP, ARTICLE_OUTPUTS, MASKED_CASE, PAGES, charts, open_share_panel
+from tests.apptest import APP, ARTICLE_OUTPUTS, MASKED_CASE, PAGES, charts, current_trace, open_share_panel, session
 
 EDITED = parse_case({**case_to_dict(article()), "x": [[1, 0, 1, 0], [0, 5, 0, 2], [1, 1, 1, 1]]})
 
@@ -34,8 +36,8 @@ def test_a_link_restores_the_case_and_step_on_every_page(page):
     at = open_link({"case": case_to_link(case), "step": "5"})
     at.switch_page(f"pages/{page}.py").run()
     assert not at.exception and not at.error
-    assert at.session_state["trace"].case == case
-    assert at.session_state["step"] == 5
+    assert current_trace(at).case == case
+    assert session(at).step == 5
     assert at.query_params["case"] == case_to_link(case)  # the URL stays a link to this view
     if page == "walkthrough":
         assert "Step 5" in at.header[0].value
@@ -45,9 +47,9 @@ def test_a_link_carries_options_tokens_and_an_explicit_mask():
     case = parse_case(MASKED_CASE)
     at = open_link({"case": case_to_link(case)})
     assert not at.exception and not at.error
-    assert at.session_state["trace"].case == case
+    assert current_trace(at).case == case
     assert at.selectbox(key="mask").value == "custom"
-    torch.testing.assert_close(at.session_state["trace"].outputs, fused_outputs(case))
+    torch.testing.assert_close(current_trace(at).outputs, fused_outputs(case))
 
 
 @pytest.mark.parametrize(
@@ -66,7 +68,7 @@ def test_a_bad_link_is_refused_with_a_message_and_the_defaults(query, message):
     at = open_link(query)
     assert not at.exception
     assert any(message in w.value for w in at.warning), [w.value for w in at.warning]
-    np.testing.assert_allclose(at.session_state["trace"].outputs, ARTICLE_OUTPUTS)
+    np.testing.assert_allclose(current_trace(at).outputs, ARTICLE_OUTPUTS)
 
 
 def test_a_link_naming_impossible_sizes_is_refused():
@@ -78,7 +80,7 @@ def test_a_link_naming_impossible_sizes_is_refused():
     token = base64.urlsafe_b64encode(zlib.compress(json.dumps(huge).encode())).decode().rstrip("=")
     at = open_link({"case": token})
     assert any("x: has 2000 rows, expected between 1 and 1024" in w.value for w in at.warning)
-    np.testing.assert_allclose(at.session_state["trace"].outputs, ARTICLE_OUTPUTS)
+    np.testing.assert_allclose(current_trace(at).outputs, ARTICLE_OUTPUTS)
 
 
 def test_a_link_to_an_absent_gpu_runs_on_the_cpu_and_says_so():
@@ -86,26 +88,26 @@ def test_a_link_to_an_absent_gpu_runs_on_the_cpu_and_says_so():
         pytest.skip("a GPU is present")
     at = open_link({"case": case_to_link(with_options(EDITED, device="cuda"))})
     assert not at.exception and not at.error
-    assert at.session_state["trace"].device == "cpu"
+    assert current_trace(at).device == "cpu"
     assert any("not available here" in w.value for w in at.warning)
 
 
 def test_import_a_good_file_and_refuse_a_bad_one():
     at = open_share_panel(AppTest.from_file(APP, default_timeout=60).run())
     at.file_uploader(key="upload").set_value(("mine.json", dump_case(EDITED).encode(), "application/json")).run()
-    assert at.session_state["trace"].case == EDITED
+    assert current_trace(at).case == EDITED
     assert any("Opened mine.json" in w.value for w in at.warning)
     at.file_uploader(key="upload").set_value(("bad.json", b'{"format": "attention-case/1"}', "application/json"))
     at.run()
     assert any("bad.json was not opened, nothing changed: x: is missing" in w.value for w in at.warning)
-    assert at.session_state["trace"].case == EDITED  # nothing changed
+    assert current_trace(at).case == EDITED  # nothing changed
 
 
 def test_the_exported_script_prints_the_apps_outputs(tmp_path):
     at = open_link({"case": case_to_link(EDITED)})
     shown = charts(at.switch_page("pages/inputs.py").run())["outputs"]
     path = tmp_path / "attention_case.py"
-    path.write_text(to_script(at.session_state["trace"].case))
+    path.write_text(to_script(current_trace(at).case))
     run = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     np.testing.assert_allclose(ast.literal_eval(run.stdout.strip().splitlines()[-1]), shown, atol=1e-5)
@@ -161,12 +163,13 @@ def test_every_page_says_it_agrees_with_fused_attention():
         assert any("Agrees with PyTorch's scaled_dot_product_attention" in c.value for c in at.caption), page
 
 
-def test_the_player_moves_on_when_its_time_is_due():
+def test_the_player_moves_on_when_its_time_is_due(monkeypatch):
     at = AppTest.from_file(APP, default_timeout=60).run()
     at.switch_page("pages/walkthrough.py").run()
     at.toggle(key="playing").set_value(True).run()
     assert "Step 1" in at.header[0].value
-    at.session_state["play_due"] = 0.0  # the pace has passed
+    later = time.monotonic() + 60  # the pace has passed
+    monkeypatch.setattr(pickers.time, "monotonic", lambda: later)
     at.run()
     assert "Step 2" in at.header[0].value
     assert at.button(key="next").proto.shortcut.lower() == "right"

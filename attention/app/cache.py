@@ -1,0 +1,98 @@
+"""A session's derived things (traces, figures, tables), keyed by what they are made of, within a byte budget.
+
+Everything here is remade from its key (a Case is frozen and hashable), so dropping an entry only costs time. The
+least recently used entries go first once the budget is passed; the one entry pinned (the trace every page shows)
+stays, and a new entry that cannot fit beside it is handed out without being kept.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Hashable
+from typing import TypeVar
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import torch
+
+from ..core import Broadcast, Trace
+
+T = TypeVar("T")
+BUDGET = 256 * 2**20  # bytes a session keeps: one trace at the limits (192 MiB: README, "Hosting") and its figures
+
+
+class Derived:
+    """Derived things by key, the most recently used last, their bytes counted."""
+
+    def __init__(self, budget: int = BUDGET):
+        self.budget, self.bytes = budget, 0
+        self._items: dict[Hashable, tuple[object, int]] = {}
+        self._pinned: Hashable | None = None
+
+    def get(self, key: Hashable, make: Callable[[], T]) -> T:
+        """The thing made of `key`: kept from before, or made now (and kept while the budget allows)."""
+        if key in self._items:
+            self._items[key] = self._items.pop(key)  # now the most recently used
+            return self._items[key][0]
+        value = make()
+        self._items[key] = (value, nbytes(value))
+        self.bytes += self._items[key][1]
+        for old in [k for k in self._items if k not in (key, self._pinned)]:  # the least recently used first
+            if self.bytes <= self.budget:
+                break
+            self._drop(old)
+        if self.bytes > self.budget and key != self._pinned:  # it does not fit beside the pinned one
+            self._drop(key)
+        return value
+
+    def pin(self, key: Hashable) -> None:
+        """Keep this entry whatever else comes (the trace every page of this run shows); one pin at a time."""
+        self._pinned = key
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def _drop(self, key: Hashable) -> None:
+        self.bytes -= self._items.pop(key)[1]
+
+
+def nbytes(value: object) -> int:
+    """About how many bytes a derived thing holds: its arrays and strings (tensors that share memory once)."""
+    if isinstance(value, Trace):
+        tensors = [t for step in value.steps for t in step.tensors.values() if not isinstance(t, Broadcast)]
+        return _tensor_bytes(tensors)
+    if isinstance(value, torch.Tensor):
+        return _tensor_bytes([value])
+    if isinstance(value, go.Figure):
+        return sum(_figure_part(getattr(trace, name, None)) for trace in value.data for name in _FIGURE_ARRAYS)
+    if isinstance(value, pd.DataFrame):
+        return int(value.memory_usage(deep=True).sum())
+    if isinstance(value, str | bytes):
+        return len(value)
+    if isinstance(value, tuple | list):
+        return sum(map(nbytes, value))
+    return sys.getsizeof(value)
+
+
+_FIGURE_ARRAYS = ("z", "x", "y", "source", "text", "customdata", "hovertemplate")
+
+
+def _figure_part(part: object) -> int:
+    if part is None:
+        return 0
+    if isinstance(part, str):
+        return len(part)
+    array = np.asarray(part)
+    return array.nbytes if array.dtype != object else sum(len(str(v)) for v in array.flat)
+
+
+def _tensor_bytes(tensors: list[torch.Tensor]) -> int:
+    storages = {}
+    for t in tensors:
+        storage = t.untyped_storage()
+        storages[(t.device, storage.data_ptr())] = storage.nbytes()
+    return sum(storages.values())

@@ -1,0 +1,48 @@
+"""Charts: a Plotly figure drawn full width, saved from its toolbar as PNG or SVG, named for screen readers by its
+summary, with its text version under it; and figures kept in the session's cache while their trace is the same."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from .. import figures
+from ..core import Trace
+from . import session
+from .language import lang, t
+from .text import plain
+
+
+def figure(make: Callable[..., go.Figure], trace: Trace, *args, **kwargs) -> go.Figure:
+    """make(trace, *args, **kwargs, lang=…), kept while the case and the language are the same: a rerun that
+    changes no number draws without rebuilding. Not to be changed afterwards (figures.highlight makes its own)."""
+    key = ("figure", make.__name__, trace.case, trace.device, args, tuple(sorted(kwargs.items())), lang())
+    return session.current().derived.get(key, lambda: make(trace, *args, **kwargs, lang=lang()))
+
+
+def chart(fig: go.Figure, key: str, where=st, **kwargs):
+    """A Plotly chart (in `where`, a column say), full width, named for screen readers by its summary; under it,
+    its text version, made only while it is open (closed, it costs one element a chart)."""
+    config = {
+        "toImageButtonOptions": {"format": session.current().image_format, "filename": key.removeprefix("chart_")},
+        "displaylogo": False,
+    }
+    title, summary, table = figures.describe(fig, lang(), label=table_label)
+    shown = where.plotly_chart(fig, key=key, width="stretch", config=config, alt=summary, **kwargs)
+    # In the current container, not in `where`: under a chart in a column it lands under the row of columns, since a
+    # column is too narrow for the table, which would scroll sideways where the keyboard cannot reach it.
+    version = st.expander(t("a11y.text_version", title=title), key=f"{key}_text", on_change="rerun")
+    if version.open:
+        version.text(summary)  # plain text: labels are typed by the user
+        if table is not None:
+            version.table(table, alt=t("a11y.table_alt", title=title, row_kind=table.index.name or ""))
+    return shown
+
+
+def table_label(label: str) -> str:
+    """A row or column label for st.table, which renders Markdown: one with more than letters, digits and spaces
+    (a typed token) as a code span, so that it shows as typed."""
+    return label if re.fullmatch(r"[\w ]*", label) else plain(label)

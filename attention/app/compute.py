@@ -1,0 +1,64 @@
+"""Traces and what is made of them, through the session's cache: the trace every page shows, its exact-softmax and
+other-device twins, the variants, and the check against PyTorch's own attention."""
+
+from __future__ import annotations
+
+import torch
+
+from .. import core, oracles
+from ..case import Case, with_options
+from ..core import Trace, attend
+from ..i18n import clip, msg
+from .state import Session
+
+
+def current(session: Session) -> Trace:
+    """The trace of the session's case: what every page of this run shows (kept whatever else the cache holds)."""
+    trace = trace_of(session, session.case)  # if the GPU failed, the session's case is now on the CPU
+    key = ("trace", session.case)
+    session.derived.pin(key)
+    return session.derived.get(key, lambda: trace)
+
+
+def trace_of(session: Session, case: Case) -> Trace:
+    return session.derived.get(("trace", case), lambda: _attend(session, case))
+
+
+def _attend(session: Session, case: Case) -> Trace:
+    """attend(case); if the GPU fails (out of memory, a CUDA error), the CPU for the rest of the session, said so."""
+    try:
+        return attend(case)
+    except (RuntimeError, AssertionError) as e:  # CUDA out of memory and CUDA errors are RuntimeErrors
+        if case.options.device == "cpu":
+            raise
+        session.fall_back_to_cpu()
+        failed = {"device": case.options.device, "kind": type(e).__name__, "detail": clip(str(e))}
+        session.notices.append(msg("warning.device_failed", **failed))
+        return attend(with_options(case, device="cpu"))
+
+
+def exact(session: Session, trace: Trace) -> Trace:
+    """The same case with the exact softmax, to show what the article's rounding changes."""
+    if trace.case.options.weights_override is None:
+        return trace
+    return trace_of(session, with_options(trace.case, weights_override=None))
+
+
+def on_device(session: Session, trace: Trace, device: str) -> Trace:
+    return trace if trace.device == device else trace_of(session, with_options(trace.case, device=device))
+
+
+def variant_outputs(session: Session, trace: Trace, case: Case) -> torch.Tensor:
+    """A variant's outputs alone (n × d_out numbers, not a whole trace), made from the trace's queries, keys, values."""
+    return session.derived.get(("variant outputs", case), lambda: core.variant_outputs(trace, case))
+
+
+def variant_weights(session: Session, trace: Trace, case: Case, head: int = 0) -> torch.Tensor:
+    """A variant's step-5 weights of one head."""
+    return session.derived.get(("variant weights", case, head), lambda: core.variant_weights(trace, case, head))
+
+
+def check(session: Session, trace: Trace) -> oracles.Check:
+    """Whether the trace (with the exact softmax) agrees with PyTorch's attention, kept while the case is."""
+    twin = exact(session, trace)
+    return session.derived.get(("check", twin.case), lambda: oracles.check(twin.case, twin.outputs))

@@ -1,0 +1,33 @@
+"""The page registry: every page's file, title, icon and URL path, in the order the navigation lists them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Page:
+    file: str  # the page's script, relative to the folder of app.py (as st.Page takes it)
+    title: str  # the catalogue key of its title
+    icon: str
+    url_path: str  # its address after the app's: "" is the landing page
+
+    @property
+    def name(self) -> str:
+        """The file's name without .py: "one_query"."""
+        return Path(self.file).stem
+
+
+PAGES = (
+    Page("pages/overview.py", "page.overview", ":material/home:", ""),
+    Page("pages/walkthrough.py", "page.walkthrough", ":material/stairs:", "walkthrough"),
+    Page("pages/inputs.py", "page.inputs", ":material/edit:", "inputs"),
+    Page("pages/broadcasting.py", "page.broadcasting", ":material/view_in_ar:", "broadcasting"),
+    Page("pages/one_query.py", "page.one_query", ":material/my_location:", "one-query"),
+    Page("pages/variants.py", "page.variants", ":material/compare:", "variants"),
+    Page("pages/multi_head.py", "page.multi_head", ":material/view_week:", "multi-head"),
+    Page("pages/explain.py", "page.explain", ":material/calculate:", "explain"),
+    Page("pages/devices.py", "page.devices", ":material/memory:", "devices"),
+)
+BY_NAME = {page.name: page for page in PAGES}

@@ -1,0 +1,79 @@
+"""Share and export: the URL kept a link to the view, and the sidebar's panel with the link, the files and an import."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from .. import files, i18n, presets
+from ..core import Trace
+from ..script import to_script
+from .language import t
+from .state import IMAGE_FORMATS, Session
+
+TRACE_FILE_MAX_NUMBERS = 1_000_000  # a trace file is written in Python, number by number: ~1 s per million
+
+
+def link_token(session: Session, trace: Trace) -> str | None:
+    """The case as a link token; None when it is longer than a link may be (it is then shared as a file)."""
+    return session.derived.get(("link", trace.case), lambda: files.case_to_link(trace.case, files.MAX_LINK_CHARS))
+
+
+def keep_url(session: Session, trace: Trace) -> None:
+    """Keep the URL a link to this view: the case (unless it is the article's or too long), the step, the language."""
+    params, token = st.query_params, link_token(session, trace)
+    is_article = session.derived.get(("is article", trace.case), lambda: trace.case == presets.article())
+    _set(params, "case", None if token is None or is_article else token)
+    _set(params, "step", str(session.step) if session.step != 1 else None)
+    browser = i18n.language_for(st.context.locale)
+    _set(params, "lang", session.lang if (session.lang, browser) != (i18n.DEFAULT,) * 2 else None)
+
+
+def _set(params, name: str, value: str | None) -> None:
+    if value is None:
+        params.pop(name, None)
+    elif params.get(name) != value:
+        params[name] = value
+
+
+def panel(session: Session, trace: Trace) -> None:
+    """The Share and export panel: its link, downloads and upload are made when it opens (closed, it costs a rerun
+    nothing)."""
+    expander = st.sidebar.expander(t("share.expander"), icon=":material/share:", key="share_panel", on_change="rerun")
+    if not expander.open:
+        return
+    with expander:
+        token = link_token(session, trace)
+        if token is None:
+            st.caption(t("share.too_long", limit=files.MAX_LINK_CHARS))
+        else:
+            params = st.query_params  # base64url, digits and a language code: nothing to escape
+            query = "&".join(f"{k}={params[k]}" for k in ("case", "step", "lang") if k in params)
+            st.code(f"{st.context.url or ''}{'?' if query else ''}{query}", language=None, wrap_lines=True)
+            st.caption(t("share.copy"))
+        _downloads(trace)
+        st.file_uploader(t("share.upload"), type=["json"], key="upload", on_change=lambda: _import(session))
+        st.session_state.image_format = session.image_format
+        st.radio(
+            t("share.image_format"), IMAGE_FORMATS, key="image_format", horizontal=True,
+            on_change=lambda: setattr(session, "image_format", st.session_state.image_format),
+        )  # fmt: skip
+
+
+def _downloads(trace: Trace) -> None:
+    """The case file, the trace file and the script, each made on click (the trace file can be large)."""
+    get = st.download_button
+    get(t("share.case_file"), lambda: files.dump_case(trace.case), "case.json", "application/json",
+        on_click="ignore", key="get_case")  # fmt: skip
+    too_big = trace.numbers > TRACE_FILE_MAX_NUMBERS
+    get(t("share.trace_file"), lambda: files.dump_trace(trace), "trace.json", "application/json",
+        on_click="ignore", key="get_trace", disabled=too_big)  # fmt: skip
+    if too_big:
+        st.caption(t("share.trace_too_big", numbers=trace.numbers))
+    get(t("share.script"), lambda: to_script(trace.case), "attention_case.py", "text/x-python",
+        on_click="ignore", key="get_script")  # fmt: skip
+
+
+def _import(session: Session) -> None:
+    upload = st.session_state.get("upload")
+    if upload is not None:
+        session.import_file(upload.name, upload.getvalue())

@@ -171,14 +171,14 @@ def steps_4_to_7(
     """Steps 4-7 for a block of queries: all of them (the matrix form) or one at a time (step 8)."""
     # step 4: scores (shown)
     scores_raw = queries @ keys.mT  # (h?, n_q, n_k)
-    scores = scores_raw * scale / temperature
+    scores = scores_raw * (scale / temperature)  # a new tensor: changed in place below (at the limits each is 64 MiB)
     if allowed is not None:  # a 0 in the mask: the query may not attend to that key
-        scores = scores.masked_fill(~allowed, float("-inf"))
+        scores.masked_fill_(~allowed, float("-inf"))
     record("scores", scores_raw=scores_raw, scores=scores)
     # step 5: softmax (shown)
     weights_exact = torch.softmax(scores, dim=-1)  # (h?, n_q, n_k)
     if allowed is not None:  # a fully masked row is all NaN: zeros instead, as fused attention gives
-        weights_exact = weights_exact.nan_to_num(nan=0.0)
+        weights_exact.nan_to_num_(nan=0.0)
     weights = weights_exact if override is None else override  # (h?, n_q, n_k)
     record("softmax", weights_exact=weights_exact, weights=weights)
     # step 6: weighted (shown)
@@ -362,9 +362,8 @@ def _trace(case: Case, device: torch.device, records: dict, outputs: torch.Tenso
 def _notes(name: str, case: Case, tensors: dict, outputs: torch.Tensor):
     """Warnings and checks a reader should see beside the step."""
     o = case.options
-    if name == "scores" and o.mask is not None:
-        blocked = ~torch.isfinite(tensors["scores"]).any(dim=-1)  # (h?, n_q): every key masked
-        for i in blocked.reshape(-1, case.n).any(dim=0).nonzero().flatten().tolist():
+    if name == "scores" and isinstance(o.mask, tuple):  # a causal mask leaves every query its own key
+        for i in (i for i, row in enumerate(o.mask) if not any(row)):  # every key masked
             then = msg("note.masked_override") if o.weights_override else msg("note.masked_zero")
             yield msg("note.masked_row", row=i + 1, token=case.tokens[i], then=then)
     if name == "softmax" and o.weights_override is not None:

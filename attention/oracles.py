@@ -10,6 +10,8 @@ import torch.nn.functional as F
 from .case import Case
 from .core import scale_factor
 
+CHUNK_CELLS = 1 << 22  # weights nn.MultiheadAttention makes at once (16 MiB in float32), a block of queries at a time
+
 
 @dataclass(frozen=True)
 class Check:
@@ -30,7 +32,10 @@ def fused_outputs(case: Case) -> torch.Tensor:
         mask = torch.ones(case.n, case.n, dtype=torch.bool).tril()
     elif o.mask is not None:
         mask = torch.tensor(o.mask) != 0  # True = may attend, as SDPA takes it
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale_factor(case) / o.temperature)
+    scale = scale_factor(case) / o.temperature
+    # Head by head: at the limits PyTorch's CPU kernels would make every head's n × n weights at once (64 MiB each).
+    heads = zip(q[:, None], k[:, None], v[:, None], strict=True)  # (1, n, d/h) each
+    out = torch.cat([F.scaled_dot_product_attention(*head, attn_mask=mask, scale=scale) for head in heads])
     out = out.transpose(0, 1).flatten(1)  # (n, d_v): heads side by side
     return out if o.w_out is None else out @ torch.tensor(o.w_out, dtype=dtype)
 
@@ -60,8 +65,12 @@ def mha_outputs(case: Case) -> torch.Tensor | None:
         # its bool mask is True where attending is NOT allowed (the opposite of scaled_dot_product_attention's)
         blocked = torch.ones(case.n, case.n, dtype=torch.bool).triu(1) if o.mask == "causal" else None
         blocked = torch.tensor(o.mask) == 0 if explicit else blocked
-        out, _ = mha(x, x, x, need_weights=False, attn_mask=blocked)
-    return out[0]
+        rows = max(1, CHUNK_CELLS // (o.heads * case.n))  # queries at a time: every head's weights for them fit
+        out = []
+        for i in range(0, case.n, rows):
+            rows_i = None if blocked is None else blocked[i : i + rows]
+            out.append(mha(x[:, i : i + rows], x, x, need_weights=False, attn_mask=rows_i)[0])
+    return torch.cat(out, dim=1)[0]
 
 
 def check(case: Case, outputs: torch.Tensor) -> Check:

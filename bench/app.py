@@ -14,8 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
-PAGES = ("overview", "walkthrough", "inputs", "broadcasting", "one_query", "variants", "multi_head", "explain")
-PAGES += ("devices",)  # the pages/ folder, in app.py's order
+sys.path.insert(0, str(ROOT))  # the app's page registry, read in main(): a cold child imports no more than it must
 STEPS = {"walkthrough": 1, "walkthrough step 4": 4, "walkthrough step 6": 6}  # the page's heavy steps, named apart
 RERUNS, COLD_RUNS = 15, 3
 N, D = 1024, 64  # the app's MAX_N and MAX_D
@@ -24,13 +23,9 @@ START = time.perf_counter()  # a cold child's clock: before streamlit, torch or 
 FRAME = f"""import sys
 sys.path.insert(0, {str(ROOT)!r})
 import streamlit as st
-from attention import ui
-st.set_page_config(layout="wide")
-ui.start()
-page = st.navigation([st.Page(ui.trace, title="frame")])
-ui.sidebar()
-page.run()
-"""  # app.py's frame with a page that only calls ui.trace(): what every page pays before drawing anything
+from attention.app import frame
+frame.run(pages=[st.Page(frame.trace, title="frame")])
+"""  # app.py's frame around a page that only reads the trace: what every page pays before drawing anything
 LAUNCHER = "import subprocess, sys; sys.exit(subprocess.run(sys.argv[1:]).returncode)"
 
 
@@ -69,7 +64,7 @@ def go_big(at) -> None:
     for key in ("d_in", "d_k", "d_v"):
         ok(at.number_input(key=key).set_value(D).run())
     ok(at.number_input(key="n").set_value(N).run())
-    assert tuple(at.session_state["trace"]["x"].shape) == (N, D)
+    assert (at.session_state["session"].case.n, at.session_state["session"].case.d_in) == (N, D)
 
 
 def child(kind: str, path: str | None) -> None:
@@ -131,8 +126,10 @@ def main() -> None:
             None,
         )
     )
+    from attention.app.pages import PAGES
+
     at, small = session(APP), {}
-    for row in (*PAGES, *list(STEPS)[1:]):
+    for row in (*(page.name for page in PAGES), *list(STEPS)[1:]):
         visit(at, row)
         small[row] = rerun_ms(at)
         say((f"rerun · {row}", small[row], floor_ms, "ms", 3 if row == "walkthrough" else None))

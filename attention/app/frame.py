@@ -28,15 +28,16 @@ _run = (
 )  # whether this script thread is inside run(): each session's script runs in a thread of its own
 
 
-def run() -> None:
-    """app.py's whole body: bring the session up to date, draw the frame, run the chosen page."""
+def run(pages: list | None = None) -> None:
+    """app.py's whole body: bring the session up to date, draw the frame, run the chosen page of the registry (or
+    of `pages`: a benchmark's frame around an empty page)."""
     s = session.started()
     sidebar.read(s)  # the widgets' and editors' new values, before any widget is drawn
     editors.read(s)
     trace = compute.current(s)
     st.set_page_config(page_title=t("app.title"), page_icon=":material/visibility:", layout="wide")
     st.html(FOCUS_CSS)
-    page = navigation.navigation()
+    page = navigation.navigation(pages)
     sidebar.draw(s)
     _banners(s, trace)
     share.keep_url(s, trace)

@@ -21,9 +21,9 @@ def pages() -> list[StreamlitPage]:
     ]
 
 
-def navigation() -> StreamlitPage:
-    """The page this run shows (st.navigation draws the links at the top of the sidebar)."""
-    return st.navigation(pages())
+def navigation(among: list[StreamlitPage] | None = None) -> StreamlitPage:
+    """The page this run shows, of the registry's (st.navigation draws their links at the top of the sidebar)."""
+    return st.navigation(pages() if among is None else among)
 
 
 def leave_pages_folder_mode() -> None:

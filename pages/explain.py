@@ -25,6 +25,6 @@ st.subheader(ui.plain(explanation.title), anchor=False)
 st.code("\n".join(explanation.lines), language=None, wrap_lines=True)
 st.caption(t("explain.outlined"))
 parts = explanation.parts.items()
-for column, (part, (rows, cols)) in zip(st.columns(len(parts) or 1), parts, strict=False):
-    figure = figures.highlight(ui.part_figure(trace, part, explanation.head), rows, cols)
+for column, (part, cells) in zip(st.columns(len(parts) or 1), parts, strict=False):
+    figure = figures.highlight(ui.part_figure(trace, part, explanation.head), *figures.flat_cells(trace, part, cells))
     ui.chart(figure, f"explain_part_{part}", where=column)

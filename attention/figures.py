@@ -16,6 +16,7 @@ import torch
 
 from . import numbers
 from .core import AXES, Trace
+from .explain import Cells
 from .files import to_lists
 from .i18n import text
 
@@ -235,41 +236,63 @@ def tensor_heatmap(
 WEIGHTED_MAX_ROWS = 1024  # (key, query) rows drawn at once: past that, the first keys only
 
 
+def flat_cells(trace: Trace, name: str, cells: tuple[Cells, ...]) -> tuple[Cells, Cells]:
+    """A part's cells in its tensor's own coordinates (one entry per axis but the head, as explain's parts give
+    them) as the (rows, cols) of the 2-D view the figures draw: step 6's "weighted" (key j, query i, value dim c)
+    as rows j·n_q + i, the way weighted_heatmap draws it; every 2-D tensor as it is. None stays "all"."""
+    shape = _own_shape(trace, name)
+    if len(cells) != len(shape):
+        raise ValueError(f"{name} has {len(shape)} axes besides the head, not {len(cells)}: {cells!r}")
+    if name != "weighted":
+        rows, cols = cells
+        return rows, cols
+    keys, queries, cols = cells
+    if keys is None and queries is None:
+        return None, cols
+    n_k, n_q, _ = shape
+    keys, queries = range(n_k) if keys is None else keys, range(n_q) if queries is None else queries
+    return tuple(_flat_row(n_q, j, i) for j in keys for i in queries), cols
+
+
+def cell_at(trace: Trace, name: str, row: int, col: int) -> tuple[int, ...]:
+    """The inverse of flat_cells for one cell: a clicked (row, col) of the 2-D view as the tensor's own index,
+    without the head: (key, query, value dim) for "weighted", (row, col) for every 2-D tensor."""
+    if name != "weighted":
+        return row, col
+    return (*_key_query(_own_shape(trace, name)[1], row), col)
+
+
+def _flat_row(n_q: int, key: int, query: int) -> int:
+    """Step 6's 2-D view: row j·n_q + i is (key j, query i), key-major as reshape(n_k * n_q, d_v) lays it out."""
+    return key * n_q + query
+
+
+def _key_query(n_q: int, row: int) -> tuple[int, int]:
+    """_flat_row's inverse: the (key, query) of a row of step 6's 2-D view."""
+    return divmod(row, n_q)
+
+
+def _own_shape(trace: Trace, name: str) -> tuple[int, ...]:
+    """A recorded tensor's shape without its head axis (see Trace.axes)."""
+    shape = tuple(trace[name].shape)
+    return shape[1:] if trace.axes(name)[0] == "head" else shape
+
+
 def weighted_heatmap(trace: Trace, head: int | None = None, lang: str = "en") -> go.Figure:
-    """Step 6's (n_k, n_q, d_v) tensor flattened to rows (key j, query i): each block of rows is one key."""
+    """Step 6's (n_k, n_q, d_v) tensor flattened to rows (key j, query i) as flat_cells and cell_at number them:
+    each block of rows is one key."""
     w = tensor(trace, "weighted", head)
     n_k, n_q, d_v = w.shape
     keys = max(1, min(n_k, WEIGHTED_MAX_ROWS // n_q))
     tokens = labels(trace, "token", n_k)
-    rows = [f"k {tokens[j]} · q {tokens[i]}" for j in range(keys) for i in range(n_q)]
+    rows = [f"k {tokens[j]} · q {tokens[i]}" for j, i in (_key_query(n_q, row) for row in range(keys * n_q))]
     title = "" if keys == n_k else text(lang, "chart.weighted_first", keys=keys, n=n_k)
     dims = labels(trace, "value dim", d_v)
-    fig = heatmap(w[:keys].reshape(keys * n_q, d_v), rows, dims, "key · query", "value dim", title, lang)
+    z = w[:keys].reshape(keys * n_q, d_v)  # key-major: row _flat_row(n_q, j, i) is weighted[j, i]
+    fig = heatmap(z, rows, dims, "key · query", "value dim", title, lang)
     if fig.layout.meta["image"]:  # an image's %{y} is a pixel row: heatmap()'s hover counts rows and columns
         return fig
     return fig.update_traces(hovertemplate=_hover(lang, "hover.weighted", col=axis(lang, "value dim")))
-
-
-def flat_cells(trace: Trace, name: str, cells: tuple) -> tuple:
-    """A part's cells in the tensor's own coordinates (one entry per axis but the head: indices, or None for all) as
-    the (rows, cols) of the 2-D view the figures draw: step 6's rows are j · n_q + i (key j, query i)."""
-    if name != "weighted":
-        return cells
-    keys, queries, dims = cells
-    n_k, n_q = trace["weighted"].shape[-3:-1]
-    rows = [
-        j * n_q + i
-        for j in (range(n_k) if keys is None else keys)
-        for i in (range(n_q) if queries is None else queries)
-    ]
-    return (None if keys is None and queries is None else tuple(rows)), dims
-
-
-def cell_at(trace: Trace, name: str, row: int, col: int) -> tuple[int, ...]:
-    """The tensor's own index (without the head) of a cell of its 2-D view: flat_cells the other way."""
-    if name != "weighted":
-        return (row, col)
-    return (*divmod(row, trace["weighted"].shape[-2]), col)
 
 
 def table(

@@ -1,6 +1,8 @@
-"""Explaining one number: against the article's printed arithmetic, and against the trace itself on random cases."""
+"""Explaining one number: against the article's printed arithmetic, against the trace itself on random cases, and
+the parts' coordinates against the figures that draw them."""
 
 import ast
+import inspect
 import math
 import random
 import re
@@ -10,8 +12,10 @@ import pytest
 import torch
 
 from attention import explain as explain_module
-from attention.core import attend
-from attention.explain import PER_HEAD, explain, explainable
+from attention import figures
+from attention import numbers as numbers_module
+from attention.core import AXES, attend
+from attention.explain import EXPLAINERS, explain, explainable
 from attention.presets import article, random_case
 
 # The seed's printed step-6 tensor, weighted[j, i] = (query i's weight on key j) × value row j.
@@ -86,7 +90,8 @@ def test_article_output_is_the_weighted_sum(seed):
     e = explain(seed, "outputs", (2, 1))
     assert "0·2 + 0.9·8 + 0.1·6" in text(e) and "= 7.8" in text(e)
     assert float32(last_number(e)) == e.value == seed["outputs"][2, 1].item()  # float32's 7.7999997, beside 7.8
-    assert e.parts["weighted"] == ((2, 5, 8), (1,))  # rows j·n_q + i of the flattened (key · query) view
+    assert e.parts["weighted"] == (None, (2,), (1,))  # every key j, query Input 3, column 2: weighted[:, 2, 1]
+    assert figures.flat_cells(seed, "weighted", e.parts["weighted"]) == ((2, 5, 8), (1,))  # rows j·n_q + i
 
 
 def test_article_weighted_is_key_first(seed):
@@ -96,6 +101,7 @@ def test_article_weighted_is_key_first(seed):
         assert f"A{'₁₂₃'[i]}{'₁₂₃'[j]} · v{'₁₂₃'[j]},{'₁₂₃'[c]}" in text(e)
     e = explain(seed, "weighted", (2, 1, 0))  # key Input 3, query Input 2: the rounded weight 0
     assert "key Input 3 · query Input 2" in e.title and "A₂₃ · v₃,₁ = 0 · 2 = 0" in text(e)
+    assert e.parts == {"weights": ((1,), (2,)), "values": ((2,), (0,)), "weighted": ((2,), (1,), (0,))}
     assert "A₃₃ · v₃,₁ = 0.1 · 2 = 0.2" in text(explain(seed, "weighted", (2, 2, 0)))
     assert "A₃₂ · v₂,₂ = 0.9 · 8 = 7.2" in text(explain(seed, "weighted", (1, 2, 1)))
 
@@ -127,10 +133,15 @@ CASES = {
 }
 
 
+def own_shape(trace, name: str) -> tuple[int, ...]:
+    """The shape `parts` are given in: the tensor's, without its head axis."""
+    return tuple(trace.view(name, 0).shape) if trace.axes(name)[0] == "head" else tuple(trace[name].shape)
+
+
 def view_shape(trace, name: str) -> tuple[int, int]:
-    """The 2-D view `parts` describes: one head's slice; weighted flattened to (key · query, value column)."""
-    t = trace[name][0] if name in PER_HEAD and trace.case.options.heads > 1 else trace[name]
-    return (t.shape[0] * t.shape[1], t.shape[2]) if name == "weighted" else tuple(t.shape)
+    """The 2-D view a figure draws: one head's slice; weighted flattened to (key · query, value column)."""
+    shape = own_shape(trace, name)
+    return (shape[0] * shape[1], shape[2]) if name == "weighted" else shape
 
 
 def some_indices(shape: torch.Size, rng: random.Random) -> set[tuple[int, ...]]:
@@ -161,8 +172,13 @@ def test_every_tensor_adds_up(name):
             assert tensor in e.parts, where
             heads = trace.case.options.heads
             assert e.head is None or 0 <= e.head < heads, where
-            for part, (rows, cols) in e.parts.items():
+            for part, cells in e.parts.items():
                 assert part in names, where
+                shape = own_shape(trace, part)  # one entry per axis, the head left out
+                assert len(cells) == len(shape) == len(AXES[part]), where
+                for axis, size in zip(cells, shape, strict=True):
+                    assert axis is None or all(0 <= k < size for k in axis), where
+                rows, cols = figures.flat_cells(trace, part, cells)
                 n_rows, n_cols = view_shape(trace, part)
                 assert rows is None or all(0 <= r < n_rows for r in rows), where
                 assert cols is None or all(0 <= c < n_cols for c in cols), where
@@ -205,9 +221,9 @@ def test_long_rows_are_abbreviated_but_summed_in_full():
 
 
 def test_numbers_are_written_compactly():
-    assert explain_module._text(2.0) == "2" and explain_module._text(0.5) == "0.5"
-    assert explain_module._text(-1.0) == "−1" and explain_module._text(-0.0) == "0"
-    assert explain_module._text(6.0336647e-06) == "6.0336647e−6"
+    assert numbers_module.written(2.0) == "2" and numbers_module.written(0.5) == "0.5"
+    assert numbers_module.written(-1.0) == "−1" and numbers_module.written(-0.0) == "0"
+    assert numbers_module.written(6.0336647e-06) == "6.0336647e−6"
     assert explain_module._sub(1, 0) == "₂,₁" and explain_module._pair(1, 2) == "₂₃"
     trace = attend(random_case(seed=0))
     assert "·(−" in text(explain(trace, "queries", (0, 0)))  # a negative factor is in parentheses
@@ -246,3 +262,70 @@ def test_a_sum_that_does_not_add_up_is_said():
     trace["outputs_by_query"][2, 1] += 1
     e = explain(trace, "outputs_by_query", (2, 1))
     assert "DIFFERS" in text(e) and float32(last_number(e)) == e.value
+
+
+# The parts, as the figures draw them ----------------------------------------------------------------------------
+
+FLAT_CASES = {"article": article, "two heads": CASES["two heads"], "n = 10": CASES["n = 10, scale 0.3"]}
+
+
+@pytest.mark.parametrize("case", FLAT_CASES)
+def test_cell_at_and_flat_cells_are_inverses(case):
+    trace = attend(FLAT_CASES[case]())
+    for name in explainable(trace):
+        n_rows, n_cols = view_shape(trace, name)
+        for row, col in [(r, c) for r in range(n_rows) for c in range(n_cols)]:
+            index = figures.cell_at(trace, name, row, col)
+            assert len(index) == len(AXES[name])
+            assert all(0 <= k < s for k, s in zip(index, own_shape(trace, name), strict=True))
+            assert figures.flat_cells(trace, name, tuple((k,) for k in index)) == ((row,), (col,)), (name, row, col)
+    n_q = own_shape(trace, "weighted")[1]
+    assert figures.flat_cells(trace, "weighted", (None, None, (0,))) == (None, (0,))  # all stays all
+    assert figures.flat_cells(trace, "weighted", ((1,), None, None)) == (tuple(n_q + i for i in range(n_q)), None)
+    assert figures.flat_cells(trace, "scores", ((0, 2), None)) == ((0, 2), None)
+    with pytest.raises(ValueError, match="3 axes besides the head, not 2"):
+        figures.flat_cells(trace, "weighted", ((0,), (0,)))
+
+
+@pytest.mark.parametrize("case", FLAT_CASES)
+def test_flat_rows_are_the_rows_weighted_heatmap_draws(case):
+    trace = attend(FLAT_CASES[case]())
+    tokens = trace.case.tokens
+    for head in range(trace.case.options.heads) if trace.axes("weighted")[0] == "head" else [None]:
+        heat = figures.weighted_heatmap(trace, head).data[0]
+        weighted = trace.view("weighted", head)
+        for j, i, c in [(j, i, c) for j in range(len(tokens)) for i in range(len(tokens)) for c in range(2)]:
+            (row,), (col,) = figures.flat_cells(trace, "weighted", ((j,), (i,), (c,)))
+            assert heat.y[row] == f"k {tokens[j]} · q {tokens[i]}" and col == c
+            assert heat.z[row][col] == weighted[j, i, c].item()
+
+
+@pytest.mark.parametrize("case", FLAT_CASES)
+def test_a_clicked_cell_is_the_cell_explained(case):
+    trace = attend(FLAT_CASES[case]())
+    for name in explainable(trace):
+        head = (1,) if trace.axes(name)[0] == "head" else ()
+        row, col = (s - 1 for s in view_shape(trace, name))  # the last cell: its row and column both count
+        e = explain(trace, name, (*head, *figures.cell_at(trace, name, row, col)))
+        assert figures.flat_cells(trace, name, e.parts[name]) == ((row,), (col,)), name
+
+
+# The module's shape --------------------------------------------------------------------------------------------
+
+
+def test_every_recorded_tensor_has_one_explainer():
+    assert set(EXPLAINERS) == set(AXES)
+    with pytest.raises(ValueError, match="already explained"):
+        explain_module.explains("scores")(lambda c, tensor, head, index: None)
+
+
+def test_explain_is_small_functions_and_keeps_no_copies_of_the_number_helpers():
+    tree = ast.parse(Path(explain_module.__file__).read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            lines = node.end_lineno - node.lineno + 1
+            limit = 150 if isinstance(node, ast.ClassDef) else 60
+            assert lines <= limit, f"{node.name} is {lines} lines, more than {limit}"
+    defined = {n.name.lstrip("_") for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    helpers = {name for name, f in vars(numbers_module).items() if inspect.isfunction(f)}  # written, approx, …
+    assert not defined & (helpers | {"text"}), "explain.py writes numbers with attention/numbers.py"

@@ -165,7 +165,8 @@ def _number(value: object, where: str | Callable[[], str], bound: float = MAX_AB
     if value is None or value == "":
         raise CaseError(where, msg("error.empty"))
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise CaseError(where, msg("error.not_a_number", value=excerpt(str(value))))
+        typed = value if isinstance(value, str) else excerpt(value)  # quoted as text: True is 'True'
+        raise CaseError(where, msg("error.not_a_number", value=excerpt(typed)))
     try:
         number = float(value)
     except OverflowError:  # a huge JSON integer

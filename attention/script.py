@@ -10,38 +10,49 @@ MAX_LABEL_CHARS = 80  # a label in a comment is cut here (labels are user text; 
 
 def to_script(case: Case) -> str:
     """Python source that reproduces attention.attend(case).outputs with torch alone, step by step like the article."""
-    o, h = case.options, case.options.heads
-    dtype = f"torch.{o.dtype}"
-    masked = o.mask is not None
-    lines = [
+    header = [
         '"""Self-attention in eight steps, as in the article, with one case\'s numbers (generated; needs torch)."""',
         "",
-        *(["import math", ""] if o.scale == "sqrt_dk" else []),
+        *(["import math", ""] if case.options.scale == "sqrt_dk" else []),
         "import torch",
     ]
+    lines = list(header)
+    for number, (name, block) in enumerate(blocks(case).items(), start=1):
+        note = {"inputs": " (one row per token)"}.get(name, "")
+        lines += ["", f"# Step {number}: {TITLES[name]}{note}", *block]
+    return "\n".join(lines) + "\n"
 
-    def step(number: int, note: str = "") -> None:
-        lines.extend(["", f"# Step {number}: {TITLES[STEP_NAMES[number - 1]]}{note}"])
 
-    step(1, " (one row per token)")
-    lines += _literal("x", case.x, labels=case.tokens)
-    lines.append(f"x = torch.tensor(x, dtype={dtype})  # (n, d_in) = ({case.n}, {case.d_in})")
+def blocks(case: Case) -> dict[str, list[str]]:
+    """Each step's lines of the script, by step name, with the case's numbers and the options in effect."""
+    return {name: BLOCKS[name](case) for name in STEP_NAMES}
 
-    step(2)
+
+def _inputs(case: Case) -> list[str]:
+    dtype = f"torch.{case.options.dtype}"
+    return [
+        *_literal("x", case.x, labels=case.tokens),
+        f"x = torch.tensor(x, dtype={dtype})  # (n, d_in) = ({case.n}, {case.d_in})",
+    ]
+
+
+def _weights(case: Case) -> list[str]:
+    o, dtype = case.options, f"torch.{case.options.dtype}"
     matrices = [("w_key", case.w_key), ("w_query", case.w_query), ("w_value", case.w_value)]
     if o.w_out is not None:
         matrices.append(("w_out", o.w_out))
-    for name, matrix in matrices:
-        lines += _literal(name, matrix)
-    lines.append("")
+    lines = [line for name, matrix in matrices for line in _literal(name, matrix)] + [""]
     shapes = {"w_key": "d_in, d_k", "w_query": "d_in, d_k", "w_value": "d_in, d_v", "w_out": "d_v, d_out"}
     for name, matrix in matrices:
         why = ": the output projection, applied in step 7" if name == "w_out" else ""
         shape = f"({shapes[name]}) = ({len(matrix)}, {len(matrix[0])})"
         lines.append(f"{name} = torch.tensor({name}, dtype={dtype})  # {shape}{why}")
+    return lines
 
-    step(3)
-    lines += [
+
+def _qkv(case: Case) -> list[str]:
+    h = case.options.heads
+    lines = [
         f"keys = x @ w_key  # (n, d_k) = ({case.n}, {case.d_k})",
         f"queries = x @ w_query  # (n, d_k) = ({case.n}, {case.d_k})",
         f"values = x @ w_value  # (n, d_v) = ({case.n}, {case.d_v})",
@@ -54,21 +65,24 @@ def to_script(case: Case) -> str:
             f"heads = {h}",
             "queries, keys, values = (t.unflatten(-1, (heads, -1)).transpose(0, 1) for t in (queries, keys, values))",
         ]
-    lines += ['print("keys:\\n", keys)', 'print("queries:\\n", queries)', 'print("values:\\n", values)']
+    return [*lines, 'print("keys:\\n", keys)', 'print("queries:\\n", queries)', 'print("values:\\n", values)']
 
-    step(4)
-    transpose, per_head = (".mT", "(h, n_q, n_k), one matrix per head") if h > 1 else (".T", "(n_q, n_k)")
-    lines.append(f"scores = queries @ keys{transpose}  # {per_head}: row i is query i dotted with every key")
+
+def _scores(case: Case) -> list[str]:
+    transpose, per_head = (
+        (".mT", "(h, n_q, n_k), one matrix per head") if case.options.heads > 1 else (".T", "(n_q, n_k)")
+    )
+    lines = [f"scores = queries @ keys{transpose}  # {per_head}: row i is query i dotted with every key"]
     options = [f"{code}  # {why}" for code, why in _score_options(case, "scores", "mask")]
-    if masked:  # the masked_fill comes last; the mask is defined right above it
+    if case.options.mask is not None:  # the masked_fill comes last; the mask is defined right above it
         options[-1:-1] = _mask_lines(case)
-    lines += options
-    lines.append('print("scores:\\n", scores)')
+    return lines + options + ['print("scores:\\n", scores)']
 
-    step(5)
-    blocked = _fully_masked(case)
+
+def _softmax(case: Case) -> list[str]:
+    o, blocked = case.options, _fully_masked(case)
     nan_to_num = ".nan_to_num(nan=0.0)" if blocked else ""
-    lines += ["from torch.nn.functional import softmax", "", f"weights = softmax(scores, dim=-1){nan_to_num}"]
+    lines = ["from torch.nn.functional import softmax", "", f"weights = softmax(scores, dim=-1){nan_to_num}"]
     if blocked:
         lines[-1] += f"  # fully masked rows ({', '.join(map(str, blocked))}) are NaN: 0, as fused attention gives"
     else:
@@ -80,33 +94,35 @@ def to_script(case: Case) -> str:
             "# For readability, approximate the above as follows: the case's weights override (the article's rounded",
             "# softmax) replaces the exact weights in steps 6-8, so the outputs are exact only with this matrix",
             *_literal("weights", o.weights_override),
-            f"weights = torch.tensor(weights, dtype={dtype})",
+            f"weights = torch.tensor(weights, dtype=torch.{o.dtype})",
         ]
+    return lines
 
-    step(6)
-    if h > 1:
-        lines.append(
-            "weighted = values[..., :, None, :] * weights.mT[..., :, :, None]  # (h, n_k, 1, d_v/h) * (h, n_k, n_q, 1)"
-        )
+
+def _weighted(case: Case) -> list[str]:
+    if case.options.heads > 1:
+        product = "values[..., :, None, :] * weights.mT[..., :, :, None]  # (h, n_k, 1, d_v/h) * (h, n_k, n_q, 1)"
     else:
-        lines.append(
-            "weighted = values[:, None] * weights.T[:, :, None]  # (n_k, 1, d_v) * (n_k, n_q, 1) -> (n_k, n_q, d_v)"
-        )
-    lines.append('print("weighted:\\n", weighted)')
+        product = "values[:, None] * weights.T[:, :, None]  # (n_k, 1, d_v) * (n_k, n_q, 1) -> (n_k, n_q, d_v)"
+    return [f"weighted = {product}", 'print("weighted:\\n", weighted)']
 
-    step(7)
-    if h > 1:
-        lines += [
+
+def _outputs(case: Case) -> list[str]:
+    o = case.options
+    if o.heads > 1:
+        lines = [
             "head_outputs = weighted.sum(dim=-3)  # (h, n_q, d_v/h): summed over the keys",
             "outputs = head_outputs.transpose(0, 1).flatten(1)  # (n_q, d_v): the heads side by side",
         ]
     else:
-        lines.append("outputs = weighted.sum(dim=0)  # (n_q, d_v): summed over the keys, one row per query")
+        lines = ["outputs = weighted.sum(dim=0)  # (n_q, d_v): summed over the keys, one row per query"]
     if o.w_out is not None:
         lines.append(f"outputs = outputs @ w_out  # (n_q, d_out) = ({case.n}, {len(o.w_out[0])})")
+    return lines
 
-    step(8)
-    lines += [
+
+def _repeat(case: Case) -> list[str]:
+    return [
         "# Steps 4-7 above ran for all queries at once; the article repeats them for one input at a time,",
         "# which gives the same rows. This loop does that and reports the largest difference.",
         *_repeat_lines(case),
@@ -114,7 +130,12 @@ def to_script(case: Case) -> str:
         'print("outputs:\\n", outputs)',
         "print(outputs.tolist())  # one line a program can parse",
     ]
-    return "\n".join(lines) + "\n"
+
+
+BLOCKS = {
+    "inputs": _inputs, "weights": _weights, "qkv": _qkv, "scores": _scores, "softmax": _softmax,
+    "weighted": _weighted, "outputs": _outputs, "repeat": _repeat,
+}  # fmt: skip
 
 
 def _score_options(case: Case, scores: str, mask: str) -> list[tuple[str, str]]:

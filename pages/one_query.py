@@ -12,7 +12,7 @@ from attention.i18n import render
 trace = frame.trace()
 st.header(t("one_query.header"))
 st.write(t("one_query.intro"))
-st.code(trace.step("repeat").code, language="python")
+st.code(trace.step("repeat").code, language="python", wrap_lines=True)
 query = pickers.token_picker(trace, t("picker.query_i"), "one_query")
 head = pickers.head_picker(trace, "one_query_head")
 alone = one_query(trace, query)  # every tensor of steps 4-7 for this query: one row where the matrix form has n

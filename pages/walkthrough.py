@@ -15,7 +15,7 @@ pickers.player()
 st.header(t("walkthrough.header", number=step.number, title=t(f"step.{step.name}.title")))
 st.write(t(f"step.{step.name}.explanation"))
 st.latex(step.formula)
-st.code(step.code, language="python")
+st.code(step.code, language="python", wrap_lines=True)
 for note in step.notes:
     st.info(plain(render(lang(), note)))
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from attention import CaseError, attend, case_to_dict, parse_case
+from attention import CaseError, attend, case_to_dict, parse_case, resolve_device
 from attention.core import Broadcast
-from attention.files import dump_case, dump_trace, load_case
+from attention.files import MAX_LINK_CHARS, case_from_link, dump_case, dump_trace, load_case
 from attention.presets import article, random_case
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -228,3 +228,52 @@ def test_core_never_imports_streamlit_or_plotly():
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+# Every message that echoes a supplied value quotes a short excerpt of it (a link's field can unpack to millions of
+# characters): one case per template.
+HUGE_TEXT = "a" * 4_000_000
+HUGE_LIST = [0] * 1_000_000
+ECHOES = [
+    ("format", lambda d: d | {"format": HUGE_TEXT}),
+    ("unknown key", lambda d: d | {HUGE_TEXT: 1}),
+    ("unknown option", lambda d: d | {"options": {HUGE_TEXT: 1}}),
+    ("heads", lambda d: d | {"options": {"heads": HUGE_LIST}}),
+    ("scale", lambda d: d | {"options": {"scale": HUGE_TEXT}}),
+    ("mask", lambda d: d | {"options": {"mask": HUGE_TEXT}}),
+    ("dtype", lambda d: d | {"options": {"dtype": HUGE_LIST}}),
+    ("device", lambda d: d | {"options": {"device": HUGE_TEXT}}),
+    ("zero or one", lambda d: d | {"options": {"mask": [[HUGE_TEXT, 1, 1], [1, 1, 1], [1, 1, 1]]}}),
+    ("a number", lambda d: d | {"x": [[HUGE_TEXT, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]]}),
+    ("heads as a huge whole number", lambda d: d | {"options": {"heads": 10**5000}}),
+]
+
+
+@pytest.mark.parametrize(("template", "change"), ECHOES, ids=[name for name, _ in ECHOES])
+def test_a_message_quotes_at_most_an_excerpt_of_a_supplied_value(template, change):
+    with pytest.raises(CaseError) as e:
+        parse_case(change(case_to_dict(article())))
+    assert len(str(e.value)) < 300, (template, len(str(e.value)))
+    assert "…" in str(e.value) or "..." in str(e.value) or "bits" in str(e.value), str(e.value)
+
+
+def test_a_repeated_token_and_an_absent_device_are_quoted_short():
+    with pytest.raises(CaseError) as e:
+        parse_case(case_to_dict(article()) | {"tokens": ["a" * 40, "a" * 40, "b"]})
+    assert "appears twice" in str(e.value) and len(str(e.value)) < 200
+    with pytest.raises(CaseError) as e:
+        resolve_device("cuda:99")
+    assert "'cuda:99' is not available here" in str(e.value)
+
+
+def test_a_link_whose_field_unpacks_to_millions_of_characters_gets_a_short_message():
+    import base64
+    import json
+    import zlib
+
+    bomb = {**case_to_dict(article()), "format": "x" * 3_900_000}
+    token = base64.urlsafe_b64encode(zlib.compress(json.dumps(bomb).encode(), 9)).decode().rstrip("=")
+    assert len(token) < MAX_LINK_CHARS  # 3.9 million characters deflate to a short link
+    with pytest.raises(CaseError) as e:
+        case_from_link(token)
+    assert str(e.value).startswith("format: must be 'attention-case/1', not 'xxx") and len(str(e.value)) < 150

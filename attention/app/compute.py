@@ -31,7 +31,7 @@ def _attend(session: Session, case: Case) -> Trace:
     except (RuntimeError, AssertionError) as e:  # CUDA out of memory and CUDA errors are RuntimeErrors
         if case.options.device == "cpu":
             raise
-        session.fall_back_to_cpu()
+        session.choose(device="cpu")  # for the rest of the session; the numbers are kept
         failed = {"device": case.options.device, "kind": type(e).__name__, "detail": clip(str(e))}
         session.notices.append(msg("warning.device_failed", **failed))
         return attend(with_options(case, device="cpu"))

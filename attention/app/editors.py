@@ -9,8 +9,9 @@ import streamlit as st
 
 from ..case import MAX_ABS, MAX_TOKEN_CHARS
 from ..i18n import msg
+from .choices import NUMBERS
 from .language import t
-from .state import NUMBERS, Session
+from .state import Session
 
 EDITABLE = (*NUMBERS, "w_out")  # the matrices a page edits cell by cell
 

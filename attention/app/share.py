@@ -7,8 +7,9 @@ import streamlit as st
 from .. import files, i18n, presets
 from ..core import Trace
 from ..script import to_script
+from .choices import IMAGE_FORMATS
 from .language import t
-from .state import IMAGE_FORMATS, Session
+from .state import Session
 
 TRACE_FILE_MAX_NUMBERS = 1_000_000  # a trace file is written in Python, number by number: ~1 s per million
 

@@ -1,0 +1,151 @@
+"""The session's plain values: the sidebar's choices (Controls) and the matrices as typed (Inputs), with the rules
+for what a control may hold and what options they make together. Frozen: an operation replaces them whole."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+
+from .. import presets
+from ..case import (
+    DEVICE_PATTERN,
+    DTYPES,
+    MAX_D,
+    MAX_HEADS,
+    MAX_N,
+    MAX_SCALE,
+    MAX_TEMPERATURE,
+    MIN_SCALE,
+    MIN_TEMPERATURE,
+    Case,
+)
+from ..i18n import excerpt
+
+Grid = tuple[tuple[object, ...], ...]  # rows of cells as typed: numbers, or whatever a client sent
+NUMBERS = ("x", "w_query", "w_key", "w_value")  # the case's own matrices; the other grids are options
+SIZES = {"n": MAX_N, "d_in": MAX_D, "d_k": MAX_D, "d_v": MAX_D}
+SCALES = ("none", "sqrt_dk", "custom")
+MASKS = ("none", "causal", "custom")
+FILLS = ("zeros", "random")
+IMAGE_FORMATS = ("png", "svg")
+MAX_SEED = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Controls:
+    """The sidebar's choices, each held by a widget of the same name."""
+
+    preset: str = "article"  # presets.PRESETS
+    seed: int = 0  # the random preset's, and random new cells' after a resize
+    n: int = 3
+    d_in: int = 4
+    d_k: int = 3
+    d_v: int = 3
+    fill: str = "zeros"  # new cells after a resize: zeros or seeded random numbers
+    use_rounded: bool = True  # the article's rounded softmax, while the inputs have it
+    scale: str = "none"  # "none", "sqrt_dk", or "custom": × scale_value
+    scale_value: float = 1.0
+    temperature: float = 1.0
+    mask: str = "none"  # "none", "causal", or "custom": the inputs' own 0/1 matrix
+    heads: int = 1
+    dtype: str = "float32"
+    device: str = "cpu"
+
+    @classmethod
+    def of(cls, case: Case, keep: Controls) -> Controls:
+        """The controls that show a case: its sizes and options (the preset, seed, fill and device of `keep`)."""
+        o = case.options
+        return replace(
+            keep, n=case.n, d_in=case.d_in, d_k=case.d_k, d_v=case.d_v, use_rounded=o.weights_override is not None,
+            scale=o.scale if isinstance(o.scale, str) else "custom",
+            scale_value=1.0 if isinstance(o.scale, str) else o.scale, temperature=o.temperature, heads=o.heads,
+            dtype=o.dtype, mask="custom" if isinstance(o.mask, tuple) else o.mask or "none",
+        )  # fmt: skip
+
+    @property
+    def preset_choice(self) -> tuple:
+        """What the loaded numbers depend on: the preset, and the seed for the random one."""
+        return (self.preset, self.seed) if self.preset == "random" else (self.preset,)
+
+
+CONTROLS = tuple(f.name for f in fields(Controls))
+
+
+def allowed(name: str, value: object, has_mask: bool) -> bool:
+    """Whether a widget of the sidebar could hold this value for that control (a forged client sends anything)."""
+    whole = {**{k: (1, v) for k, v in SIZES.items()}, "heads": (1, MAX_HEADS), "seed": (0, MAX_SEED)}
+    if name in whole:
+        return type(value) is int and whole[name][0] <= value <= whole[name][1]
+    ranges = {"scale_value": (MIN_SCALE, MAX_SCALE), "temperature": (MIN_TEMPERATURE, MAX_TEMPERATURE)}
+    if name in ranges:
+        number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        return number and ranges[name][0] <= value <= ranges[name][1]
+    if name == "use_rounded":
+        return isinstance(value, bool)
+    if name == "device":
+        return isinstance(value, str) and DEVICE_PATTERN.fullmatch(value) is not None
+    choices = {"preset": presets.PRESETS, "fill": FILLS, "scale": SCALES, "dtype": DTYPES}
+    choices["mask"] = MASKS if has_mask else MASKS[:2]  # custom: a loaded case's own matrix
+    return name in choices and value in choices[name]
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The matrices and token labels as typed, perhaps invalid; replaced whole by every change (never mutated)."""
+
+    x: Grid
+    w_query: Grid
+    w_key: Grid
+    w_value: Grid
+    tokens: tuple[object, ...]
+    w_out: Grid | None = None
+    mask: Grid | None = None  # an explicit 0/1 matrix (a loaded case's)
+    rounded: Grid | None = None  # the article's rounded softmax (the case's weights_override)
+
+    @classmethod
+    def of(cls, case: Case) -> Inputs:
+        o = case.options
+        return cls(
+            case.x, case.w_query, case.w_key, case.w_value, case.tokens,
+            w_out=o.w_out, mask=o.mask if isinstance(o.mask, tuple) else None, rounded=o.weights_override,
+        )  # fmt: skip
+
+    def with_cell(self, name: str, row: int, column: int, value: object) -> Inputs:
+        grid = getattr(self, name)
+        changed = (*grid[row][:column], value, *grid[row][column + 1 :])
+        return replace(self, **{name: (*grid[:row], changed, *grid[row + 1 :])})
+
+    def resized(self, c: Controls) -> Inputs:
+        """The inputs at the controls' sizes: numbers that still fit kept, new cells zeros or seeded random numbers;
+        the n × n matrices (the rounded weights, an explicit mask) dropped when n changes."""
+        typed = {name: getattr(self, name) for name in NUMBERS} | {"tokens": self.tokens}
+        grids = presets.resize_grids(
+            typed | {"options": {"w_out": self.w_out}}, c.n, c.d_in, c.d_k, c.d_v, c.fill, c.seed
+        )
+        w_out = grids["options"]["w_out"]
+        kept = {} if c.n != len(self.x) else {"rounded": self.rounded, "mask": self.mask}
+        matrices = {name: _grid(grids[name]) for name in NUMBERS}
+        return Inputs(**matrices, tokens=tuple(grids["tokens"]), w_out=None if w_out is None else _grid(w_out), **kept)
+
+
+def options(c: Controls, i: Inputs) -> dict:
+    """The case's options the controls and the inputs describe (perhaps invalid: a case checks them)."""
+    return {
+        "scale": c.scale_value if c.scale == "custom" else c.scale,
+        "temperature": c.temperature,
+        "mask": {"none": None, "custom": i.mask}.get(c.mask, c.mask),
+        "heads": c.heads,
+        "w_out": i.w_out,
+        "weights_override": i.rounded if c.use_rounded else None,
+        "dtype": c.dtype,
+        "device": c.device,
+    }
+
+
+def typed(value: object) -> object:
+    """A cell's value as typed: a number, text or nothing; anything else a client sends (a list) as a short text."""
+    return value if value is None or isinstance(value, int | float | str) else excerpt(value)
+
+
+def _grid(rows: list) -> Grid:
+    return tuple(tuple(row) for row in rows)

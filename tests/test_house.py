@@ -1,0 +1,120 @@
+"""The house: arrows one way (core ← figures ← the Streamlit side ← pages), small rooms, no private Streamlit API."""
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+from attention.app.pages import PAGES
+
+ROOT = Path(__file__).resolve().parents[1]
+STDLIB = set(sys.stdlib_module_names)
+# Each layer and the outside packages it may import, besides the standard library and the layers below it.
+LAYERS = {
+    "core": {"torch"},
+    "figures": {"numpy", "pandas", "plotly", "torch"},
+    "app": {"streamlit", "numpy", "pandas", "plotly", "torch"},
+    "pages": {"streamlit", "numpy", "pandas", "plotly", "torch"},
+}
+BELOW = {"core": {"core"}, "figures": {"core", "figures"}, "app": {"core", "figures", "app"}}
+BELOW["pages"] = {"core", "figures", "app"}
+
+
+def layer(path: Path) -> str:
+    relative = path.relative_to(ROOT)
+    if relative.parts[0] == "pages" or relative == Path("app.py"):
+        return "pages"
+    if relative.parts[:2] == ("attention", "app"):
+        return "app"
+    return "figures" if relative == Path("attention/figures.py") else "core"
+
+
+def imports(path: Path, package: str | None = None) -> list[tuple[str, int]]:
+    """(the module imported, its line): relative imports resolved against the file's package (attention.…)."""
+    package = package or ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+            module = f"{base}.{node.module}" if node.level and node.module else base if node.level else node.module
+            names = [f"{module}.{a.name}" for a in node.names] if node.level and not node.module else [module]
+            out += [(name, node.lineno) for name in names]
+    return out
+
+
+def module_layer(module: str) -> str | None:
+    """The layer of one of the project's modules (None: an outside package)."""
+    if module == "attention.figures":
+        return "figures"
+    if module.startswith("attention.app"):
+        return "app"
+    return "core" if module == "attention" or module.startswith("attention.") else None
+
+
+SOURCES = [ROOT / "app.py", *sorted(ROOT.glob("pages/*.py")), *sorted(ROOT.glob("attention/**/*.py"))]
+
+
+def wrong_way(found: list[tuple[str, int]], mine: str) -> list[str]:
+    """The imports a file of layer `mine` may not make."""
+    wrong = []
+    for module, line in found:
+        theirs, top = module_layer(module), module.split(".")[0]
+        if theirs is None and top not in STDLIB and top not in LAYERS[mine]:
+            wrong.append(f"line {line}: {module} (outside packages allowed here: {sorted(LAYERS[mine])})")
+        elif theirs is not None and theirs not in BELOW[mine]:
+            wrong.append(f"line {line}: {module} is {theirs}, above {mine}")
+    return wrong
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_imports_point_one_way(path):
+    assert not wrong_way(imports(path), layer(path))
+
+
+def test_the_import_check_catches_arrows_the_wrong_way(tmp_path):
+    module = tmp_path / "case.py"
+    module.write_text("import streamlit\nfrom .app import state\nfrom . import figures\nimport json\n")
+    wrong = wrong_way(imports(module, package="attention"), "core")
+    assert [w.split(":")[0] for w in wrong] == ["line 1", "line 2", "line 3"]
+    figures = tmp_path / "figures.py"
+    figures.write_text("from .app.cache import Derived\nimport plotly\n")
+    assert len(wrong_way(imports(figures, package="attention"), "figures")) == 1
+
+
+def test_the_streamlit_side_is_small_rooms_and_everything_short_functions():
+    long = []
+    for path in SOURCES:
+        text = path.read_text()
+        if layer(path) == "app" and len(text.splitlines()) > 300:
+            long.append(f"{path.name}: {len(text.splitlines())} lines")
+        assert text.startswith('"""'), f"{path} does not open with a line saying what it is"
+        for node in ast.walk(ast.parse(text)):
+            size = getattr(node, "end_lineno", 0) - getattr(node, "lineno", 0) + 1
+            if (isinstance(node, ast.ClassDef) and size > 150) or (isinstance(node, ast.FunctionDef) and size > 60):
+                long.append(f"{path.name}: {node.name} has {size} lines")
+    assert not long, long
+
+
+def test_no_private_streamlit_name_is_used():
+    private = []
+    for path in SOURCES:
+        for module, line in imports(path):
+            public = module == "streamlit" or module.startswith(("streamlit.testing", "streamlit.navigation.page"))
+            if module.startswith("streamlit") and not public:
+                private.append(f"{path.name}:{line}: {module}")
+        text = path.read_text()
+        private += [
+            f"{path.name}: {name}" for name in ("PagesManager", "_mpa_v1", "uses_pages_directory") if name in text
+        ]
+    assert not private, private
+
+
+def test_the_page_registry_is_the_one_list_of_pages():
+    assert sorted(p.file for p in PAGES) == sorted(f"pages/{p.name}" for p in ROOT.glob("pages/*.py"))
+    assert len({p.url_path for p in PAGES}) == len(PAGES) and sum(not p.url_path for p in PAGES) == 1
+    for path in [ROOT / "app.py", ROOT / "tests" / "apptest.py", ROOT / "bench" / "app.py"]:
+        text = path.read_text()
+        assert "pages/walkthrough.py" not in text and '"walkthrough",' not in text, f"{path.name} lists pages itself"

@@ -1,0 +1,177 @@
+"""The session model without Streamlit: loading, resizing, editing, choosing, links and files, driven directly."""
+
+import math
+
+import pytest
+import torch
+
+from attention import attend, case_to_dict, parse_case
+from attention.app import state
+from attention.app.choices import Controls
+from attention.app.state import Session
+from attention.files import case_to_link, dump_case
+from attention.presets import article, random_case, with_options
+from tests.apptest import ARTICLE_OUTPUTS, MASKED_CASE
+
+
+@pytest.fixture
+def session() -> Session:
+    return Session.start()
+
+
+def test_a_new_session_is_the_article_with_its_rounded_softmax(session):
+    assert session.case == article() and session.error is None
+    assert session.controls == Controls() and session.controls.use_rounded
+    torch.testing.assert_close(attend(session.case).outputs, torch.tensor(ARTICLE_OUTPUTS))
+
+
+def test_an_edit_changes_the_case_and_a_bad_one_keeps_the_last_valid_case_and_says_where(session):
+    session.edit("x", 1, 1, 5.0)
+    assert session.case.x[1][1] == 5.0 and session.error is None
+    valid = session.case
+    session.edit("x", 1, 2, "abc")
+    assert session.case == valid  # the last valid case stays
+    assert str(session.error) == "x, row 2 (Input 2), column 3: 'abc' is not a number"
+    assert session.inputs.x[1][2] == "abc"  # the input as typed is kept, to be fixed
+    session.edit("w_value", 0, 0, 4.0)  # another edit while one cell is wrong: kept, still named
+    assert session.inputs.w_value[0][0] == 4.0 and "column 3" in str(session.error)
+    session.edit("x", 1, 2, 1.0)
+    assert session.error is None and session.case.w_value[0][0] == 4.0 and session.case.x[1][1] == 5.0
+
+
+@pytest.mark.parametrize(("row", "column"), [(3, 0), (0, 4), (-1, 0), (0, -1)])
+def test_an_edit_of_a_cell_the_matrix_does_not_have_changes_nothing(session, row, column):
+    before = session.inputs
+    session.edit("x", row, column, 9.0)
+    assert session.inputs is before and session.error is None
+
+
+def test_a_forged_value_is_kept_as_its_text_and_refused(session):
+    session.edit("x", 0, 0, [1, 2])
+    assert session.inputs.x[0][0] == "[1, 2]" and "'[1, 2]' is not a number" in str(session.error)
+
+
+def test_a_label_edit_relabels_and_a_repeated_one_is_refused(session):
+    session.relabel(2, "cat")
+    assert session.case.tokens == ("Input 1", "Input 2", "cat")
+    session.relabel(0, "cat")
+    assert "'cat' appears twice" in str(session.error) and session.case.tokens[0] == "Input 1"
+
+
+def test_new_options_are_checked_alone(session, monkeypatch):
+    calls = []
+    monkeypatch.setattr(state, "parse_case", lambda c: calls.append(1) or parse_case(c))
+    session.choose(temperature=0.5, use_rounded=False, scale="sqrt_dk", mask="causal")
+    assert not calls
+    o = session.case.options
+    assert (o.temperature, o.weights_override, o.scale, o.mask) == (0.5, None, "sqrt_dk", "causal")
+    session.choose(heads=2)  # d_k = 3 does not divide by 2
+    assert "options.heads: d_k = 3 does not divide into 2 heads" in str(session.error)
+    assert session.case.options.heads == 1 and not calls
+    session.edit("x", 0, 0, 2.0)  # a number: the matrices are checked again
+    assert calls
+
+
+def test_a_resize_keeps_the_numbers_and_drops_the_matrices_that_no_longer_fit(session):
+    session.edit("x", 1, 1, 5.0)
+    generation = session.generation
+    session.choose(n=4)
+    assert session.case.n == 4 and session.case.x[:3] == ((1, 0, 1, 0), (0, 5.0, 0, 2), (1, 1, 1, 1))
+    assert session.case.x[3] == (0, 0, 0, 0) and session.case.tokens[3] == "Input 4"
+    assert session.inputs.rounded is None and not session.controls.use_rounded  # the 3×3 rounded weights
+    assert session.generation == generation + 1  # editors made for the old grids are stale
+    session.choose(fill="random", seed=7, d_v=5)
+    assert session.case.d_v == 5 and session.case.w_value[0][:3] == article().w_value[0]
+    assert any(v != 0 for row in session.case.w_value for v in row[3:])  # new cells: seeded random numbers
+
+
+def test_presets_load_and_reset_drops_edits(session):
+    session.choose(n=5)
+    session.choose(preset="random")
+    random5 = random_case(5, 4, 3, 3, seed=0)
+    assert session.case == random5
+    session.choose(seed=3)  # a new seed: new random numbers
+    assert session.case == random_case(5, 4, 3, 3, seed=3)
+    session.edit("x", 0, 0, 9.0)
+    session.reset()
+    assert session.case == random_case(5, 4, 3, 3, seed=3)
+    session.choose(preset="article")
+    assert session.case == article()
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("n", 5000),
+        ("n", 0),
+        ("n", 3.5),
+        ("d_k", True),
+        ("heads", 10**9),
+        ("seed", -1),
+        ("preset", "evil"),
+        ("scale", "cube"),
+        ("temperature", math.inf),
+        ("temperature", 0.0),
+        ("use_rounded", "yes"),
+        ("mask", "custom"),  # the article has no explicit mask
+        ("device", "javascript:alert(1)"),
+        ("dtype", "int8"),
+    ],
+)
+def test_a_value_no_widget_can_hold_is_refused_with_a_notice(session, name, value):
+    session.choose(**{name: value})
+    assert session.controls == Controls() and session.case == article()
+    assert len(session.notices) == 1 and f"{name}: " in session.notices[0]
+
+
+def test_a_link_restores_case_step_and_language_and_bad_parts_are_refused(session):
+    case = with_options(random_case(4, 3, 2, 2, seed=1), temperature=2.0)
+    session.open_link({"case": case_to_link(case), "step": "6", "lang": "zh"})
+    assert (session.case, session.step, session.lang, session.notices) == (case, 6, "zh", [])
+    assert session.controls.temperature == 2.0 and session.controls.n == 4
+    fresh = Session.start()
+    fresh.open_link({"case": "garbage", "step": "9", "lang": "xx"})
+    assert fresh.case == article() and fresh.step == 1 and fresh.lang == "en"
+    assert [n.key for n in fresh.notices] == ["notice.link_refused", "notice.bad_step", "notice.bad_lang"]
+
+
+def test_a_case_with_a_mask_offers_it_as_custom(session):
+    session.load(parse_case(MASKED_CASE))
+    assert session.controls.mask == "custom" and session.inputs.mask == ((1, 0, 0), (1, 1, 0), (0, 0, 0))
+    session.choose(mask="causal")
+    assert session.case.options.mask == "causal"
+    session.choose(mask="custom")
+    assert session.case.options.mask == parse_case(MASKED_CASE).options.mask
+
+
+def test_a_file_opens_or_changes_nothing(session):
+    edited = parse_case({**case_to_dict(article()), "x": [[1, 0, 1, 0], [0, 5, 0, 2], [1, 1, 1, 1]]})
+    session.import_file("mine.json", dump_case(edited).encode())
+    assert session.case == edited and session.notices[-1] == "Opened mine.json."
+    session.import_file("x" * 500 + ".json", b"{}")
+    assert session.case == edited
+    assert session.notices[-1].startswith("x" * 59 + "… was not opened, nothing changed: format: must be")
+
+
+def test_a_case_for_an_absent_device_runs_on_the_cpu_with_a_notice(session):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    session.load(with_options(article(), device="cuda"))
+    assert session.controls.device == "cpu" and session.case.options.device == "cpu"
+    assert "not available here" in session.notices[0]
+
+
+def test_w_out_comes_and_goes(session):
+    session.use_w_out(True)
+    assert session.case.options.w_out == ((1, 0, 0), (0, 1, 0), (0, 0, 1))
+    session.edit("w_out", 0, 1, 2.0)
+    assert session.case.options.w_out[0] == (1, 2.0, 0)
+    session.use_w_out(False)
+    assert session.case.options.w_out is None
+
+
+def test_the_step_stays_within_the_walkthrough(session):
+    session.go_to(99)
+    assert session.step == 8
+    session.go_to(0)
+    assert session.step == 1

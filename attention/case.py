@@ -19,7 +19,7 @@ Matrix = tuple[tuple[float, ...], ...]
 MAX_N = 1024  # tokens
 MAX_D = 64  # d_in, d_k, d_v and d_out
 MAX_HEADS = 64
-MAX_HEAD_CELLS = 1 << 24  # heads × n²: each of the four n × n score and weight tensors per head (64 MiB in float32)
+MAX_HEAD_CELLS = 1 << 24  # heads × n² in float32 (half in float64): each n × n score and weight tensor, 64 MiB
 MAX_ABS = 1e6  # |every input number|: keeps every product finite in float32 (see check_bounds_keep_float32_finite)
 MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 100.0
 MIN_SCALE, MAX_SCALE = 0.001, 100.0
@@ -271,8 +271,11 @@ def _options(value: object, n: int, d_k: int, d_v: int, tokens: tuple[str, ...])
     for dim, size in (("d_k", d_k), ("d_v", d_v)):
         if size % heads:
             raise CaseError("options.heads", msg("error.heads_divide", dim=dim, size=size, heads=heads))
-    if heads * n * n > MAX_HEAD_CELLS:
-        raise CaseError("options.heads", msg("error.heads_cells", heads=heads, n=n, limit=MAX_HEAD_CELLS))
+    if o.dtype not in DTYPES:  # before the size check, which depends on it
+        raise CaseError("options.dtype", msg("error.dtype", value=excerpt(o.dtype)))
+    limit = MAX_HEAD_CELLS // (2 if o.dtype == "float64" else 1)  # the same bytes in float64: half the numbers
+    if heads * n * n > limit:
+        raise CaseError("options.heads", msg("error.heads_cells", heads=heads, n=n, dtype=o.dtype, limit=limit))
 
     mask = o.mask
     if mask is not None and mask != "causal":
@@ -293,8 +296,6 @@ def _options(value: object, n: int, d_k: int, d_v: int, tokens: tuple[str, ...])
                     row = msg("where.row_token", name="options.weights_override", row=i + 1, token=tokens[i])
                     raise CaseError(msg("where.column", where=row, column=j + 1), msg("error.negative", weight=weight))
 
-    if o.dtype not in DTYPES:
-        raise CaseError("options.dtype", msg("error.dtype", value=excerpt(o.dtype)))
     if not isinstance(o.device, str) or not DEVICE_PATTERN.fullmatch(o.device):
         raise CaseError("options.device", msg("error.device_spec", value=excerpt(o.device)))
     return replace(o, temperature=temperature, mask=mask, w_out=w_out, weights_override=override)

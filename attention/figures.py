@@ -58,13 +58,15 @@ def heatmap(
     """One matrix as a heatmap: rows top to bottom as printed, hover naming both axes, numbers in small ones;
     a big one (past IMAGE_MIN_CELLS) as a PNG image with a colour bar, which the browser draws at once."""
     z = np.asarray(z)
-    z = z if z.dtype in (np.float32, np.float64) else z.astype(np.float64)  # float32 stays: half the bytes sent
-    z = np.where(np.isneginf(z), np.nan, z)  # a masked score (-inf) shows as an empty cell
+    image = z.size > IMAGE_MIN_CELLS
+    # float32 stays (half the bytes sent); an image (255 colours, 4-digit summaries) is made in float32 too: at the
+    # limits a float64 matrix and its temporaries are 8 MiB each
+    z = z.astype(np.float32 if image or z.dtype == np.float32 else np.float64)  # a copy: the trace's stays as it is
+    z[np.isneginf(z)] = np.nan  # a masked score (-inf) shows as an empty cell
     finite = z[np.isfinite(z)]
     signed = bool(finite.size and finite.min() < 0 < finite.max())
     colours = {"colorscale": DIVERGING if signed else SEQUENTIAL, "reversescale": signed}  # blue negative, red positive
     small = max(z.shape) <= TEXT_MAX_SIDE
-    image = z.size > IMAGE_MIN_CELLS
     words = {"row": axis(lang, row_kind), "col": axis(lang, col_kind)}
     if image:
         data, axes = _image(z, finite, signed, colours, rows, cols, _hover(lang, "hover.cell_image", **words))
@@ -113,8 +115,16 @@ def _image(z, finite, signed, colours, rows, cols, hover) -> tuple[list, tuple[d
     else:
         low, high = float(finite.min()), float(finite.max())
     top = PALETTE_COLOURS - 1
-    scaled = (z - low) / (high - low) * top if high > low else np.full(z.shape, top / 2)  # a constant: mid-scale
-    indices = np.where(np.isnan(z), PALETTE_COLOURS, np.clip(np.rint(np.nan_to_num(scaled)), 0, top)).astype(np.uint8)
+    if high > low:  # one temporary, changed in place
+        scaled = z - low
+        scaled /= high - low
+        scaled *= top
+    else:  # a constant: mid-scale
+        scaled = np.full(z.shape, top / 2, np.float32)
+    np.nan_to_num(scaled, copy=False)
+    np.clip(np.rint(scaled, out=scaled), 0, top, out=scaled)
+    indices = scaled.astype(np.uint8)
+    indices[np.isnan(z)] = PALETTE_COLOURS
     image = go.Image(
         source=_png(indices, _palette(colours["colorscale"], colours["reversescale"])),
         x0=1, dx=1, y0=1, dy=1, hovertemplate=hover,

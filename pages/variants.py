@@ -3,7 +3,7 @@
 import streamlit as st
 
 from attention import figures, presets
-from attention.app import charts, compute, frame, session
+from attention.app import charts, compute, frame, session, temperature
 from attention.app.language import lang, t
 from attention.i18n import render
 
@@ -23,23 +23,4 @@ for column, (v, o) in zip(st.columns(len(outputs)), outputs.items(), strict=True
     charts.chart(figure, f"chart_variant_{v}", where=column)
 
 
-@st.fragment
-def temperature_explorer() -> None:
-    """A local slider: only this part reruns while it moves."""
-    st.subheader(t("variants.temperature"))
-    st.latex(r"A_{ij} = \frac{e^{S_{ij}/T}}{\sum_k e^{S_{ik}/T}}")
-    temperature = st.select_slider(
-        t("variants.temperature_slider"),
-        figures.TEMPERATURES,
-        value=1.0,
-        key="explore_temperature",
-        persist_state="session",
-    )
-    case = presets.with_options(trace.case, temperature=temperature, weights_override=None)
-    weights = compute.variant_weights(session.current(), trace, case)  # the first head, when there are several
-    tokens = figures.labels(trace, "query", trace.case.n)
-    title = t("variants.weights_at", temperature=temperature)
-    charts.chart(figures.heatmap(weights, tokens, tokens, "query", "key", title, lang()), "chart_temperature")
-
-
-temperature_explorer()
+temperature.explorer()

@@ -3,6 +3,8 @@ other-device twins, the variants, and the check against PyTorch's own attention.
 
 from __future__ import annotations
 
+import gc
+
 import torch
 
 from .. import core, oracles
@@ -11,9 +13,12 @@ from ..core import Trace, attend
 from ..i18n import clip, msg
 from .state import Session
 
+BIG = 32 * 2**20  # bytes of a trace past which the memory of the traces already dropped is freed first
+
 
 def current(session: Session) -> Trace:
     """The trace of the session's case: what every page of this run shows (kept whatever else the cache holds)."""
+    session.derived.pin(("trace", session.case))  # first: the last one shown may make room for it
     trace = trace_of(session, session.case)  # if the GPU failed, the session's case is now on the CPU
     key = ("trace", session.case)
     session.derived.pin(key)
@@ -21,7 +26,16 @@ def current(session: Session) -> Trace:
 
 
 def trace_of(session: Session, case: Case) -> Trace:
-    return session.derived.get(("trace", case), lambda: _attend(session, case))
+    expected = trace_bytes(case)
+    if expected > BIG and ("trace", case) not in session.derived:
+        gc.collect()  # a dropped trace may still sit in a cycle (a finished page's module and its functions)
+    return session.derived.get(("trace", case), lambda: _attend(session, case), expected=expected)
+
+
+def trace_bytes(case: Case) -> int:
+    """About the bytes a trace of the case holds: its n × n scores and weights per head, and its n × d matrices."""
+    h, n, d = case.options.heads, case.n, case.d_in + 2 * case.d_k + 3 * case.d_v
+    return torch.finfo(getattr(torch, case.options.dtype)).bits // 8 * (4 * h * n * n + n * d + 3 * 64 * 64)
 
 
 def _attend(session: Session, case: Case) -> Trace:

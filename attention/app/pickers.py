@@ -85,8 +85,7 @@ def head_picker(trace: Trace, key: str) -> int | None:
 
 def token_picker(trace: Trace, label: str, key: str) -> int:
     """Pick a token by its label; Input 2 first when there is one (the article's Input 1 has weight 0 everywhere)."""
-    index = min(1, trace.case.n - 1)
-    picked = st.selectbox(
-        label, range(trace.case.n), index=index, format_func=lambda i: trace.case.tokens[i], key=key, persist_state=KEEP
-    )
-    return picked if picked is not None and picked < trace.case.n else index
+    n, index = trace.case.n, min(1, trace.case.n - 1)
+    tokens = trace.case.tokens  # the widget keeps its format_func: it must not keep the trace (192 MiB at the limits)
+    picked = st.selectbox(label, range(n), index=index, format_func=tokens.__getitem__, key=key, persist_state=KEEP)
+    return picked if picked is not None and picked < n else index

@@ -7,6 +7,7 @@ import streamlit as st
 from .. import files, i18n, presets
 from ..core import Trace
 from ..script import to_script
+from . import compute
 from .choices import IMAGE_FORMATS
 from .language import t
 from .state import Session
@@ -51,7 +52,7 @@ def panel(session: Session, trace: Trace) -> None:
             query = "&".join(f"{k}={params[k]}" for k in ("case", "step", "lang") if k in params)
             st.code(f"{st.context.url or ''}{'?' if query else ''}{query}", language=None, wrap_lines=True)
             st.caption(t("share.copy"))
-        _downloads(trace)
+        _downloads(session, trace)
         st.file_uploader(t("share.upload"), type=["json"], key="upload", on_change=lambda: _import(session))
         st.session_state.image_format = session.image_format
         st.radio(
@@ -60,17 +61,18 @@ def panel(session: Session, trace: Trace) -> None:
         )  # fmt: skip
 
 
-def _downloads(trace: Trace) -> None:
-    """The case file, the trace file and the script, each made on click (the trace file can be large)."""
-    get = st.download_button
-    get(t("share.case_file"), lambda: files.dump_case(trace.case), "case.json", "application/json",
+def _downloads(session: Session, trace: Trace) -> None:
+    """The case file, the trace file and the script, each made on click (the trace file can be large). The buttons
+    keep what makes them until the next run: the case, and the session to find its trace, never a trace itself."""
+    get, case = st.download_button, trace.case
+    get(t("share.case_file"), lambda: files.dump_case(case), "case.json", "application/json",
         on_click="ignore", key="get_case")  # fmt: skip
     too_big = trace.numbers > TRACE_FILE_MAX_NUMBERS
-    get(t("share.trace_file"), lambda: files.dump_trace(trace), "trace.json", "application/json",
+    get(t("share.trace_file"), lambda: files.dump_trace(compute.current(session)), "trace.json", "application/json",
         on_click="ignore", key="get_trace", disabled=too_big)  # fmt: skip
     if too_big:
         st.caption(t("share.trace_too_big", numbers=trace.numbers))
-    get(t("share.script"), lambda: to_script(trace.case), "attention_case.py", "text/x-python",
+    get(t("share.script"), lambda: to_script(case), "attention_case.py", "text/x-python",
         on_click="ignore", key="get_script")  # fmt: skip
 
 

@@ -25,9 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     for flag, default, high in (("--n", 3, MAX_N), ("--d-in", 4, MAX_D), ("--d-k", 3, MAX_D), ("--d-v", 3, MAX_D)):
         p.add_argument(flag, type=_size(high), default=default, help=f"1 to {high} (default {default}; random only)")
     p.add_argument("--seed", type=_size(2**31 - 1, low=0), default=0, help="random only (default 0)")
-    t = commands.add_parser("trace", help="run a case file and print its trace (JSON)")
-    t.add_argument("case", help="a case file, or - for standard input")
-    t.add_argument("-o", "--output", help="write the trace to this file instead of standard output")
+    tracing = commands.add_parser("trace", help="run a case file and print its trace (JSON)")
+    tracing.add_argument("case", help="a case file, or - for standard input")
+    tracing.add_argument("-o", "--output", help="write the trace to this file instead of standard output")
     commands.add_parser("devices", help="list the devices PyTorch can use here")
     args = parser.parse_args(argv)
 

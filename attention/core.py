@@ -103,7 +103,8 @@ class Trace:
     @property
     def numbers(self) -> int:
         """How many numbers the trace holds (step 6's Broadcast, made on demand, holds none)."""
-        return sum(t.numel() for step in self.steps for t in step.tensors.values() if not isinstance(t, Broadcast))
+        kept = (tensor for step in self.steps for tensor in step.tensors.values())
+        return sum(tensor.numel() for tensor in kept if not isinstance(tensor, Broadcast))
 
 
 def attend(case: Case) -> Trace:
@@ -133,7 +134,7 @@ def attend(case: Case) -> Trace:
     keys = x @ w_key  # (n, d_k)
     values = x @ w_value  # (n, d_v)
     if h > 1:  # head i takes the i-th block of columns: (n, d) -> (h, n, d/h)
-        queries, keys, values = (t.unflatten(-1, (h, -1)).transpose(0, 1) for t in (queries, keys, values))
+        queries, keys, values = (m.unflatten(-1, (h, -1)).transpose(0, 1) for m in (queries, keys, values))
     record("qkv", queries=queries, keys=keys, values=values)
     # steps 4-7, for all queries at once (each step's comment is inside steps_4_to_7)
     options = {"scale": scale, "temperature": temperature, "w_out": w_out}
@@ -287,8 +288,8 @@ def _options_of(case: Case) -> dict:
     return {"scale": scale_factor(case), "temperature": o.temperature, "allowed": allowed, "override": override}
 
 
-def _row(t: torch.Tensor | None, i: int) -> torch.Tensor | None:
-    return None if t is None else t[i : i + 1]
+def _row(matrix: torch.Tensor | None, i: int) -> torch.Tensor | None:
+    return None if matrix is None else matrix[i : i + 1]
 
 
 def _allowed(mask, n: int, device: torch.device) -> torch.Tensor | None:
@@ -315,7 +316,7 @@ class _Recorder:
         if step != expected:  # the steps are the article's, in its order
             raise ValueError(f"step {step!r} recorded where {expected!r} comes")
         seconds = self._now() - self.last
-        self.records[step] = ({k: t.detach().cpu() for k, t in tensors.items()}, seconds)
+        self.records[step] = ({k: tensor.detach().cpu() for k, tensor in tensors.items()}, seconds)
         self.last = self._now()  # the copy to the CPU is not the step's time
 
 

@@ -230,12 +230,12 @@ def tensor_heatmap(
     trace: Trace, name: str, head: int | None = None, title: str | None = None, lang: str = "en"
 ) -> go.Figure:
     """A recorded 2-D tensor (or one head of it) with its rows and columns named after the tokens and dims."""
-    t = tensor(trace, name, head)
+    matrix = tensor(trace, name, head)
     row_kind, col_kind = AXES[name]
     return heatmap(
-        t,
-        labels(trace, row_kind, t.shape[0]),
-        labels(trace, col_kind, t.shape[1]),
+        matrix,
+        labels(trace, row_kind, matrix.shape[0]),
+        labels(trace, col_kind, matrix.shape[1]),
         row_kind,
         col_kind,
         name if title is None else title,
@@ -310,16 +310,16 @@ def table(
 ) -> pd.DataFrame | None:
     """A recorded 2-D tensor (or some of its rows) as a table with the same labels, numbers as short as they
     round-trip; None when it is too big to read."""
-    t = tensor(trace, name, head)
+    matrix = tensor(trace, name, head)
     row_kind, col_kind = AXES[name]
-    index = labels(trace, row_kind, t.shape[0])
+    index = labels(trace, row_kind, matrix.shape[0])
     if rows is not None:
-        t, index = t[rows], [index[i] for i in rows]
-    if t.numel() > TABLE_MAX_CELLS:
+        matrix, index = matrix[rows], [index[i] for i in rows]
+    if matrix.numel() > TABLE_MAX_CELLS:
         return None
-    columns = labels(trace, col_kind, t.shape[1])
+    columns = labels(trace, col_kind, matrix.shape[1])
     index = pd.Index(index, name=axis(lang, row_kind))  # the row labels' header: a screen reader names the column
-    return pd.DataFrame(to_lists(t), index=index, columns=columns, dtype="float64")
+    return pd.DataFrame(to_lists(matrix), index=index, columns=columns, dtype="float64")
 
 
 def broadcast_panels(trace: Trace, key: int, head: int | None = None, lang: str = "en") -> dict[str, go.Figure]:
@@ -368,7 +368,7 @@ def key_sum(trace: Trace) -> str:
 def step_times(traces: dict[str, Trace], lang: str = "en") -> pd.DataFrame:
     """Milliseconds per step on each device, side by side."""
     return pd.DataFrame(
-        {device: [s.seconds * 1e3 for s in t.steps] for device, t in traces.items()},
+        {device: [s.seconds * 1e3 for s in trace.steps] for device, trace in traces.items()},
         index=[f"{s.number} {text(lang, f'step.{s.name}.title')}" for s in next(iter(traces.values())).steps],
     )
 

@@ -85,7 +85,7 @@ def trace_to_dict(trace: Trace) -> dict:
             "device": step.device,
             "seconds": step.seconds,
             "notes": list(step.notes),
-            "tensors": {name: tensor_to_dict(t, step.device) for name, t in step.tensors.items()},
+            "tensors": {name: tensor_to_dict(tensor, step.device) for name, tensor in step.tensors.items()},
         }
         if step.name == "inputs":
             entry["tokens"] = list(trace.case.tokens)
@@ -103,16 +103,17 @@ def dump_trace(trace: Trace) -> str:
     return json.dumps(trace_to_dict(trace), ensure_ascii=False, allow_nan=False)
 
 
-def tensor_to_dict(t: torch.Tensor | Broadcast, device: str) -> dict:
+def tensor_to_dict(tensor: torch.Tensor | Broadcast, device: str) -> dict:
     """A tensor's shape, dtype, device and numbers; a Broadcast (step 6 for big n, not kept) has data null."""
-    data = None if isinstance(t, Broadcast) else to_lists(t)
-    return {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch."), "device": device, "data": data}
+    data = None if isinstance(tensor, Broadcast) else to_lists(tensor)
+    dtype = str(tensor.dtype).removeprefix("torch.")
+    return {"shape": list(tensor.shape), "dtype": dtype, "device": device, "data": data}
 
 
-def to_lists(t: torch.Tensor):
+def to_lists(tensor: torch.Tensor):
     """Nested lists of the shortest decimals that read back to the same float32 (or float64) values."""
-    short = short_float32 if t.dtype == torch.float32 else float
-    return _map(t.tolist(), lambda v: None if math.isinf(v) else short(v))
+    short = short_float32 if tensor.dtype == torch.float32 else float
+    return _map(tensor.tolist(), lambda v: None if math.isinf(v) else short(v))
 
 
 def _pretty(value, indent: str = "") -> str:

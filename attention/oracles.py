@@ -26,7 +26,7 @@ def fused_outputs(case: Case) -> torch.Tensor:
     dtype = getattr(torch, o.dtype)
     x = torch.tensor(case.x, dtype=dtype)
     q, k, v = (x @ torch.tensor(w, dtype=dtype) for w in (case.w_query, case.w_key, case.w_value))
-    q, k, v = (t.unflatten(-1, (h, -1)).transpose(0, 1) for t in (q, k, v))  # (h, n, d/h)
+    q, k, v = (m.unflatten(-1, (h, -1)).transpose(0, 1) for m in (q, k, v))  # (h, n, d/h)
     mask = None
     if o.mask == "causal":
         mask = torch.ones(case.n, case.n, dtype=torch.bool).tril()

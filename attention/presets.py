@@ -97,8 +97,8 @@ def resize_grids(case: dict, n: int, d_in: int, d_k: int, d_v: int, fill: str = 
     }
 
 
-def _round(t: torch.Tensor) -> list[list[float]]:
-    return [[round(v, 1) + 0.0 for v in row] for row in t.tolist()]  # + 0.0 turns -0.0 into 0.0
+def _round(matrix: torch.Tensor) -> list[list[float]]:
+    return [[round(v, 1) + 0.0 for v in row] for row in matrix.tolist()]  # + 0.0 turns -0.0 into 0.0
 
 
 def variants(case: Case) -> dict[str, Case]:

@@ -71,7 +71,8 @@ class Derived:
 def nbytes(value: object) -> int:
     """About how many bytes a derived thing holds: its arrays and strings (tensors that share memory once)."""
     if isinstance(value, Trace):
-        tensors = [t for step in value.steps for t in step.tensors.values() if not isinstance(t, Broadcast)]
+        kept = (tensor for step in value.steps for tensor in step.tensors.values())
+        tensors = [tensor for tensor in kept if not isinstance(tensor, Broadcast)]
         return _tensor_bytes(tensors)
     if isinstance(value, torch.Tensor):
         return _tensor_bytes([value])
@@ -100,7 +101,7 @@ def _figure_part(part: object) -> int:
 
 def _tensor_bytes(tensors: list[torch.Tensor]) -> int:
     storages = {}
-    for t in tensors:
-        storage = t.untyped_storage()
-        storages[(t.device, storage.data_ptr())] = storage.nbytes()
+    for tensor in tensors:
+        storage = tensor.untyped_storage()
+        storages[(tensor.device, storage.data_ptr())] = storage.nbytes()
     return sum(storages.values())

@@ -13,6 +13,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from attention import attend, case_to_dict, parse_case
+from attention.app.pages import PAGES as REGISTRY
 from attention.files import case_to_link
 from attention.presets import article
 
@@ -34,18 +35,19 @@ HEATMAPS = """(title) => [...document.querySelectorAll('.js-plotly-plot')]
     .map(gd => gd.data[0].z)
     .map(z => Array.isArray(z) ? z.map(row => Array.from(row)) : {dtype: z.dtype, bdata: z.bdata, shape: z.shape})"""
 
-# URL path → (screenshot name or None, the page's own header, more text its main area must show)
-PAGES = {
-    "/": ("overview", "Attention, step by step", ()),
-    "/walkthrough": ("walkthrough", "Step 1 · Prepare inputs", ()),
-    "/inputs": ("inputs", "Inputs and weights", ()),
-    "/broadcasting": ("broadcasting", "Step 6 · the broadcast", ()),
-    "/one-query": ("one-query", "Step 8 · one query at a time", ()),
-    "/variants": ("variants", "The article and textbook attention, side by side", ()),
-    "/multi-head": ("multi-head", "Multi-head attention", ()),
-    "/explain": ("explain", "Explain a number", ("q₂ · k₂ = 2·4 + 2·4 + 2·0 = 16",)),
-    "/devices": ("devices", "Devices", ("GPU: unavailable",)),  # the test machine has no GPU
+# Each page of the registry (by its file's name) → (its screenshot, its own header, more text its main area must show)
+EXPECTED = {
+    "overview": ("overview", "Attention, step by step", ()),
+    "walkthrough": ("walkthrough", "Step 1 · Prepare inputs", ()),
+    "inputs": ("inputs", "Inputs and weights", ()),
+    "broadcasting": ("broadcasting", "Step 6 · the broadcast", ()),
+    "one_query": ("one-query", "Step 8 · one query at a time", ()),
+    "variants": ("variants", "The article and textbook attention, side by side", ()),
+    "multi_head": ("multi-head", "Multi-head attention", ()),
+    "explain": ("explain", "Explain a number", ("q₂ · k₂ = 2·4 + 2·4 + 2·0 = 16",)),
+    "devices": ("devices", "Devices", ("GPU: unavailable",)),  # the test machine has no GPU
 }
+PAGES = {f"/{page.url_path}": EXPECTED[page.name] for page in REGISTRY}  # URL path → what that page shows
 
 
 def wait_ready(page: Page) -> None:

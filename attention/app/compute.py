@@ -18,11 +18,12 @@ BIG = 32 * 2**20  # bytes of a trace past which the memory of the traces already
 
 def current(session: Session) -> Trace:
     """The trace of the session's case: what every page of this run shows (kept whatever else the cache holds)."""
-    session.derived.pin(("trace", session.case))  # first: the last one shown may make room for it
-    trace = trace_of(session, session.case)  # if the GPU failed, the session's case is now on the CPU
-    key = ("trace", session.case)
-    session.derived.pin(key)
-    return session.derived.get(key, lambda: trace)
+    session.derived.pin(("trace", session.case))  # before it is made: the trace shown last may make room for it
+    trace = trace_of(session, session.case)
+    if trace.case != session.case:  # the GPU failed: the session's case is on the CPU now, and this is its trace
+        session.derived.pin(("trace", session.case))
+        trace = session.derived.get(("trace", session.case), lambda: trace)
+    return trace
 
 
 def trace_of(session: Session, case: Case) -> Trace:
@@ -33,9 +34,11 @@ def trace_of(session: Session, case: Case) -> Trace:
 
 
 def trace_bytes(case: Case) -> int:
-    """About the bytes a trace of the case holds: its n × n scores and weights per head, and its n × d matrices."""
-    h, n, d = case.options.heads, case.n, case.d_in + 2 * case.d_k + 3 * case.d_v
-    return torch.finfo(getattr(torch, case.options.dtype)).bits // 8 * (4 * h * n * n + n * d + 3 * 64 * 64)
+    """About the bytes a trace of the case holds: its n × n scores and weights per head, its n × d matrices and
+    its weights (for the room the cache makes before it is computed)."""
+    h, n, d_in, d_k, d_v = case.options.heads, case.n, case.d_in, case.d_k, case.d_v
+    numbers = 4 * h * n * n + n * (d_in + 2 * d_k + 3 * d_v) + d_in * (2 * d_k + d_v)
+    return numbers * torch.finfo(getattr(torch, case.options.dtype)).bits // 8
 
 
 def _attend(session: Session, case: Case) -> Trace:

@@ -14,6 +14,7 @@ from ..core import Trace
 from ..i18n import render
 from . import compute, editors, navigation, session, share, sidebar
 from .language import t
+from .state import Session
 from .text import plain
 
 # Focus made visible where Streamlit's own indicator is not: a radio option or checkbox/toggle hides its real
@@ -23,9 +24,7 @@ FOCUS_CSS = """<style>
 [data-testid=stRadioOption]:has(input:focus-visible), [data-testid=stCheckbox] label:has(input:focus-visible),
 [data-testid=stSidebarNavLink]:focus-visible { outline: 2px solid currentColor; outline-offset: 2px; }
 </style>"""
-_run = (
-    threading.local()
-)  # whether this script thread is inside run(): each session's script runs in a thread of its own
+_run = threading.local()  # whether this thread is inside run(): each session's script runs in a thread of its own
 
 
 def run(pages: list | None = None) -> None:
@@ -56,7 +55,7 @@ def trace() -> Trace:
     return compute.current(session.current())
 
 
-def _banners(s, trace: Trace) -> None:
+def _banners(s: Session, trace: Trace) -> None:
     """What the reader must know before the page: notices (a refused link, an opened file), the error that keeps
     the last valid result, the stale rounded weights, and whether the trace agrees with PyTorch's attention."""
     lang = s.lang

@@ -27,9 +27,10 @@ def read(session: Session) -> None:
 
 def draw(session: Session) -> None:
     """The sidebar's widgets, showing the session's controls (which a link, a file or a preset may have changed)."""
-    st.session_state[LANGUAGE] = session.lang
-    for name in CONTROLS:
-        st.session_state[name] = getattr(session.controls, name)
+    shown = {LANGUAGE: session.lang} | {name: getattr(session.controls, name) for name in CONTROLS}
+    for key, value in shown.items():
+        if st.session_state.get(key) != value:  # only what changed: a set value makes Streamlit send the widget again
+            st.session_state[key] = value
     language = session.lang  # a format_func runs later too (AppTest calls it after the run): this run's language
     with st.sidebar:
         st.selectbox(t("sidebar.language"), LANGUAGES, format_func=LANGUAGES.get, key=LANGUAGE)

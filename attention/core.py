@@ -22,6 +22,8 @@ from .i18n import msg, text
 # (n_k, n_q, d_v) broadcast is made whole up to 1 MiB of float32 (n = 64 at d_v = 64):
 WHOLE_MAX_NUMBERS = 1 << 18
 REPEAT_MAX_N = 16  # step 8 runs its Python loop for the first 16 queries; one_query() runs any other on demand
+ROUNDED_WITHIN = 0.1  # a weights override further than this from the exact softmax was made for other numbers
+# (the article's own rounding moves a weight by up to 0.063)
 
 STEP_NAMES = ("inputs", "weights", "qkv", "scores", "softmax", "weighted", "outputs", "repeat")
 
@@ -370,7 +372,7 @@ def _notes(name: str, case: Case, tensors: dict, outputs: torch.Tensor):
     if name == "softmax" and o.weights_override is not None:
         yield msg("note.override")
         gap = (tensors["weights"] - tensors["weights_exact"]).abs().max().item()
-        if gap > 0.1:  # more than the article's own rounding (up to 0.063) explains
+        if gap > ROUNDED_WITHIN:
             yield msg("note.stale_override", gap=gap)
     if name == "weighted" and isinstance(tensors["weighted"], Broadcast):
         w = tensors["weighted"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from .case import Case, case_to_dict, default_tokens, parse_case, with_options
+from .core import attend
 from .i18n import Message, msg
 
 # The article's numbers, as printed in the seed.
@@ -121,3 +122,9 @@ def variant_name(variant: str, case: Case) -> Message:
 
 
 EXACT = "exact"  # the variant the others are compared with
+
+
+def rounding_gap(case: Case) -> float:
+    """How far the case's weights override is from its exact softmax: the largest difference of one weight."""
+    exact = attend(with_options(case, weights_override=None, device="cpu"))["weights_exact"]
+    return (exact - torch.tensor(case.options.weights_override, dtype=exact.dtype)).abs().max().item()

@@ -45,9 +45,13 @@ def test_a_seeded_edit_changes_every_step(at):
     d = case_to_dict(article())
     d["x"][1][1] = 5.0
     x, w_query, w_key, w_value = (np.array(d[k]) for k in ("x", "w_query", "w_key", "w_value"))
-    outputs = np.array(d["options"]["weights_override"]) @ (x @ w_value)  # the article's steps, by hand in numpy
+    scores = (x @ w_query) @ (x @ w_key).T  # the article's steps, by hand in numpy
+    weights = np.exp(scores - scores.max(axis=1, keepdims=True))
+    outputs = weights / weights.sum(axis=1, keepdims=True) @ (x @ w_value)  # the exact softmax: see below
     assert not at.error
     np.testing.assert_allclose(charts(at)["outputs"], outputs, atol=1e-5)
+    # The article rounded its own softmax: for these numbers it would be off, so the exact one is used, said once
+    assert [i.value for i in at.info if "rounded softmax was made for its own numbers" in i.value]
     assert not np.allclose(outputs, ARTICLE_OUTPUTS)
     at.switch_page("pages/walkthrough.py").run()  # the edit travels to the other pages
     session(at).step = 4

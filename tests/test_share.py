@@ -19,7 +19,8 @@ from attention.presets import article, random_case, resize, variant_name, varian
 from attention.script import to_script
 from tests.apptest import APP, ARTICLE_OUTPUTS, MASKED_CASE, PAGES, charts, current_trace, open_share_panel, session
 
-EDITED = parse_case({**case_to_dict(article()), "x": [[1, 0, 1, 0], [0, 5, 0, 2], [1, 1, 1, 1]]})
+# The article with one number changed: its rounded softmax no longer fits, so the case has the exact one
+EDITED = parse_case({**case_to_dict(article()), "x": [[1, 0, 1, 0], [0, 5, 0, 2], [1, 1, 1, 1]], "options": {}})
 
 
 def open_link(query: dict[str, str]) -> AppTest:

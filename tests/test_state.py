@@ -145,7 +145,7 @@ def test_a_case_with_a_mask_offers_it_as_custom(session):
 
 
 def test_a_file_opens_or_changes_nothing(session):
-    edited = parse_case({**case_to_dict(article()), "x": [[1, 0, 1, 0], [0, 5, 0, 2], [1, 1, 1, 1]]})
+    edited = parse_case({**case_to_dict(article()), "x": [[1, 0, 1, 0], [0, 5, 0, 2], [1, 1, 1, 1]], "options": {}})
     session.import_file("mine.json", dump_case(edited).encode())
     assert session.case == edited and session.notices[-1] == "Opened mine.json."
     session.import_file("x" * 500 + ".json", b"{}")
@@ -175,3 +175,24 @@ def test_the_step_stays_within_the_walkthrough(session):
     assert session.step == 8
     session.go_to(0)
     assert session.step == 1
+
+
+def test_the_rounded_softmax_is_used_only_where_it_fits_and_one_step_leads_back(session):
+    session.choose(mask="causal")  # the article's rounded weights let query 1 see keys 2 and 3: they no longer fit
+    assert session.case.options.weights_override is None and session.controls.use_rounded
+    assert attend(session.case).outputs[0].tolist() == [1.0, 2.0, 3.0]  # query 1 sees only itself: v₁
+    assert "off by up to 1" in session.rounding
+    session.back_to_article()
+    assert session.case == article() and session.rounding is None and session.controls.mask == "none"
+    session.edit("x", 1, 1, 2.1)  # a small change: the rounding still fits, and the outputs move
+    assert session.case.options.weights_override is not None and session.rounding is None
+    session.choose(scale="sqrt_dk")
+    assert session.case.options.weights_override is None and "exact softmax is used" in session.rounding
+
+
+def test_any_number_of_heads_works_in_one_step_from_the_article(session):
+    session.choose(heads=3)
+    assert session.error is None and session.case.options.heads == 3
+    assert session.case.options.weights_override is None and "3 heads" in session.rounding
+    session.choose(heads=1)
+    assert session.case == article() and session.rounding is None

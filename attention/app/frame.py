@@ -59,13 +59,15 @@ def _banners(s: Session, trace: Trace) -> None:
     """What the reader must know before the page: notices (a refused link, an opened file), the error that keeps
     the last valid result, the stale rounded weights, and whether the trace agrees with PyTorch's attention."""
     lang = s.lang
-    for notice in s.take_notices():
+    notices, s.notices = s.notices, []  # each said once
+    for notice in notices:
         st.warning(plain(render(lang, notice)), icon=":material/info:")
     if s.error is not None:
         st.error(t("error.last_valid", error=plain(render(lang, s.error.message))), icon="⚠️")
-    for note in trace.step("softmax").notes:
-        if getattr(note, "key", None) == "note.stale_override":
-            st.info(t("notice.stale_override", note=plain(render(lang, note))))
+    if s.rounding is not None:  # the rounded softmax is chosen but would be wrong here: say so, and the way back
+        line, back = st.columns([5, 1], vertical_alignment="center")
+        line.info(render(lang, s.rounding), icon=":material/info:")
+        back.button(t("notice.back_to_article"), key="back_to_article", on_click=s.back_to_article, width="stretch")
     check = compute.check(s, trace)
     where = "" if trace.device == "cpu" else t("verify.computed_on", device=trace.device)
     note = "" if compute.exact(s, trace) is trace else t("verify.exact_note")

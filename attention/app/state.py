@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from .. import files, presets
 from ..case import CASE_FORMAT, Case, CaseError, parse_case, with_options
-from ..core import STEP_NAMES
+from ..core import ROUNDED_WITHIN, STEP_NAMES
 from ..devices import resolve_device
 from ..i18n import LANGUAGES, Message, clip, excerpt, msg
 from . import choices
@@ -34,6 +34,7 @@ class Session:
     notices: list[Message] = field(default_factory=list)  # said once, at the top of the next page drawn
     generation: int = 0  # how often the matrices were replaced whole: an editor made before knows older grids
     next_step_at: float | None = None  # the player's clock (time.monotonic) while it plays
+    rounding: Message | None = None  # why the article's rounded softmax, though chosen, is not used: None if it is
     derived: Derived = field(default_factory=Derived, repr=False, compare=False)  # see cache.py
     _numbers: Case | None = field(default=None, repr=False)  # the inputs' matrices, checked, with no options
 
@@ -60,6 +61,11 @@ class Session:
         c = self.controls
         random = presets.random_case(c.n, c.d_in, c.d_k, c.d_v, seed=c.seed) if c.preset == "random" else None
         self.load(random or presets.article(), keep_device=True)
+
+    def back_to_article(self) -> None:
+        """The article's numbers and options (its preset) again; the device stays."""
+        self.controls = replace(self.controls, preset="article")
+        self.load(presets.article(), keep_device=True)
 
     def open_link(self, params: Mapping[str, str | None]) -> None:
         """A shared link (?case=…&step=…&lang=…) restores its case, step and language; a bad part is refused with a
@@ -148,10 +154,6 @@ class Session:
     def go_to(self, step: int) -> None:
         self.step = min(len(STEP_NAMES), max(1, step))
 
-    def take_notices(self) -> list[Message]:
-        notices, self.notices = self.notices, []
-        return notices
-
     # Checking
 
     def _check(self, numbers: bool) -> None:
@@ -162,11 +164,28 @@ class Session:
                 self._numbers = None
                 matrices = {name: getattr(self.inputs, name) for name in NUMBERS}
                 self._numbers = parse_case({"format": CASE_FORMAT, **matrices, "tokens": self.inputs.tokens})
-            case = with_options(self._numbers, **choices.options(self.controls, self.inputs))
+            self.case, self.rounding = _with_options(self._numbers, self.controls, self.inputs)
+            self.error = None
         except CaseError as e:
             self.error = e
-        else:
-            self.case, self.error = case, None
+
+
+def _with_options(numbers: Case, controls: Controls, inputs: Inputs) -> tuple[Case, Message | None]:
+    """The checked numbers with the options the controls describe, and why the article's rounded softmax, though
+    chosen, is not used: the article rounded one head's softmax for its own numbers, so with several heads, or
+    numbers and options whose softmax it would miss by more than ROUNDED_WITHIN, the exact softmax is used."""
+    options = choices.options(controls, inputs)
+    if options["weights_override"] is None:
+        return with_options(numbers, **options), None
+    if controls.heads > 1:
+        return with_options(numbers, **options | {"weights_override": None}), msg(
+            "notice.rounded_heads", heads=controls.heads
+        )
+    case = with_options(numbers, **options)
+    gap = presets.rounding_gap(case)
+    if gap > ROUNDED_WITHIN:
+        return with_options(case, weights_override=None), msg("notice.rounded_stale", gap=gap)
+    return case, None
 
 
 def device_here(spec: str, notices: list[Message]) -> str:

@@ -6,6 +6,7 @@ from .case import Case, Matrix
 from .core import STEP_NAMES, TITLES
 
 MAX_LABEL_CHARS = 80  # a label in a comment is cut here (labels are user text; the case limits them to 40)
+SHOWN_ROWS = 16  # rows of a matrix a page shows in a step's code (the exported script has them all)
 
 
 def to_script(case: Case) -> str:
@@ -26,6 +27,22 @@ def to_script(case: Case) -> str:
 def blocks(case: Case) -> dict[str, list[str]]:
     """Each step's lines of the script, by step name, with the case's numbers and the options in effect."""
     return {name: BLOCKS[name](case) for name in STEP_NAMES}
+
+
+def shown(case: Case, step: str) -> str:
+    """One step's block as a page shows it beside the step: the script's own lines, a matrix of more than
+    SHOWN_ROWS rows cut short (the exported script has them all)."""
+    out, rows = [], None  # rows: of the matrix literal being written, or None outside one
+    for line in BLOCKS[step](case):
+        if rows is not None and line != "]":
+            rows += 1
+            if rows > SHOWN_ROWS:
+                if rows == SHOWN_ROWS + 1:
+                    out.append("    # … the other rows are in the exported script")
+                continue
+        rows = 0 if line.endswith(" = [") else None if line == "]" else rows
+        out.append(line)
+    return "\n".join(out)
 
 
 def _inputs(case: Case) -> list[str]:

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from attention import figures
+from attention import figures, script
 from attention.app import charts, frame, pickers
 from attention.app.language import lang, t
 
@@ -11,7 +11,7 @@ values, weights, weighted = trace["values"], trace["weights"], trace["weighted"]
 n, d_v = trace.case.n, values.shape[-1]
 
 st.header(t("broadcasting.header_6"))
-st.code("weighted = values[..., :, None, :] * weights.mT[..., :, :, None]", language="python")
+st.code(script.shown(trace.case, "weighted"), language="python", wrap_lines=True)
 st.markdown(
     f"""
 | {t("broadcasting.operand")} | {t("broadcasting.shape")} | {t("broadcasting.axis", axis=0)} | {t("broadcasting.axis", axis=1)} | {t("broadcasting.axis", axis=2)} |

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from attention import figures
+from attention import figures, script
 from attention.app import charts, frame, pickers
 from attention.app.language import lang, t
 from attention.app.text import plain
@@ -12,7 +12,7 @@ from attention.i18n import render
 trace = frame.trace()
 st.header(t("one_query.header"))
 st.write(t("one_query.intro"))
-st.code(trace.step("repeat").code, language="python", wrap_lines=True)
+st.code(script.shown(trace.case, "repeat"), language="python", wrap_lines=True)
 query = pickers.token_picker(trace, t("picker.query_i"), "one_query")
 head = pickers.head_picker(trace, "one_query_head")
 alone = one_query(trace, query)  # every tensor of steps 4-7 for this query: one row where the matrix form has n

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from attention import STEP_NAMES, figures
+from attention import STEP_NAMES, figures, script
 from attention.app import charts, compute, frame, pickers, session
 from attention.app.language import lang, t
 from attention.app.text import plain
@@ -15,7 +15,7 @@ pickers.player()
 st.header(t("walkthrough.header", number=step.number, title=t(f"step.{step.name}.title")))
 st.write(t(f"step.{step.name}.explanation"))
 st.latex(step.formula)
-st.code(step.code, language="python", wrap_lines=True)
+st.code(script.shown(trace.case, step.name), language="python", wrap_lines=True)  # the reader's code
 for note in step.notes:
     st.info(plain(render(lang(), note)))
 

@@ -1,6 +1,9 @@
 """Tests of the generated PyTorch script: it runs alone and prints the core's outputs, for every option."""
 
 import ast
+import contextlib
+import io
+import random
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -11,8 +14,8 @@ import torch
 
 from attention import STEP_NAMES, attend
 from attention.core import TITLES
-from attention.presets import article, random_case
-from attention.script import to_script
+from attention.presets import article, random_case, with_options
+from attention.script import shown, to_script
 
 ARTICLE_OUTPUTS = [[2.0, 7.0, 1.5], [2.0, 8.0, 0.0], [2.0, 7.8, 0.3]]
 ARTICLE_BROADCAST = "weighted = values[:, None] * weights.T[:, :, None]"
@@ -120,3 +123,23 @@ def test_hostile_labels_stay_in_comments(runs):
     plain = to_script(replace(CASES["hostile labels"], tokens=tuple(f"t{i}" for i in range(len(HOSTILE)))))
     assert ast.dump(ast.parse(source)) == ast.dump(ast.parse(plain))
     assert "\\n" in source and "\\r" in source and "\\u2028" in source and "\\x00" in source  # visible, escaped
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_code_each_step_shows_runs_and_gives_the_traces_numbers(seed):
+    """The walkthrough shows the script's block for each step: run in order, they make the trace's tensors."""
+    rng = random.Random(seed)
+    h = rng.choice([1, 2])
+    options = {"heads": h, "scale": rng.choice(["none", "sqrt_dk", 0.5]), "temperature": rng.choice([1.0, 0.5, 2.0])}
+    options |= {"mask": rng.choice([None, "causal"]), "dtype": rng.choice(["float32", "float64"])}
+    case = random_case(rng.randint(1, 6), rng.randint(1, 4), 2 * h, 2 * h, seed=seed, **options)
+    if seed % 3 == 0:
+        case = with_options(case, w_out=[[rng.uniform(-1, 1) for _ in range(3)] for _ in range(2 * h)])
+    scope = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec("import math\nimport torch", scope)
+        for name in STEP_NAMES:
+            exec(shown(case, name), scope)
+    trace = attend(case)
+    for name in ("x", "queries", "keys", "values", "scores", "weights", "weighted", "outputs"):
+        torch.testing.assert_close(scope[name], trace[name] if name != "outputs" else trace.outputs, msg=name)

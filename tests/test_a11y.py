@@ -100,8 +100,8 @@ def test_text_version_names_masked_cells_and_keeps_labels_as_typed():
     _, summary, table = figures.describe(fig)
     assert "3 cells are masked" in summary
     assert list(table.index) == ["<b>a</b>", "a", "a (2)"]  # unescaped (HTML-escaped for Plotly), made unique
-    _, _, table = figures.describe(fig, label=table_label)  # st.table renders Markdown: typed labels as code
-    assert list(table.index) == ["` <b>a</b> `", "a", "` a (2) `"]
+    _, _, table = figures.describe(fig, label=table_label)  # st.table renders Markdown: typed labels escaped
+    assert list(table.index) == ["\\<b>a\\</b>", "a", "a (2)"]
     assert table.iloc[0, 1] == "masked" and table.iloc[0, 0] != "masked"
 
 

@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 import attention
 from attention import devices
 from attention.app import compute
+from attention.app.text import plain
 from attention.devices import Device
 from attention.files import case_to_link
 from attention.presets import article, random_case, with_options
@@ -88,7 +89,7 @@ def test_html_script_links_and_icons_in_token_labels_are_text_everywhere():
     app.switch_page("pages/inputs.py").run()
     for row, token in enumerate(hostile):
         edit(app, "x", row, "1", float("nan"))
-        assert app.error[0].value.startswith(f"` x, row {row + 1} ({token})")  # a code span: shown as typed
+        assert app.error[0].value.startswith(plain(f"x, row {row + 1} ({token})"))  # escaped: shown as typed
         edit(app, "x", row, "1", 1.0)
 
 

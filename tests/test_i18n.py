@@ -16,7 +16,7 @@ from attention.core import AXES, STEP_NAMES
 from attention.files import case_from_link, case_to_link
 from attention.i18n import LANGUAGES, Message, excerpt, language_for, msg, render, text
 from attention.presets import article
-from attention.script import shown
+from attention.script import shown as shown_code
 from tests.apptest import APP, MASKED_CASE, PAGES, current_trace, edit, forge, open_share_panel, session
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -400,7 +400,7 @@ def test_every_page_renders_in_chinese():
     at.switch_page("pages/walkthrough.py").run()
     assert at.header[0].value == "第 1 步 · 准备输入"
     assert article_formula("inputs") in at.latex[0].value  # the formula and the code are the same in both
-    assert at.get("code")[0].value == shown(current_trace(at).case, "inputs")
+    assert at.get("code")[0].value == shown_code(current_trace(at).case, "inputs")
 
 
 def article_formula(step: str) -> str:

@@ -3,7 +3,6 @@ summary, with its text version under it; and figures kept in the session's cache
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 import plotly.graph_objects as go
@@ -43,6 +42,5 @@ def chart(fig: go.Figure, key: str, where=st, **kwargs):
 
 
 def table_label(label: str) -> str:
-    """A row or column label for st.table, which renders Markdown: one with more than letters, digits and spaces
-    (a typed token) as a code span, so that it shows as typed."""
-    return label if re.fullmatch(r"[\w ]*", label) else plain(label)
+    """A row or column label for st.table, which renders Markdown: shown as typed (text.plain)."""
+    return plain(label)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import functools
 import html
+import math
 import struct
 import zlib
 
@@ -13,11 +14,11 @@ import pandas as pd
 import plotly.colors
 import plotly.graph_objects as go
 import torch
+from pandas.io.formats.style import Styler
 
 from . import numbers
 from .core import AXES, Trace
 from .explain import Cells
-from .files import to_lists
 from .i18n import text
 
 TEXT_MAX_SIDE = 16  # numbers are drawn in the cells up to 16×16: past that they cost seconds per edit in the browser
@@ -62,7 +63,8 @@ def heatmap(
     # float32 stays (half the bytes sent); an image (255 colours, 4-digit summaries) is made in float32 too: at the
     # limits a float64 matrix and its temporaries are 8 MiB each
     z = z.astype(np.float32 if image or z.dtype == np.float32 else np.float64)  # a copy: the trace's stays as it is
-    z[np.isneginf(z)] = np.nan  # a masked score (-inf) shows as an empty cell
+    masked = np.isneginf(z)
+    z[masked] = np.nan  # a masked score (-inf) is an empty cell that says −∞ (below)
     finite = z[np.isfinite(z)]
     signed = bool(finite.size and finite.min() < 0 < finite.max())
     colours = {"colorscale": DIVERGING if signed else SEQUENTIAL, "reversescale": signed}  # blue negative, red positive
@@ -71,14 +73,17 @@ def heatmap(
     if image:
         data, axes = _image(z, finite, signed, colours, rows, cols, _hover(lang, "hover.cell_image", **words))
     else:
+        # Plotly writes an empty cell's value as nothing (or "-Infinity"): with masked cells, the numbers are
+        # written here, −∞ where a score is masked, for the cells and their hover
+        said = {"text": _written(z, masked, 4), "customdata": _written(z, masked, 7)} if masked.any() else {}
         data = go.Heatmap(
             z=z,
             x=[html.escape(c, quote=False) for c in cols],  # Plotly renders some HTML in labels; quotes show as typed
             y=[html.escape(r, quote=False) for r in rows],
             zmid=0 if signed else None,
-            texttemplate="%{z:.4~g}" if small else None,
-            hovertemplate=_hover(lang, "hover.cell", **words),
-            hoverongaps=False,
+            texttemplate=("%{text}" if said else "%{z:.4~g}") if small else None,
+            hovertemplate=_hover(lang, "hover.cell", z="%{customdata}" if said else None, **words),
+            hoverongaps=bool(said),
             xgap=1 if small else 0,
             ygap=1 if small else 0,
             colorbar={"thickness": 12},
@@ -179,9 +184,15 @@ def _png(indices: np.ndarray, palette: bytes) -> str:
 HIGHLIGHT, HALO = "#ff7f0e", "#1a1a1a"  # the outline of the cells that took part in a number, and its halo
 
 
-def _hover(lang: str, key: str, **words: str) -> str:
+def _hover(lang: str, key: str, z: str | None = None, **words: str) -> str:
     """A hover template from the catalogue: {y}, {x} and {z} become Plotly's cell placeholders."""
-    return text(lang, key, y="%{y}", x="%{x}", z="%{z:.7~g}", **words) + "<extra></extra>"
+    return text(lang, key, y="%{y}", x="%{x}", z=z or "%{z:.7~g}", **words) + "<extra></extra>"
+
+
+def _written(z: np.ndarray, masked: np.ndarray, digits: int) -> np.ndarray:
+    """Each cell's value to `digits` significant digits as Plotly writes them (a true minus sign), −∞ if masked."""
+    return np.array([["−∞" if m else f"{v:.{digits}g}".replace("-", "−") for v, m in zip(row, mask, strict=True)]
+                     for row, mask in zip(z.tolist(), masked.tolist(), strict=True)], dtype=object)  # fmt: skip
 
 
 CLICKABLE_MAX_CELLS = 4096  # one invisible marker per cell: past this, cells are picked with the pickers only
@@ -307,9 +318,9 @@ def weighted_heatmap(trace: Trace, head: int | None = None, lang: str = "en") ->
 
 def table(
     trace: Trace, name: str, head: int | None = None, rows: list[int] | None = None, lang: str = "en"
-) -> pd.DataFrame | None:
+) -> Styler | None:
     """A recorded 2-D tensor (or some of its rows) as a table with the same labels, numbers as short as they
-    round-trip; None when it is too big to read."""
+    round-trip and a masked score as −∞; None when it is too big to read."""
     matrix = tensor(trace, name, head)
     row_kind, col_kind = AXES[name]
     index = labels(trace, row_kind, matrix.shape[0])
@@ -319,7 +330,15 @@ def table(
         return None
     columns = labels(trace, col_kind, matrix.shape[1])
     index = pd.Index(index, name=axis(lang, row_kind))  # the row labels' header: a screen reader names the column
-    return pd.DataFrame(to_lists(matrix), index=index, columns=columns, dtype="float64")
+    shortest = numbers.short_float32 if matrix.dtype == torch.float32 else float
+    cells = [[shortest(v) if math.isfinite(v) else math.nan for v in row] for row in matrix.tolist()]
+    frame = pd.DataFrame(cells, index=index, columns=columns, dtype="float64")
+    return frame.style.format(_table_number, na_rep="−∞")  # NaN is a masked score: no other tensor holds one
+
+
+def _table_number(v: float) -> str:
+    """A table's number as short as it reads back (the cell's own float32 or float64 value)."""
+    return numbers.written(v).replace("−", "-")
 
 
 def broadcast_panels(trace: Trace, key: int, head: int | None = None, lang: str = "en") -> dict[str, go.Figure]:

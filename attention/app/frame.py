@@ -24,6 +24,8 @@ FOCUS_CSS = """<style>
 [data-testid=stRadioOption]:has(input:focus-visible), [data-testid=stCheckbox] label:has(input:focus-visible),
 [data-testid=stSidebarNavLink]:focus-visible { outline: 2px solid currentColor; outline-offset: 2px; }
 </style>"""
+STATUS_PX = 76  # the status row's height: a badge, or a message of up to two lines
+BADGE_PX = 230  # the check's badge and the way back to the article: their labels whole, in either language
 _run = threading.local()  # whether this thread is inside run(): each session's script runs in a thread of its own
 
 
@@ -56,23 +58,26 @@ def trace() -> Trace:
 
 
 def _banners(s: Session, trace: Trace) -> None:
-    """What the reader must know before the page: notices (a refused link, an opened file), the error that keeps
-    the last valid result, the stale rounded weights, and whether the trace agrees with PyTorch's attention."""
+    """What the reader must know before the page: notices (a refused link, an opened file), then one status row of
+    a fixed height (an edit's message must not push the page down): whether the trace agrees with PyTorch's
+    attention, as a badge with the detail on demand, and beside it the one line that matters now: the error that
+    keeps the last valid result, or why the article's rounded softmax is not used, with the way back."""
     lang = s.lang
     notices, s.notices = s.notices, []  # each said once
     for notice in notices:
         st.warning(plain(render(lang, notice)), icon=":material/info:")
-    if s.error is not None:
-        st.error(t("error.last_valid", error=plain(render(lang, s.error.message))), icon="⚠️")
-    if s.rounding is not None:  # the rounded softmax is chosen but would be wrong here: say so, and the way back
-        line, back = st.columns([5, 1], vertical_alignment="center")
-        line.info(render(lang, s.rounding), icon=":material/info:")
-        back.button(t("notice.back_to_article"), key="back_to_article", on_click=s.back_to_article, width="stretch")
+    row = st.container(horizontal=True, wrap=False, vertical_alignment="center", height=STATUS_PX, border=False)
     check = compute.check(s, trace)
     where = "" if trace.device == "cpu" else t("verify.computed_on", device=trace.device)
     note = "" if compute.exact(s, trace) is trace else t("verify.exact_note")
     said = {"oracle": check.oracle, "difference": check.difference, "note": note, "where": where}
     if check.agrees:
-        st.caption(f":material/verified: {t('verify.agrees', **said)}")
+        badge = row.popover(t("verify.badge"), icon=":material/verified:", key="check", width=BADGE_PX)
+        badge.caption(t("verify.agrees", **said))
     else:
-        st.error(t("verify.differs", **said))
+        row.error(t("verify.differs", **said))
+    if s.error is not None:
+        row.error(t("error.last_valid", error=plain(render(lang, s.error.message))), icon="⚠️")
+    elif s.rounding is not None:  # the rounded softmax is chosen but would be wrong here: say so, and the way back
+        row.info(render(lang, s.rounding), icon=":material/info:")
+        row.button(t("notice.back_to_article"), key="back_to_article", on_click=s.back_to_article, width=BADGE_PX)

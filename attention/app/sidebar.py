@@ -1,5 +1,5 @@
-"""The sidebar every page shares: language, preset and seed, sizes, options and device. Its widgets show the
-session's controls, and their changes go to the session's operations (state.Session.choose)."""
+"""The sidebar every page shares: language and preset, the options a learner changes first, then (folded) sizes and
+seed, precision and device. Its widgets show the session's controls, and their changes go to Session.choose."""
 
 from __future__ import annotations
 
@@ -34,54 +34,55 @@ def draw(session: Session) -> None:
     language = session.lang  # a format_func runs later too (AppTest calls it after the run): this run's language
     with st.sidebar:
         st.selectbox(t("sidebar.language"), LANGUAGES, format_func=LANGUAGES.get, key=LANGUAGE)
-        _preset(session, language)
-        _sizes(language)
-        st.subheader(t("sidebar.options"))
-        _options(session, language)
-        _device()
-
-
-def _preset(session: Session, language: str) -> None:
-    st.selectbox(
-        t("sidebar.preset"), presets.PRESETS, format_func=lambda p: i18n.text(language, f"preset.{p}"), key="preset"
-    )
-    left, right = st.columns(2)
-    left.number_input(t("sidebar.seed"), 0, MAX_SEED, step=1, key="seed", help=t("sidebar.seed_help"))
-    right.button(t("sidebar.reset"), key="reset", on_click=session.reset, help=t("sidebar.reset_help"), width="stretch")
-
-
-def _sizes(language: str) -> None:
-    with st.expander(t("sidebar.sizes"), expanded=False):
-        columns = st.columns(2)
-        for i, (name, limit) in enumerate(SIZES.items()):
-            columns[i % 2].number_input(t(f"sidebar.size_{name}"), 1, limit, step=1, key=name)
-        st.radio(
-            t("sidebar.fill"), FILLS, format_func=lambda f: i18n.text(language, f"fill.{f}"), key="fill",
-            horizontal=True, help=t("sidebar.fill_help"),
+        st.selectbox(
+            t("sidebar.preset"), presets.PRESETS, format_func=lambda p: i18n.text(language, f"preset.{p}"),
+            key="preset",
         )  # fmt: skip
+        st.subheader(t("sidebar.options"))  # what a learner changes first: in view without scrolling
+        _options(session, language)
+        with st.expander(t("sidebar.sizes"), expanded=False):
+            _sizes(session, language)
+        with st.expander(t("sidebar.precision"), expanded=False):
+            _precision()
 
 
 def _options(session: Session, language: str) -> None:
-    c = session.controls
     if session.inputs.rounded is not None:
         st.toggle(t("sidebar.rounded"), key="use_rounded", help=t("sidebar.rounded_help"))
-    st.selectbox(t("sidebar.scale"), SCALES, format_func=lambda v: i18n.text(language, f"scale.{v}"), key="scale")
-    if c.scale == "custom":
+    st.selectbox(
+        t("sidebar.scale"), SCALES, format_func=lambda v: i18n.text(language, f"scale.{v}"), key="scale",
+        help=t("sidebar.scale_help"),
+    )  # fmt: skip
+    if session.controls.scale == "custom":
         st.number_input(t("sidebar.scale_value"), MIN_SCALE, MAX_SCALE, key="scale_value", format="%g")
-    st.number_input(
-        t("sidebar.temperature"), MIN_TEMPERATURE, MAX_TEMPERATURE, step=0.1, key="temperature", format="%g"
-    )
     masks = MASKS if session.inputs.mask is not None else MASKS[:2]  # custom: the loaded case's own matrix
     st.selectbox(
         t("sidebar.mask"), masks, format_func=lambda m: i18n.text(language, f"mask.{m}"), key="mask",
         help=t("sidebar.mask_help"),
     )  # fmt: skip
+    st.number_input(
+        t("sidebar.temperature"), MIN_TEMPERATURE, MAX_TEMPERATURE, step=0.1, key="temperature", format="%g",
+        help=t("sidebar.temperature_help"),
+    )  # fmt: skip
     st.number_input(t("sidebar.heads"), 1, MAX_HEADS, step=1, key="heads", help=t("sidebar.heads_help"))
-    st.radio(t("sidebar.dtype"), DTYPES, key="dtype", horizontal=True)
 
 
-def _device() -> None:
+def _sizes(session: Session, language: str) -> None:
+    left, right = st.columns(2, vertical_alignment="bottom")
+    left.number_input(t("sidebar.seed"), 0, MAX_SEED, step=1, key="seed", help=t("sidebar.seed_help"))
+    right.button(t("sidebar.reset"), key="reset", on_click=session.reset, help=t("sidebar.reset_help"), width="stretch")
+    columns = st.columns(2)
+    for i, (name, limit) in enumerate(SIZES.items()):
+        columns[i % 2].number_input(t(f"sidebar.size_{name}"), 1, limit, step=1, key=name)
+    st.radio(
+        t("sidebar.fill"), FILLS, format_func=lambda f: i18n.text(language, f"fill.{f}"), key="fill",
+        horizontal=True, help=t("sidebar.fill_help"),
+    )  # fmt: skip
+
+
+def _precision() -> None:
+    st.radio(t("sidebar.dtype"), DTYPES, key="dtype", horizontal=True, help=t("sidebar.dtype_help"))
     devices = {d.name: t("sidebar.device_option", name=d.name, description=d.description) for d in available_devices()}
-    st.selectbox(t("sidebar.device"), devices, format_func=devices.get, key="device")
+    st.selectbox(t("sidebar.device"), devices, format_func=devices.get, key="device", help=t("sidebar.device_help"))
     if reason := gpu_unavailable_reason():
         st.caption(t("sidebar.gpu_unavailable", reason=reason))

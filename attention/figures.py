@@ -88,6 +88,7 @@ def heatmap(
             ygap=1 if small else 0,
             colorbar={"thickness": 12},
             **colours,
+            **said,
         )
         axes = {"type": "category"}, {"type": "category"}
     height = 90 + 28 * min(len(rows), 20) if small else 420
@@ -331,14 +332,13 @@ def table(
     columns = labels(trace, col_kind, matrix.shape[1])
     index = pd.Index(index, name=axis(lang, row_kind))  # the row labels' header: a screen reader names the column
     shortest = numbers.short_float32 if matrix.dtype == torch.float32 else float
-    cells = [[shortest(v) if math.isfinite(v) else math.nan for v in row] for row in matrix.tolist()]
-    frame = pd.DataFrame(cells, index=index, columns=columns, dtype="float64")
-    return frame.style.format(_table_number, na_rep="−∞")  # NaN is a masked score: no other tensor holds one
+    cells = [[shortest(v) if math.isfinite(v) else v for v in row] for row in matrix.tolist()]
+    return pd.DataFrame(cells, index=index, columns=columns, dtype="float64").style.format(_table_number)
 
 
 def _table_number(v: float) -> str:
-    """A table's number as short as it reads back (the cell's own float32 or float64 value)."""
-    return numbers.written(v).replace("−", "-")
+    """A table's number as short as it reads back (its own float32 or float64 value); a masked score as −∞."""
+    return "−∞" if v == -math.inf else numbers.written(v).replace("−", "-")
 
 
 def broadcast_panels(trace: Trace, key: int, head: int | None = None, lang: str = "en") -> dict[str, go.Figure]:

@@ -102,7 +102,7 @@ def test_text_version_names_masked_cells_and_keeps_labels_as_typed():
     assert list(table.index) == ["<b>a</b>", "a", "a (2)"]  # unescaped (HTML-escaped for Plotly), made unique
     _, _, table = figures.describe(fig, label=table_label)  # st.table renders Markdown: typed labels escaped
     assert list(table.index) == ["\\<b>a\\</b>", "a", "a (2)"]
-    assert table.iloc[0, 1] == "masked" and table.iloc[0, 0] != "masked"
+    assert table.iloc[0, 1] == "−∞" and table.iloc[0, 0] != "−∞"
 
 
 def test_text_version_of_a_big_heatmap_is_a_summary_per_row():
@@ -113,7 +113,7 @@ def test_text_version_of_a_big_heatmap_is_a_summary_per_row():
     assert "600 cells are too many" in summary and "Explain page" in summary
     assert "largest 599 (at query 19, key 29)" in summary
     assert table.shape == (20, 3)
-    assert table.loc["0"].tolist() == ["0", "29", "29"] and table.loc["4"].tolist() == ["masked"] * 3
+    assert table.loc["0"].tolist() == ["0", "29", "29"] and table.loc["4"].tolist() == ["−∞"] * 3
     tall = figures.heatmap(np.zeros((300, 2)), [str(i) for i in range(300)], ["a", "b"], "query", "key")
     _, summary, table = figures.describe(tall)
     assert table is None and "even row by row" in summary  # 300 rows: the summary sentences only

@@ -139,7 +139,7 @@ def test_the_text_version_of_an_image_reads_its_numbers_from_the_summary_it_carr
     assert f"Smallest {float(finite.nan_to_num(float('inf')).min()):.4g}" in summary
     assert f"largest {float(z[i, j]):.4g} (at query t{i}, key t{j})" in summary
     assert "150 cells are masked" in summary and "30,000 cells are too many" in summary
-    assert list(table.index) == rows and table.iloc[4].tolist() == ["masked"] * 3
+    assert list(table.index) == rows and table.iloc[4].tolist() == ["−∞"] * 3
     assert table.iloc[7, 1] == f"{float(z[7].max()):.4g}"
 
 

@@ -55,9 +55,11 @@ def heatmap(
     col_kind: str,
     title: str = "",
     lang: str = "en",
+    span: tuple[float, float] | None = None,
 ) -> go.Figure:
     """One matrix as a heatmap: rows top to bottom as printed, hover naming both axes, numbers in small ones;
-    a big one (past IMAGE_MIN_CELLS) as a PNG image with a colour bar, which the browser draws at once."""
+    a big one (past IMAGE_MIN_CELLS) as a PNG image with a colour bar, which the browser draws at once. `span`,
+    the smallest and largest number of several matrices shown side by side, gives them one colour scale."""
     z = np.asarray(z)
     image = z.size > IMAGE_MIN_CELLS
     # float32 stays (half the bytes sent); an image (255 colours, 4-digit summaries) is made in float32 too: at the
@@ -65,9 +67,16 @@ def heatmap(
     z = z.astype(np.float32 if image or z.dtype == np.float32 else np.float64)  # a copy: the trace's stays as it is
     masked = np.isneginf(z)
     z[masked] = np.nan  # a masked score (-inf) is an empty cell that says −∞ (below)
-    finite = z[np.isfinite(z)]
+    colours: dict = {}
+    finite = z[np.isfinite(z)] if span is None else np.asarray(span, dtype=z.dtype)  # what the colours span
     signed = bool(finite.size and finite.min() < 0 < finite.max())
-    colours = {"colorscale": DIVERGING if signed else SEQUENTIAL, "reversescale": signed}  # blue negative, red positive
+    if span is not None:  # the shared scale, centred on zero when signed (as zmid=0 centres one matrix's)
+        top = float(np.abs(finite).max())
+        colours |= {"zmin": -top, "zmax": top} if signed else {"zmin": span[0], "zmax": span[1]}
+    colours |= {
+        "colorscale": DIVERGING if signed else SEQUENTIAL,
+        "reversescale": signed,
+    }  # blue negative, red positive
     small = max(z.shape) <= TEXT_MAX_SIDE
     words = {"row": axis(lang, row_kind), "col": axis(lang, col_kind)}
     if image:

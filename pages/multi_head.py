@@ -5,11 +5,13 @@ import streamlit as st
 from attention import figures
 from attention.app import charts, compute, editors, frame, pickers, session
 from attention.app.language import t
+from attention.app.text import prose
 
 trace = frame.trace()
 case, h = trace.case, trace.case.options.heads
 st.header(t("multi_head.header"))
 st.write(t("multi_head.intro"))
+st.markdown(prose(t("why.heads")))
 editors.w_out_switch(session.current())
 if h == 1:
     st.info(t("multi_head.one_head"))

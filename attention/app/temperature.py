@@ -8,6 +8,7 @@ from .. import figures, presets
 from . import charts, compute, session
 from .language import lang, t
 from .pickers import KEEP
+from .text import prose
 
 
 @st.fragment
@@ -18,6 +19,7 @@ def explorer() -> None:
     trace = compute.current(s)
     st.subheader(t("variants.temperature"))
     st.latex(r"A_{ij} = \frac{e^{S_{ij}/T}}{\sum_k e^{S_{ik}/T}}")
+    st.markdown(prose(t("why.temperature")))
     temperature = st.select_slider(
         t("variants.temperature_slider"), figures.TEMPERATURES, value=1.0, key="explore_temperature",
         persist_state=KEEP,

@@ -100,15 +100,15 @@ def heatmap(
             **said,
         )
         axes = {"type": "category"}, {"type": "category"}
-    height = 90 + 28 * min(len(rows), 20) if small else 420
+    height = 90 + 28 * min(max(len(rows), 3), 20) if small else 420  # one or two rows: room for the colour bar
     return go.Figure(
         data,
         layout={
             "title": {"text": title, "font": {"size": 14}, "x": 0, "y": 0.99, "yref": "container", "yanchor": "top"},
             "height": height + 30,
             "margin": {"l": 10, "r": 10, "t": 90, "b": 10},
-            "xaxis": {**axes[0], "side": "top", "title": {"text": words["col"]}},
-            "yaxis": {**axes[1], "autorange": "reversed", "title": {"text": words["row"]}},
+            "xaxis": {**axes[0], "side": "top", "automargin": True, "title": {"text": words["col"]}},
+            "yaxis": {**axes[1], "autorange": "reversed", "automargin": True, "title": {"text": words["row"]}},
             "meta": {"rows": len(rows), "cols": len(cols), "image": image}
             | ({"stats": _stats(z, _unique(rows), _unique(cols))} if image else {}),  # for describe()
         },
@@ -317,7 +317,7 @@ def weighted_heatmap(trace: Trace, head: int | None = None, lang: str = "en") ->
     keys = max(1, min(n_k, WEIGHTED_MAX_ROWS // n_q))
     tokens = labels(trace, "token", n_k)
     rows = [f"k {tokens[j]} · q {tokens[i]}" for j, i in (_key_query(n_q, row) for row in range(keys * n_q))]
-    title = "" if keys == n_k else text(lang, "chart.weighted_first", keys=keys, n=n_k)
+    title = "weighted" if keys == n_k else text(lang, "chart.weighted_first", keys=keys, n=n_k)
     dims = labels(trace, "value dim", d_v)
     z = w[:keys].reshape(keys * n_q, d_v)  # key-major: row _flat_row(n_q, j, i) is weighted[j, i]
     fig = heatmap(z, rows, dims, "key · query", "value dim", title, lang)
@@ -351,26 +351,32 @@ def _table_number(v: float) -> str:
 
 
 def broadcast_panels(trace: Trace, key: int, head: int | None = None, lang: str = "en") -> dict[str, go.Figure]:
-    """Step 6 for one key j: value row j (1, d_v) times weight column j (n_q, 1) gives the slice (n_q, d_v)."""
+    """Step 6 for one key j: value row j (1, d_v) times weight column j (n_q, 1) gives the slice (n_q, d_v). The
+    titles count j from 1, as the tokens' names do, and give the shapes with the case's sizes."""
     values, weights, weighted = (tensor(trace, n, head) for n in ("values", "weights", "weighted"))
+    n_q, d_v = weights.shape[0], values.shape[-1]
     tokens = labels(trace, "token", trace.case.n)
-    dims = labels(trace, "value dim", values.shape[-1])
-    k = tokens[key]
+    dims = labels(trace, "value dim", d_v)
+    k, j = tokens[key], key + 1
     return {
-        "value": heatmap(values[key : key + 1], [k], dims, "key", "value dim", f"values[{key}, None] · (1, d_v)", lang),
+        "value": heatmap(values[key : key + 1], [k], dims, "key", "value dim", f"values[j={j}] · (1, {d_v})", lang),
         "weight": heatmap(
-            weights[:, key : key + 1], tokens, [k], "query", "key", f"weights.T[{key}, :, None] · (n_q, 1)", lang
+            weights[:, key : key + 1], tokens, [k], "query", "key", f"weights.T[j={j}] · ({n_q}, 1)", lang
         ),
-        "product": heatmap(weighted[key], tokens, dims, "query", "value dim", f"weighted[{key}] · (n_q, d_v)", lang),
+        "product": heatmap(
+            weighted[key], tokens, dims, "query", "value dim", f"weighted[j={j}] · ({n_q}, {d_v})", lang
+        ),
     }
 
 
 def query_sum(trace: Trace, query: int, head: int | None = None, lang: str = "en") -> go.Figure:
-    """Step 7 for one query i: the rows weighted[:, i] (one per key) that sum to output row i."""
+    """Step 7 for one query i: the rows weighted[:, i] (one per key) that sum to output row i (i counted from 1)."""
     weighted = tensor(trace, "weighted", head)
+    n_k, d_v = weighted.shape[0], weighted.shape[-1]
     tokens = labels(trace, "token", trace.case.n)
-    dims = labels(trace, "value dim", weighted.shape[-1])
-    return heatmap(weighted[:, query], tokens, dims, "key", "value dim", f"weighted[:, {query}] · (n_k, d_v)", lang)
+    dims = labels(trace, "value dim", d_v)
+    title = f"weighted[:, i={query + 1}] · ({n_k}, {d_v})"
+    return heatmap(weighted[:, query], tokens, dims, "key", "value dim", title, lang)
 
 
 TEMPERATURES = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 10.0)

@@ -389,9 +389,13 @@ def _notes(name: str, case: Case, tensors: dict, outputs: torch.Tensor):
             yield msg("note.repeat_equals" if agrees else "note.repeat_differs", difference=difference)
 
 
-def formula(name: str, case: Case) -> str:
-    """The step's formula in LaTeX, with this case's sizes and options."""
+def formula(name: str, case: Case, lang: str = "en") -> str:
+    """The step's formula in LaTeX, with this case's sizes and options (its few words in `lang`)."""
     o, n, h = case.options, case.n, case.options.heads
+
+    def words(key: str, **params) -> str:
+        return rf"\text{{{text(lang, f'formula.{key}', **params)}}}"
+
     if name == "inputs":
         return rf"X \in \mathbb{{R}}^{{{n} \times {case.d_in}}}"
     if name == "weights":
@@ -400,22 +404,22 @@ def formula(name: str, case: Case) -> str:
             rf"W_V \in \mathbb{{R}}^{{{case.d_in} \times {case.d_v}}}"
         )
     if name == "qkv":
-        split = rf",\quad \text{{{h} heads of }} {case.d_k // h}, {case.d_k // h}, {case.d_v // h} \text{{ columns}}"
-        split = split if h > 1 else ""
+        sizes = f"{case.d_k // h}, {case.d_k // h}, {case.d_v // h}"
+        split = rf",\quad {words('heads', heads=h)}\ {sizes}\ {words('columns')}" if h > 1 else ""
         return rf"Q = X W_Q,\quad K = X W_K,\quad V = X W_V{split}"
     if name == "scores":
         scale = {"none": "", "sqrt_dk": rf"\frac{{1}}{{\sqrt{{{case.d_k // h}}}}}\,"}.get(o.scale)
         scale = rf"{o.scale:g}\," if scale is None else scale
         temperature = "" if o.temperature == 1 else rf" \,/\, {o.temperature:g}"
-        mask = r",\quad S_{ij} = -\infty \text{ where } M_{ij} = 0" if o.mask is not None else ""
+        mask = rf",\quad S_{{ij}} = -\infty\ {words('where')}\ M_{{ij}} = 0" if o.mask is not None else ""
         return rf"S = {scale}Q K^\top{temperature}{mask}"
     if name == "softmax":
         exact = r"A_{ij} = \frac{e^{S_{ij}}}{\sum_k e^{S_{ik}}}"
-        return exact + (r",\quad A := \tilde{A} \text{ (rounded)}" if o.weights_override is not None else "")
+        return exact + (rf",\quad A := \tilde{{A}}\ {words('rounded')}" if o.weights_override is not None else "")
     if name == "weighted":
         return r"\mathcal{W}_{j,i,:} = A_{ij}\, V_{j,:}"
     if name == "outputs":
         heads = r",\quad O = [O^{(1)} \cdots O^{(h)}]" if h > 1 else ""
         project = r",\quad O \leftarrow O\, W_O" if o.w_out is not None else ""
         return r"O_{i,:} = \sum_j \mathcal{W}_{j,i,:} = (A V)_{i,:}" + heads + project
-    return r"o_i = \text{steps 4–7 with } q_i \text{ alone} = O_{i,:} \quad \text{for each query } i"
+    return rf"o_i = {words('with')}\ q_i\ {words('alone')} = O_{{i,:}} \quad {words('each_query')}\ i"

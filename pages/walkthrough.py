@@ -6,6 +6,7 @@ from attention import STEP_NAMES, figures, script, teach
 from attention.app import charts, compute, frame, pickers, session
 from attention.app.language import lang, t
 from attention.app.text import plain, prose
+from attention.core import formula
 from attention.i18n import render
 
 trace = frame.trace()
@@ -14,7 +15,7 @@ pickers.player()
 
 st.header(t("walkthrough.header", number=step.number, title=t(f"step.{step.name}.title")))
 st.write(t(f"step.{step.name}.explanation"))
-st.latex(step.formula)
+st.latex(formula(step.name, trace.case, lang()))  # its words in the reader's language
 for number, why in enumerate(teach.whys(trace, step.name, lang())):  # the step's why, then its options'
     st.markdown(f"**{t('why.label')}** · {prose(why)}" if number == 0 else prose(why))
 st.code(script.shown(trace.case, step.name), language="python", wrap_lines=True)  # the reader's code

@@ -15,7 +15,7 @@ from types import MappingProxyType
 import torch
 
 from .case import Case
-from .devices import resolve_device, synchronize
+from .devices import resolve_device, synchronize, warm_up
 from .i18n import msg, text
 
 # Past these sizes the trace keeps what is looked at, not everything (bench/core.md measured why). Step 6's
@@ -118,6 +118,7 @@ def attend(case: Case) -> Trace:
     allowed = _allowed(o.mask, n, device)  # (n, n) bool or None
     override = None if o.weights_override is None else torch.tensor(o.weights_override, dtype=dtype, device=device)
     w_out = None if o.w_out is None else torch.tensor(o.w_out, dtype=dtype, device=device)
+    warm_up(str(device))  # the first run of an operation in a process is slow: not a step's time
     recorder = _Recorder(device)
     record = recorder.record
     # Each "# step N: name (shown)" comment starts the code a page shows for that step: _step_code() cuts the

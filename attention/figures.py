@@ -67,39 +67,14 @@ def heatmap(
     z = z.astype(np.float32 if image or z.dtype == np.float32 else np.float64)  # a copy: the trace's stays as it is
     masked = np.isneginf(z)
     z[masked] = np.nan  # a masked score (-inf) is an empty cell that says −∞ (below)
-    colours: dict = {}
     finite = z[np.isfinite(z)] if span is None else np.asarray(span, dtype=z.dtype)  # what the colours span
-    signed = bool(finite.size and finite.min() < 0 < finite.max())
-    if span is not None:  # the shared scale, centred on zero when signed (as zmid=0 centres one matrix's)
-        top = float(np.abs(finite).max())
-        colours |= {"zmin": -top, "zmax": top} if signed else {"zmin": span[0], "zmax": span[1]}
-    colours |= {
-        "colorscale": DIVERGING if signed else SEQUENTIAL,
-        "reversescale": signed,
-    }  # blue negative, red positive
+    signed, colours = _colours(finite, span)
     small = max(z.shape) <= TEXT_MAX_SIDE
     words = {"row": axis(lang, row_kind), "col": axis(lang, col_kind)}
     if image:
         data, axes = _image(z, finite, signed, colours, rows, cols, _hover(lang, "hover.cell_image", **words))
     else:
-        # Plotly writes an empty cell's value as nothing (or "-Infinity"): with masked cells, the numbers are
-        # written here, −∞ where a score is masked, for the cells and their hover
-        said = {"text": _written(z, masked, 4), "customdata": _written(z, masked, 7)} if masked.any() else {}
-        data = go.Heatmap(
-            z=z,
-            x=[html.escape(c, quote=False) for c in cols],  # Plotly renders some HTML in labels; quotes show as typed
-            y=[html.escape(r, quote=False) for r in rows],
-            zmid=0 if signed else None,
-            texttemplate=("%{text}" if said else "%{z:.4~g}") if small else None,
-            hovertemplate=_hover(lang, "hover.cell", z="%{customdata}" if said else None, **words),
-            hoverongaps=bool(said),
-            xgap=1 if small else 0,
-            ygap=1 if small else 0,
-            colorbar={"thickness": 12},
-            **colours,
-            **said,
-        )
-        axes = {"type": "category"}, {"type": "category"}
+        data, axes = _cells(z, masked, rows, cols, signed, colours, small, lang, words)
     height = 90 + 28 * min(max(len(rows), 3), 20) if small else 420  # one or two rows: room for the colour bar
     return go.Figure(
         data,
@@ -113,6 +88,39 @@ def heatmap(
             | ({"stats": _stats(z, _unique(rows), _unique(cols))} if image else {}),  # for describe()
         },
     )
+
+
+def _colours(finite: np.ndarray, span: tuple[float, float] | None) -> tuple[bool, dict]:
+    """Whether the numbers are signed, and the colour scale for them: Viridis, or RdBu centred on zero (blue negative,
+    red positive); with a shared `span`, its range, centred on zero when signed (as zmid=0 centres one matrix's)."""
+    signed = bool(finite.size and finite.min() < 0 < finite.max())
+    colours = {"colorscale": DIVERGING if signed else SEQUENTIAL, "reversescale": signed}
+    if span is not None:
+        top = float(np.abs(finite).max())
+        colours |= {"zmin": -top, "zmax": top} if signed else {"zmin": span[0], "zmax": span[1]}
+    return signed, colours
+
+
+def _cells(z, masked, rows, cols, signed, colours, small, lang, words) -> tuple[go.Heatmap, tuple[dict, dict]]:
+    """A matrix as Plotly heatmap cells, its numbers written in them while it is small."""
+    # Plotly writes an empty cell's value as nothing (or "-Infinity"): with masked cells, the numbers are written
+    # here, −∞ where a score is masked, for the cells and their hover
+    said = {"text": _written(z, masked, 4), "customdata": _written(z, masked, 7)} if masked.any() else {}
+    cells = go.Heatmap(
+        z=z,
+        x=[html.escape(c, quote=False) for c in cols],  # Plotly renders some HTML in labels; quotes show as typed
+        y=[html.escape(r, quote=False) for r in rows],
+        zmid=0 if signed else None,
+        texttemplate=("%{text}" if said else "%{z:.4~g}") if small else None,
+        hovertemplate=_hover(lang, "hover.cell", z="%{customdata}" if said else None, **words),
+        hoverongaps=bool(said),
+        xgap=1 if small else 0,
+        ygap=1 if small else 0,
+        colorbar={"thickness": 12},
+        **colours,
+        **said,
+    )
+    return cells, ({"type": "category"}, {"type": "category"})
 
 
 IMAGE_MIN_CELLS = 1 << 14  # past 128 × 128 cells: a PNG of one byte per cell (vs 4-8 bytes and a slow draw)

@@ -14,8 +14,9 @@ st.write(t("explain.intro"))
 
 names = explainable(trace)
 name = st.selectbox(
-    t("explain.tensor"), names, index=names.index("scores_raw"), key="explain_tensor", persist_state="session"
-)
+    t("explain.tensor"), names, index=names.index("scores_raw"), key="explain_tensor", persist_state="session",
+    placeholder=t("widget.placeholder"),
+)  # fmt: skip
 widgets.apply_click(trace, name)
 index = widgets.cell_picker(trace, name)
 explanation = explain(trace, name, index, lang())

@@ -11,7 +11,6 @@ from attention.i18n import render
 
 trace = frame.trace()
 step = trace.step(STEP_NAMES[pickers.step_picker() - 1])
-pickers.player()
 
 st.header(t("walkthrough.header", number=step.number, title=t(f"step.{step.name}.title")))
 st.write(t(f"step.{step.name}.explanation"))

@@ -28,7 +28,7 @@ def chart(fig: go.Figure, key: str, where=st, **kwargs):
     config = {
         "toImageButtonOptions": {"format": session.current().image_format, "filename": key.removeprefix("chart_")},
         "displaylogo": False,
-    }
+    } | _plotly_locale()
     title, summary, table = figures.describe(fig, lang(), label=table_label)
     shown = where.plotly_chart(fig, key=key, width="stretch", config=config, alt=summary, **kwargs)
     # In the current container, not in `where`: under a chart in a column it lands under the row of columns, since a
@@ -44,3 +44,21 @@ def chart(fig: go.Figure, key: str, where=st, **kwargs):
 def table_label(label: str) -> str:
     """A row or column label for st.table, which renders Markdown: shown as typed (text.plain)."""
     return plain(label)
+
+
+def _plotly_locale() -> dict:
+    """Plotly's own texts (its toolbar's titles, its notices) in the reader's language: plotly.js takes a locale's
+    dictionary in its config, so none is loaded from elsewhere. English is Plotly's own."""
+    if lang() == "en":
+        return {}
+    words = {
+        "Zoom": t("plotly.zoom"), "Pan": t("plotly.pan"), "Box Select": t("plotly.box_select"),
+        "Lasso Select": t("plotly.lasso_select"), "Zoom in": t("plotly.zoom_in"), "Zoom out": t("plotly.zoom_out"),
+        "Autoscale": t("plotly.autoscale"), "Reset axes": t("plotly.reset_axes"),
+        "Download plot as a PNG": t("plotly.download_png"), "Download plot": t("plotly.download"),
+        "Toggle Spike Lines": t("plotly.spikes"), "Show closest data on hover": t("plotly.closest"),
+        "Compare data on hover": t("plotly.compare"), "Double-click to zoom back out": t("plotly.zoom_back"),
+        "Taking snapshot - this may take a few seconds": t("plotly.snapshot"),
+        "Snapshot succeeded": t("plotly.snapshot_done"),
+    }  # fmt: skip
+    return {"locale": lang(), "locales": {lang(): {"dictionary": words}}}

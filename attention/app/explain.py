@@ -29,7 +29,7 @@ def cell_picker(trace: Trace, name: str) -> tuple[int, ...]:
         default = min(1, size - 1) if kind in figures.TOKEN_KINDS else 0  # Input 2: the article's Input 1 is all 0
         picked = column.selectbox(
             figures.axis(lang(), kind), range(size), index=default, format_func=names.__getitem__,
-            key=_picker_key(name, a), persist_state=KEEP,
+            key=_picker_key(name, a), persist_state=KEEP, placeholder=t("widget.placeholder"),
         )  # fmt: skip
         index.append(picked if picked is not None and picked < size else default)
     return tuple(index)

@@ -12,19 +12,18 @@ from . import session
 from .language import t
 
 PACES = (0.5, 1.0, 2.0, 3.0, 5.0)  # seconds per step
+PACE_PX = 220  # the pace slider beside the player's switch
 KEEP = "session"  # page-local pickers keep their choice while another page is shown
 
 
 def step_picker() -> int:
-    """Previous / next buttons and a picker over the steps; the step is the session's, so it survives a visit to
-    another page and travels in a link."""
+    """The steps to pick from, then one row with previous / next and the player (a row that stays a row on a
+    phone, where columns would stack ◀ above the picker and ▶ below it). The step is the session's, so it survives
+    a visit to another page and travels in a link."""
     s, last = session.current(), len(STEP_NAMES)
     language = s.lang
     st.session_state.step_picker = s.step
-    previous, picker, following = st.columns([1, 8, 1], vertical_alignment="center")
-    previous.button("◀", key="previous", on_click=lambda: s.go_to(s.step - 1), disabled=s.step == 1, shortcut="Left")
-    following.button("▶", key="next", on_click=lambda: s.go_to(s.step + 1), disabled=s.step == last, shortcut="Right")
-    picker.radio(
+    st.radio(
         t("walkthrough.step"),
         range(1, last + 1),
         format_func=lambda i: f"{i} {i18n.text(language, f'step.{STEP_NAMES[i - 1]}.short')}",
@@ -33,24 +32,22 @@ def step_picker() -> int:
         label_visibility="collapsed",
         on_change=lambda: s.go_to(st.session_state.step_picker),
     )
+    row = st.container(horizontal=True, vertical_alignment="center")
+    row.button("◀", key="previous", on_click=lambda: s.go_to(s.step - 1), disabled=s.step == 1, shortcut="Left")
+    row.button("▶", key="next", on_click=lambda: s.go_to(s.step + 1), disabled=s.step == last, shortcut="Right")
+    _player(row, s)
     return s.step
 
 
-def player() -> None:
+def _player(row, s) -> None:
     """Play / pause through the steps at a chosen pace (a timed fragment moves to the next step and reruns)."""
-    s = session.current()
     language = s.lang
-    play, pace = st.columns([1, 3], vertical_alignment="center")
-    play.toggle(t("walkthrough.play"), key="playing", persist_state=KEEP, help=t("walkthrough.play_help"))
-    seconds = pace.select_slider(
-        t("walkthrough.pace"),
-        PACES,
-        value=2.0,
-        format_func=lambda v: i18n.text(language, "walkthrough.pace_option", seconds=v),
-        key="pace",
-        label_visibility="collapsed",
-        persist_state=KEEP,
-    )
+    row.toggle(t("walkthrough.play"), key="playing", persist_state=KEEP, help=t("walkthrough.play_help"))
+    seconds = row.select_slider(
+        t("walkthrough.pace"), PACES, value=2.0,
+        format_func=lambda v: i18n.text(language, "walkthrough.pace_option", seconds=v), key="pace",
+        label_visibility="collapsed", persist_state=KEEP, width=PACE_PX,
+    )  # fmt: skip
     if st.session_state.playing:
         st.fragment(lambda: _advance(seconds), run_every=seconds)()
     else:
@@ -87,5 +84,8 @@ def token_picker(trace: Trace, label: str, key: str) -> int:
     """Pick a token by its label; Input 2 first when there is one (the article's Input 1 has weight 0 everywhere)."""
     n, index = trace.case.n, min(1, trace.case.n - 1)
     tokens = trace.case.tokens  # the widget keeps its format_func: it must not keep the trace (192 MiB at the limits)
-    picked = st.selectbox(label, range(n), index=index, format_func=tokens.__getitem__, key=key, persist_state=KEEP)
+    picked = st.selectbox(
+        label, range(n), index=index, format_func=tokens.__getitem__, key=key, persist_state=KEEP,
+        placeholder=t("widget.placeholder"),  # shown when its choice went away (fewer tokens): in the reader's words
+    )  # fmt: skip
     return picked if picked is not None and picked < n else index

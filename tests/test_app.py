@@ -173,3 +173,15 @@ def test_two_heads_render_on_every_page_with_a_head_picker(at):
     at.radio(key="step_picker").set_value(4).run()
     at.radio(key="walkthrough_head").set_value(1).run()
     np.testing.assert_allclose(charts(at)["scores"], current_trace(at)["scores"][1].numpy())
+
+
+def test_a_button_that_changes_the_controls_is_not_undone_by_the_widgets_old_values(at):
+    at.selectbox(key="mask").set_value("causal").run()
+    at.number_input(key="temperature").set_value(2.0).run()
+    assert session(at).rounding is not None
+    at.button(key="back_to_article").click().run()  # the widgets still hold causal and 2 when the button runs
+    assert at.selectbox(key="mask").value == "none" and at.number_input(key="temperature").value == 1
+    np.testing.assert_allclose(current_trace(at).outputs, ARTICLE_OUTPUTS)
+    at.selectbox(key="mask").set_value("causal").run()
+    at.button(key="reset").click().run()
+    assert at.selectbox(key="mask").value == "none"

@@ -18,11 +18,14 @@ LANGUAGE = "lang"  # the language picker's key; the controls' widgets have the c
 
 def read(session: Session) -> None:
     """Hand the widgets' new values to the session, before anything is drawn in this run. Reading values (not
-    callbacks) makes every way of setting them work the same: the browser, a test, a forged client."""
-    s = st.session_state
-    if s.get(LANGUAGE) in LANGUAGES:
-        session.lang = s[LANGUAGE]
-    session.choose(**{name: s[name] for name in CONTROLS if name in s})
+    callbacks) makes every way of setting them work the same: the browser, a test, a forged client. A value is
+    new when it differs from what the widget showed when last drawn: a button's operation (reset, back to the
+    article) changes the session while the widgets still show the old values, which must not be taken back."""
+    s, shown = st.session_state, session.widgets
+    changed = {key: s[key] for key in (LANGUAGE, *CONTROLS) if key in s and s[key] != shown.get(key, s[key])}
+    if changed.get(LANGUAGE) in LANGUAGES:
+        session.lang = changed.pop(LANGUAGE)
+    session.choose(**{k: v for k, v in changed.items() if k != LANGUAGE})
 
 
 def draw(session: Session) -> None:
@@ -31,6 +34,7 @@ def draw(session: Session) -> None:
     for key, value in shown.items():
         if st.session_state.get(key) != value:  # only what changed: a set value makes Streamlit send the widget again
             st.session_state[key] = value
+    session.widgets = shown
     language = session.lang  # a format_func runs later too (AppTest calls it after the run): this run's language
     with st.sidebar:
         st.selectbox(t("sidebar.language"), LANGUAGES, format_func=LANGUAGES.get, key=LANGUAGE)

@@ -35,6 +35,7 @@ class Session:
     generation: int = 0  # how often the matrices were replaced whole: an editor made before knows older grids
     next_step_at: float | None = None  # the player's clock (time.monotonic) while it plays
     rounding: Message | None = None  # why the article's rounded softmax, though chosen, is not used: None if it is
+    widgets: dict = field(default_factory=dict, repr=False)  # what the sidebar's widgets showed when last drawn
     derived: Derived = field(default_factory=Derived, repr=False, compare=False)  # see cache.py
     _numbers: Case | None = field(default=None, repr=False)  # the inputs' matrices, checked, with no options
 

@@ -45,6 +45,8 @@ def whys(trace: Trace, step: str, lang: str = "en", head: int | None = None) -> 
             out.append(text(lang, "why.causal" if o.mask == "causal" else "why.custom_mask"))
         if o.temperature != 1:
             out.append(text(lang, "why.temperature"))
+    if step == "outputs" and o.mask == "causal":
+        out.append(text(lang, "why.causal_outputs"))
     if step == "softmax" and o.weights_override is not None:
         out.append(text(lang, "why.rounded"))
     return out

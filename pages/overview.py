@@ -3,7 +3,7 @@
 import streamlit as st
 
 from attention import STEP_NAMES, figures
-from attention.app import charts, frame
+from attention.app import charts, frame, questions
 from attention.app.language import t
 
 trace = frame.trace()
@@ -16,6 +16,8 @@ with left:
         st.markdown(f"{number}. `{name}` · {t(f'step.{name}.title')}")
     st.page_link("pages/walkthrough.py", label=t("overview.walk"), icon=":material/stairs:")
     st.page_link("pages/inputs.py", label=t("overview.edit"), icon=":material/edit:")
+    st.header(t("overview.questions"))
+    questions.links(trace)
 with right:
     st.header(t("overview.result"))
     charts.chart(charts.figure(figures.tensor_heatmap, trace, "outputs"), "chart_outputs")

@@ -202,3 +202,16 @@ def test_the_share_panel_is_made_only_when_open():
     open_share_panel(at)
     assert {b.proto.label for b in at.get("download_button")} == {"Case file", "Trace file", "Python script"}
     assert at.get("file_uploader") and at.get("code")
+
+
+def test_the_overviews_questions_open_their_answers_in_one_click():
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    labels = [link.proto.label for link in at.get("page_link")]  # Markdown: the brackets escaped
+    assert "Why is the score of query Input 2 on key Input 3 equal to 12?" in labels
+    assert "Why is Input 3's output \\[2, 7.8, 0.3\\]?" in labels
+    score = open_link({"ask": "score"}).switch_page("pages/explain.py").run()
+    assert "q₂ · k₃ = 2·2 + 2·3 + 2·1 = 12" in score.code[0].value and "ask" not in score.query_params
+    output = open_link({"ask": "output"}).switch_page("pages/explain.py").run()
+    assert output.code[0].value.endswith("= 7.8; float32 arithmetic gives 7.7999997")
+    causal = open_link({"ask": "causal"}).switch_page("pages/walkthrough.py").run()
+    assert session(causal).step == 7 and current_trace(causal).outputs[0].tolist() == [1.0, 2.0, 3.0]

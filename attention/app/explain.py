@@ -17,6 +17,13 @@ def _picker_key(name: str, axis: int) -> str:
     return f"explain_{name}_{axis}"
 
 
+def pick(name: str, index: tuple[int, ...]) -> None:
+    """Explain this number of this tensor when the page is drawn next (a question's link, a click)."""
+    st.session_state["explain_tensor"] = name
+    for axis, i in enumerate(index):
+        st.session_state[_picker_key(name, axis)] = i
+
+
 def cell_picker(trace: Trace, name: str) -> tuple[int, ...]:
     """One picker per axis of the tensor (the head first when it has one): the index of the number explained."""
     index = []

@@ -12,7 +12,7 @@ import streamlit as st
 
 from ..core import Trace
 from ..i18n import render
-from . import compute, editors, navigation, session, share, sidebar
+from . import compute, editors, navigation, questions, session, share, sidebar
 from .language import t
 from .state import Session
 from .text import plain
@@ -35,6 +35,7 @@ def run(pages: list | None = None) -> None:
     s = session.started()
     sidebar.read(s)  # the widgets' and editors' new values, before any widget is drawn
     editors.read(s)
+    questions.answer(s)  # a question's link from the overview
     trace = compute.current(s)
     st.set_page_config(page_title=t("app.title"), page_icon=":material/visibility:", layout="wide")
     st.html(FOCUS_CSS)

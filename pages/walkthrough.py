@@ -19,7 +19,8 @@ for number, why in enumerate(teach.whys(trace, step.name, lang())):  # the step'
     st.markdown(f"**{t('why.label')}** · {prose(why)}" if number == 0 else prose(why))
 st.code(script.shown(trace.case, step.name), language="python", wrap_lines=True)  # the reader's code
 for note in step.notes:
-    st.info(plain(render(lang(), note)))
+    if getattr(note, "key", None) != "note.override":  # the why above says it: the article rounds for readability
+        st.info(plain(render(lang(), note)))
 
 has_head = any(trace.axes(name)[0] == "head" for name in step.tensors)
 head = pickers.head_picker(trace, "walkthrough_head") if has_head else None

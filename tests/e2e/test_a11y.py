@@ -77,13 +77,16 @@ def expect_step(page: Page, number: int) -> None:
 
 
 def test_the_walkthrough_by_keyboard_alone_with_visible_focus(page: Page) -> None:
-    """Skip link, then the step radio with the arrow keys from 1 to 8, then the ◀ button (Enter, Space) back to 1."""
+    """Skip link, the check's badge, then the step radio with the arrow keys from 1 to 8, then the ◀ button under
+    it (Enter, Space) back to 1."""
     open_page(page, "/walkthrough")
     expect_step(page, 1)
     page.keyboard.press("Tab")  # the first stop on the page: Streamlit's "Skip to main content" link
     assert focus(page)["text"].strip() == "Skip to main content"
     page.keyboard.press("Enter")
-    page.keyboard.press("Tab")  # the first control of the main area: the step radio (◀ is disabled at step 1)
+    page.keyboard.press("Tab")  # the first control of the main area: the check's badge, which opens its detail
+    assert "Checked against PyTorch" in focus(page)["text"]
+    page.keyboard.press("Tab")  # then the step radio
     state = focus(page)
     assert (state["tag"], state["type"], state["value"]) == ("INPUT", "radio", "0"), state["what"]
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -94,7 +97,7 @@ def test_the_walkthrough_by_keyboard_alone_with_visible_focus(page: Page) -> Non
         expect_step(page, number)
         state = focus(page)
         assert (state["type"], state["value"]) == ("radio", str(number - 1)), state["what"]
-    page.keyboard.press("Shift+Tab")  # back to ◀, enabled now
+    page.keyboard.press("Tab")  # on to ◀ under the picker, enabled now
     for number, key in zip(range(7, 0, -1), ("Enter", "Space") * 4, strict=False):
         state = focus(page)
         assert state["tag"] == "BUTTON" and "◀" in state["text"], state["what"]

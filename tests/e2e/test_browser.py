@@ -14,8 +14,10 @@ from playwright.sync_api import Page, expect
 
 from attention import attend, case_to_dict, parse_case
 from attention.app.pages import PAGES as REGISTRY
+from attention.app.state import Session
 from attention.files import case_to_link
-from attention.presets import article
+from attention.oracles import fused_outputs
+from attention.presets import article, with_options
 
 pytestmark = pytest.mark.e2e
 expect.set_options(timeout=60_000)  # expect()'s own default is 5 s: too short for a rerun on two slow cores
@@ -90,6 +92,21 @@ def wait_for_heatmap(page: Page, title: str, expected, atol: float) -> np.ndarra
         page.wait_for_timeout(200)
 
 
+def outputs_after_edit(row: int, value: float) -> np.ndarray:
+    """The article's outputs after x[row][1] = value, by the session model's rule (its rounded softmax only where it
+    still fits) and PyTorch's fused attention as the oracle of the numbers."""
+    session = Session.start()
+    session.edit("x", row, 1, value)
+    return (
+        fused_outputs(with_options(session.case, weights_override=None)).numpy()
+        if session.rounding
+        else (
+            np.array(session.case.options.weights_override)
+            @ (np.array(session.case.x) @ np.array(session.case.w_value))
+        )
+    )
+
+
 def edit_cell(page: Page, editor: int, row: int, column: int, text: str) -> None:
     """Type `text` into a data editor's cell, as the GUIDE's recipe does (typing onto a selected cell drops keys).
 
@@ -152,8 +169,8 @@ def test_inputs_page_shows_the_articles_outputs(page: Page) -> None:
 
 
 def test_a_cell_edit_reaches_every_step_and_page(page: Page) -> None:
-    """x[1][1] (Input 2's second feature) from 2 to 5: its value row has weight in the article's rounded softmax."""
-    d = case_to_dict(article())
+    """x[1][1] (Input 2's second feature) from 2 to 5: the article's rounded softmax no longer fits: the exact one."""
+    d = case_to_dict(article()) | {"options": {}}
     d["x"][1][1] = 5.0
     expected = attend(parse_case(d)).outputs.tolist()  # the project's own core, as the oracle for the new numbers
     open_page(page, "/inputs")
@@ -210,10 +227,7 @@ def test_a_fresh_servers_first_request_can_be_a_deep_link(browser, fresh_server)
 
 def test_a_copied_link_opens_the_same_numbers_in_a_fresh_browser(page: Page, browser) -> None:
     """Edit, copy the link from the share panel, open it in a new context (a new session): the same view."""
-    d = case_to_dict(article())
-    d["x"][1][1] = 5.0
-    x, w_value = np.array(d["x"]), np.array(d["w_value"])
-    expected = np.array(d["options"]["weights_override"]) @ (x @ w_value)  # the article's steps 6-7, by hand
+    expected = outputs_after_edit(1, 5.0)
     open_page(page, "/inputs")
     edit_cell(page, editor=0, row=1, column=3, text="5")
     assert wait_for_heatmap(page, "outputs", expected, atol=1e-4) is not None
@@ -273,9 +287,7 @@ def test_two_visitors_editing_at_once_see_only_their_own_numbers(browser, server
         expected = []
         for p, (row, value) in zip(pages, ((1, "5"), (2, "7")), strict=True):
             edit_cell(p, editor=0, row=row, column=3, text=value)  # x's column "2" of Input 2, then of Input 3
-            d = case_to_dict(article())
-            d["x"][row][1] = float(value)
-            expected.append(np.array(d["options"]["weights_override"]) @ (np.array(d["x"]) @ np.array(d["w_value"])))
+            expected.append(outputs_after_edit(row, float(value)))
         for p, outputs in zip(pages, expected, strict=True):  # after both edits, each shows its own numbers
             p.locator("[data-testid=stMain] h2").first.click()
             p.keyboard.press("r")  # Streamlit's own rerun key: each session computes again from its own state

@@ -10,7 +10,7 @@ from dataclasses import fields
 import pandas as pd
 import streamlit as st
 
-from . import figures, files, i18n, oracles, presets
+from . import figures, files, i18n, oracles, presets, reconnect
 from .case import (
     DTYPES,
     MAX_ABS,
@@ -76,6 +76,8 @@ def start() -> None:
         s.lang = language_for(st.context.locale)  # the browser's language; a link's ?lang= wins below
         _load_preset()
         _open_link()
+    if reconnect.follow(upload_lost=t("notice.upload_lost")):  # this page's server was lost: restored from its link
+        s.notices.append(msg("notice.server_changed"))
     if s.pop("fall_back_to_cpu", False):
         s.device = "cpu"
     if s.loaded != _preset_choice():

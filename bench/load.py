@@ -110,7 +110,7 @@ async def class_at_once(browser, cluster, sessions: int) -> dict:
     for p in people:
         await p.check()
     memory = {port: (rss_mib(pid), rss_mib(pid, "VmHWM")) for port, pid in pids.items()}
-    spread = {port: sum(p.replica == port for p in people) for port in cluster.ports}
+    spread = {port: sum(p.replica in (port, None) for p in people) for port in cluster.ports}  # None: no proxy
     for p in people:
         await p.context.close()
     done = [t for t in times if t is not None]
@@ -196,9 +196,11 @@ async def main() -> None:
         async with async_playwright() as playwright:
             browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             chromium = browser.version
-            for name, replicas, proxy in (("1 replica", 1, False), ("2 replicas behind nginx", 2, True)):
+            setups = (("1 replica", 1, False, SESSIONS), ("1 replica behind nginx", 1, True, SESSIONS[:1]))
+            setups += (("2 replicas behind nginx", 2, True, SESSIONS),)
+            for name, replicas, proxy, levels in setups:  # the second: the proxy's own cost, one session alone
                 with serve(replicas, folder / name.replace(" ", "-"), proxy=proxy) as cluster:
-                    for sessions in SESSIONS:
+                    for sessions in levels:
                         started = time.perf_counter()
                         results[name, sessions] = await class_at_once(browser, cluster, sessions)
                         print(f"{name}, {sessions} sessions: {time.perf_counter() - started:.0f} s", file=sys.stderr)
@@ -235,12 +237,11 @@ def write(results: dict, load: float, chromium: str) -> None:
     rule = {}
     for (name, sessions), r in ((k, v) for k, v in results.items() if isinstance(k, tuple)):
         t = r["times"]
-        floor = statistics.median(results[name, SESSIONS[0]]["times"])
+        floor = statistics.median(results[name, SESSIONS[0]]["times"])  # the same setup, one session
         per_action = sum(r["cpu"].values()) / r["actions"]
         rule[name, sessions] = (per_action, p95(t))
         memory = "; ".join(
-            f"{r['spread'][port] if name != '1 replica' else sessions}, {rss:,.0f} MiB ({peak:,.0f})"
-            for port, (rss, peak) in r["memory"].items()
+            f"{r['spread'][port]}, {rss:,.0f} MiB ({peak:,.0f})" for port, (rss, peak) in r["memory"].items()
         )
         lines.append(
             f"| {name} | {sessions} | {r['actions']} | {ms(statistics.median(t))} | {ms(p95(t))} | {ms(max(t))} "
@@ -248,10 +249,15 @@ def write(results: dict, load: float, chromium: str) -> None:
         )
     one, two = results["1 replica", SESSIONS[-1]], results["2 replicas behind nginx", SESSIONS[-1]]
     median_ratio = statistics.median(two["times"]) / statistics.median(one["times"])
+    direct, proxied = (
+        statistics.median(results[k, SESSIONS[0]]["times"]) for k in ("1 replica", "1 replica behind nginx")
+    )
     lines += [
         "",
         f"At {SESSIONS[-1]} sessions, 2 replicas against 1: median {median_ratio:.2f}×, "
-        f"p95 {p95(two['times']) / p95(one['times']):.2f}× (the same two cores run both replicas and every browser).",
+        f"p95 {p95(two['times']) / p95(one['times']):.2f}× (the same two cores run both replicas and every browser). "
+        f"The proxy alone, one session on one replica: {proxied / direct:.2f}× the direct connection "
+        f"({ms(proxied)} against {ms(direct)}).",
     ]
     errors = [e for r in results.values() if isinstance(r, dict) for e in r.get("errors", [])]
     lines += ["", f"Errors: {len(errors)}" + (": " + "; ".join(errors[:10]) if errors else " (none)")]

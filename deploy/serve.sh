@@ -78,7 +78,6 @@ EOF
 }
 
 # The replicas: each a `streamlit run` of its own, one Python interpreter each (one per core: bench/load.md).
-servers=""
 replica_pids=()
 for i in $(seq 1 "$n"); do
   p=$((port + i))
@@ -87,10 +86,22 @@ for i in $(seq 1 "$n"); do
   pids+=($!)
   replica_pids+=($!)
   echo $! >"$run/replica-$p.pid"
-  servers+="        server 127.0.0.1:$p max_fails=1 fail_timeout=10s;"$'\n'
 done
-for address in $upstreams; do
-  servers+="        server $address max_fails=1 fail_timeout=10s;"$'\n'
+addresses=()
+for i in $(seq 1 "$n"); do addresses+=("127.0.0.1:$((port + i))"); done
+for address in $upstreams; do addresses+=("$address"); done
+# The config's replica lists: the hash pool, and for each replica an upstream of its own with the others as backups.
+servers="" replica_map="" replica_upstreams=""
+for i in "${!addresses[@]}"; do
+  servers+="        server ${addresses[$i]} max_fails=1 fail_timeout=10s;"$'\n'
+  replica_map+="        ${addresses[$i]} attention_$i;"$'\n'
+  replica_upstreams+="    upstream attention_$i {"$'\n'"        server ${addresses[$i]} max_fails=1 fail_timeout=10s;"$'\n'
+  for j in "${!addresses[@]}"; do
+    if [ "$j" != "$i" ]; then
+      replica_upstreams+="        server ${addresses[$j]} max_fails=1 fail_timeout=10s backup;"$'\n'
+    fi
+  done
+  replica_upstreams+="        keepalive 4;"$'\n'"    }"$'\n'
 done
 
 # Healthy, then warm: the warm-up is the first session's run, so no visitor pays for the imports (deploy/warm.py).
@@ -114,7 +125,11 @@ done
 
 if [ -z "$no_proxy" ]; then
   sed -e "s|@RUN@|$run|g" -e "s|@LISTEN@|$listen|g" "$here/nginx.conf.template" |
-    awk -v servers="$servers" '/^@SERVERS@$/ { printf "%s", servers; next } { print }' >"$run/nginx.conf"
+    awk -v servers="$servers" -v map="$replica_map" -v upstreams="$replica_upstreams" '
+      /^@SERVERS@$/ { printf "%s", servers; next }
+      /^@REPLICA_MAP@$/ { printf "%s", map; next }
+      /^@REPLICA_UPSTREAMS@$/ { printf "%s", upstreams; next }
+      { print }' >"$run/nginx.conf"
   "$nginx" -t -q -p "$run" -c "$run/nginx.conf" -e "$run/nginx-error.log" || fail "nginx refused $run/nginx.conf"
   "$nginx" -p "$run" -c "$run/nginx.conf" -e "$run/nginx-error.log" -g "daemon off;" &
   nginx_pid=$!

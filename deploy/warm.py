@@ -78,9 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     for line in errors:
         print(f"warm.py: {args.url}: {line}", file=sys.stderr)
     if not errors:
-        print(
-            f"warm.py: {args.url} warm in {time.perf_counter() - started:.1f} s ({runs} runs: the default page, each page)"
-        )
+        seconds = time.perf_counter() - started
+        print(f"warm.py: {args.url} warm in {seconds:.1f} s ({runs} runs: the default page, then each page)")
     return 1 if errors else 0
 
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-COOKIE = "attention_sticky"  # deploy/nginx.conf.template's sticky cookie
+COOKIE = "attention_sticky"  # deploy/nginx.conf.template's sticky cookie: the key hashed to place a session
+REPLICA_COOKIE = "attention_replica"  # the replica that answered last, which then keeps the session
 REPLICA_HEADER = "X-Attention-Replica"  # which replica answered, as nginx says
 START_TIMEOUT = 240  # seconds: N replicas import torch at once on two slow cores, then each is warmed
 

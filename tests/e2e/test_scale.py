@@ -14,7 +14,7 @@ from playwright.sync_api import Page, expect
 from attention import attend, case_to_dict, parse_case
 from attention.files import dump_case
 from attention.presets import article, with_options
-from tests.e2e.cluster import COOKIE, REPLICA_HEADER, serve
+from tests.e2e.cluster import COOKIE, REPLICA_COOKIE, REPLICA_HEADER, serve
 from tests.e2e.conftest import VIEWPORT
 from tests.e2e.test_browser import assert_no_exception, edit_cell, heatmaps, wait_for_heatmap, wait_ready
 
@@ -81,9 +81,9 @@ def test_six_sessions_spread_over_two_replicas_see_only_their_own_edits(browser,
         context, page = session(browser, cluster)  # no cookie: nginx gives one
         contexts.append(context)
         first = served_by(page, "/")
-        given = [c["value"] for c in context.cookies() if c["name"] == COOKIE]
-        assert len(given) == 1 and len(given[0]) == 32, f"nginx set no sticky cookie: {context.cookies()}"
-        assert cluster.replica_of(given[0]) == first
+        given = cookie_of(page, COOKIE)
+        assert len(given) == 32, f"nginx set no sticky cookie: {context.cookies()}"
+        assert cluster.replica_of(given) == first and cookie_of(page, REPLICA_COOKIE).endswith(f":{first}")
         assert served_by(page, "/walkthrough") == first, "a second page load moved to another replica"
     finally:
         for context in contexts:
@@ -144,6 +144,8 @@ def test_a_lost_replicas_sessions_come_back_on_the_other_without_a_click(browser
         for (_, port, *_, note), page, seen in zip(views, pages, before, strict=True):
             wait_ready(page)
             assert snapshot(page) == seen, f"the view on {page.url} changed when replica {lost} was lost"
+            # nginx now names the replica that holds the session: its requests stay there when the lost one is back
+            assert cookie_of(page, REPLICA_COOKIE).endswith(f":{kept}")
             if port == kept:
                 expect(notice(page, note)).to_have_count(0)
             assert_no_exception(page)
@@ -162,6 +164,11 @@ def test_a_lost_replicas_sessions_come_back_on_the_other_without_a_click(browser
     finally:
         for context in contexts:
             context.close()
+
+
+def cookie_of(page: Page, name: str) -> str:
+    """The value of the cookie `name` that the page's context holds ("" when none)."""
+    return next((c["value"] for c in page.context.cookies() if c["name"] == name), "")
 
 
 def notice(page: Page, text: str):

@@ -21,7 +21,7 @@ had it, and creates a new one for the same WebSocket.
    when that server is gone, the PUT fails (nginx answers 503, see deploy/nginx.conf.template; a lone restarted
    server answers 400) and Streamlit's uploader shows only "AxiosError: Request failed with status code 503". A
    small inline component watches those requests (a PerformanceObserver, read-only: nothing of Streamlit's is
-   patched) and shows the caller's line instead of silence.
+   patched) and shows the caller's line, which says what happened and what to do, where follow() draws.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ class Cluster:
         found: dict[int, list[str]] = {port: [] for port in self.ports}
         for i in range(50 * per_replica * len(self.ports)):
             if all(len(v) >= per_replica for v in found.values()):
-                return found
+                return {port: v[:per_replica] for port, v in found.items()}
             cookie = f"{i:032x}"  # the shape of nginx's own: 32 hex digits
             found[self.replica_of(cookie)].append(cookie)
         raise AssertionError(f"the cookie hash sends few keys to some replica: {found}")

@@ -1,8 +1,9 @@
-"""Command line: `python -m attention preset|trace|devices` (bad input: one line on stderr, exit status 2)."""
+"""Command line: `attention preset|trace|devices`, or python -m attention (bad input: one line on stderr, exit 2)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .case import MAX_D, MAX_N, CaseError
@@ -14,11 +15,16 @@ from .presets import preset
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, like every other error here (argparse adds its usage text)
-        self.exit(2, f"error: {message} (see python -m attention --help)\n")
+        self.exit(2, f"error: {message} (see {_prog()} --help)\n")
+
+
+def _prog() -> str:
+    """How this was started: the installed `attention` command (pip install .), or `python -m attention`."""
+    return "attention" if os.path.basename(sys.argv[0]) == "attention" else "python -m attention"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(prog="python -m attention", description=__doc__.split(":")[0])
+    parser = _Parser(prog=_prog(), description=__doc__.split(":")[0])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p = commands.add_parser("preset", help="print a case: the article's example, or seeded random numbers")
     p.add_argument("name", choices=("article", "random"))

@@ -102,6 +102,12 @@ class Trace:
     def warnings(self) -> tuple[str, ...]:
         return tuple(note for step in self.steps for note in step.notes)
 
+    def _repr_html_(self) -> str:
+        """The steps, their tensors' shapes and the outputs as HTML: how a trace shows itself in Jupyter."""
+        from .notebook import trace_html  # only a notebook needs it
+
+        return trace_html(self)
+
     @property
     def numbers(self) -> int:
         """How many numbers the trace holds (step 6's Broadcast, made on demand, holds none)."""

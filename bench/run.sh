@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Every benchmark, one after another (they must not share the CPUs): the core against fused attention, AppTest
-# reruns and memory, then the real server in Chromium. Each writes its table to bench/<name>.md.
+# reruns and memory, the real server in Chromium, then a class at once on replicas behind nginx (bench/load.py).
+# Each writes its table to bench/<name>.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python bench/core.py
 python bench/app.py
 python bench/browser.py
+python bench/load.py

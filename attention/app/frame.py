@@ -11,8 +11,8 @@ import threading
 import streamlit as st
 
 from ..core import Trace
-from ..i18n import render
-from . import compute, editors, navigation, questions, session, share, sidebar
+from ..i18n import msg, render
+from . import compute, editors, navigation, questions, reconnect, session, share, sidebar
 from .language import t
 from .state import Session
 from .text import plain
@@ -32,6 +32,7 @@ _run = threading.local()  # whether this thread is inside run(): each session's 
 def run(pages: list | None = None) -> None:
     """app.py's whole body: bring the session up to date, draw the frame, run the chosen page of the registry (or
     of `pages`: a benchmark's frame around an empty page)."""
+    first_run = session.current() is None
     s = session.started()
     sidebar.read(s)  # the widgets' and editors' new values, before any widget is drawn
     editors.read(s)
@@ -39,6 +40,8 @@ def run(pages: list | None = None) -> None:
     trace = compute.current(s)
     st.set_page_config(page_title=t("app.title"), page_icon=":material/visibility:", layout="wide")
     st.html(FOCUS_CSS)
+    if reconnect.follow(t("notice.upload_lost"), first_run):  # its server was lost: restored from its link
+        s.notices.append(msg("notice.server_changed"))
     page = navigation.navigation(pages)
     sidebar.draw(s)
     _banners(s, trace)

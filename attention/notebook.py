@@ -1,0 +1,59 @@
+"""A trace as HTML, for Jupyter (Trace._repr_html_): the eight steps with their tensors' shapes, then the outputs."""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .core import Trace
+
+SHOWN = 16  # rows and columns of the outputs shown; past that, the first ones and a line that says so
+
+
+def trace_html(trace: Trace, digits: int = 4) -> str:
+    """The trace's steps (number, title, tensors with their shapes, notes) and its outputs (rows labelled by the
+    tokens), as one HTML fragment. All text is escaped: token labels are whatever the case's author typed."""
+    case, o = trace.case, trace.case.options
+    sizes = f"n = {case.n}, d_in = {case.d_in}, d_k = {case.d_k}, d_v = {case.d_v}"
+    heads = f", {o.heads} heads" if o.heads > 1 else ""
+    steps = "".join(
+        "<tr>"
+        f"<td>{step.number}</td><td>{_e(step.title)}</td>"
+        f"<td>{'<br>'.join(f'<code>{_e(name)}</code> {_shape(t)}' for name, t in step.tensors.items())}</td>"
+        f"<td>{'<br>'.join(_e(str(note)) for note in step.notes)}</td>"
+        "</tr>"
+        for step in trace.steps
+    )
+    return (
+        '<div class="attention-trace">'
+        f"<p><b>Attention trace</b>: {sizes}{heads} · {_e(o.dtype)} · {_e(trace.device)}</p>"
+        "<table><thead><tr><th>step</th><th>title</th><th>tensors</th><th>notes</th></tr></thead>"
+        f"<tbody>{steps}</tbody></table>"
+        f"<p><b>outputs</b> {_shape(trace.outputs)}</p>{_matrix(trace, digits)}"
+        "</div>"
+    )
+
+
+def _matrix(trace: Trace, digits: int) -> str:
+    """The outputs, one row per token: the first SHOWN rows and columns, and a line naming what was left out."""
+    outputs, tokens = trace.outputs.cpu().tolist(), trace.case.tokens
+    n, d = len(outputs), len(outputs[0])
+    head = "".join(f"<th>{j + 1}</th>" for j in range(min(d, SHOWN)))
+    rows = "".join(
+        f"<tr><th>{_e(tokens[i])}</th>{''.join(f'<td>{v:.{digits}g}</td>' for v in outputs[i][:SHOWN])}</tr>"
+        for i in range(min(n, SHOWN))
+    )
+    more = f"<p>(the first {min(n, SHOWN)} of {n} rows, {min(d, SHOWN)} of {d} columns)</p>"
+    return f"<table><thead><tr><th>token</th>{head}</tr></thead><tbody>{rows}</tbody></table>" + (
+        more if n > SHOWN or d > SHOWN else ""
+    )
+
+
+def _shape(tensor) -> str:
+    """A tensor's shape and dtype, e.g. (3 × 4) float32 (step 6's Broadcast has both too)."""
+    return f"({' × '.join(map(str, tensor.shape))}) {str(tensor.dtype).removeprefix('torch.')}"
+
+
+def _e(text: str) -> str:
+    return html.escape(text, quote=True)

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
 
-from attention import attend, case_to_dict, parse_case
+from attention import attend
+from attention.app.state import Session
 from attention.files import dump_case
 from attention.presets import article, with_options
 from tests.e2e.cluster import COOKIE, REPLICA_COOKIE, REPLICA_HEADER, serve
@@ -47,10 +48,12 @@ def served_by(page: Page, path: str) -> int:
 
 
 def expected_outputs(row: int, value: float, **options) -> np.ndarray:
-    """The article's outputs with x[row][1] = value (and these options), by the project's core."""
-    d = case_to_dict(with_options(article(), **options))
-    d["x"][row][1] = value
-    return attend(parse_case(d)).outputs.numpy()
+    """The article's outputs with x[row][1] = value (and these options), by the session model's rule (the article's
+    rounded softmax only where it still fits) and the project's core."""
+    model = Session.start()
+    model.edit("x", row, 1, value)
+    model.choose(**options)
+    return attend(model.case).outputs.numpy()
 
 
 def test_six_sessions_spread_over_two_replicas_see_only_their_own_edits(browser, cluster) -> None:

@@ -44,6 +44,7 @@ def run(pages: list | None = None) -> None:
     _run.framed = True
     try:
         page.run()
+        editors.pace(s)  # the run's last element: a dragged editor sends its next value when it is drawn
     finally:  # a rerun or a stop interrupts the page with an exception
         _run.framed = False
 

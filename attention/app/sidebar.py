@@ -71,9 +71,8 @@ def _options(session: Session, language: str) -> None:
     st.number_input(
         t("sidebar.temperature"), MIN_TEMPERATURE, MAX_TEMPERATURE, step=0.1, key="temperature", format="%g"
     )
-    masks = MASKS if session.inputs.mask is not None else MASKS[:2]  # custom: the loaded case's own matrix
     st.selectbox(
-        t("sidebar.mask"), masks, format_func=lambda m: i18n.text(language, f"mask.{m}"), key="mask",
+        t("sidebar.mask"), MASKS, format_func=lambda m: i18n.text(language, f"mask.{m}"), key="mask",
         help=t("sidebar.mask_help"),
     )  # fmt: skip
     st.number_input(t("sidebar.heads"), 1, MAX_HEADS, step=1, key="heads", help=t("sidebar.heads_help"))

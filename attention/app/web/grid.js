@@ -43,7 +43,9 @@ class Editor {
     on("keydown", this.keydown);
     on("focusin", (e) => e.target.select?.());
     on("focusout", (e) => e.target instanceof HTMLInputElement && this.commit(e.target));
+    on("input", (e) => e.target.classList.toggle("typing", e.target.value !== e.target.dataset.committed));
     on("paste", this.paste);
+    on("dblclick", (e) => e.target instanceof HTMLInputElement && this.caret(e.target));
     on("pointerdown", this.pointerdown);
     on("pointermove", this.pointermove);
     on("pointerup", this.pointerup);
@@ -129,6 +131,7 @@ class Editor {
       const text = mine ?? server;
       if (!(input === typing && input.value !== input.dataset.committed) && input.value !== text) input.value = text;
       input.dataset.committed = text;
+      input.classList.toggle("typing", input.value !== text);
       const seen = mine === undefined || mine === server;
       const bad = seen ? invalid.has(key) || key === errorAt : c >= 0 && !this.isNumber(mine);
       input.setAttribute("aria-invalid", String(bad));
@@ -158,6 +161,7 @@ class Editor {
     if (c < 0) this.edits.labels[r] = text;
     else this.edits.cells[`${r},${c}`] = text;
     input.dataset.committed = text;
+    input.classList?.remove("typing");
     this.note = "";
   }
 
@@ -203,6 +207,8 @@ class Editor {
     if (e.key === "Enter") {
       this.commit(input);
       this.move(input, e.shiftKey ? -1 : 1, 0);
+    } else if (e.key === "F2") {
+      this.caret(input); // to change the number rather than replace it, as in a spreadsheet
     } else if (e.key === "Escape") {
       if (input.value === input.dataset.committed) return;
       input.value = input.dataset.committed; // back to the cell's own value: nothing was sent
@@ -253,8 +259,8 @@ class Editor {
   pointerdown(e) {
     const input = e.target;
     if (!(input instanceof HTMLInputElement) || Number(input.dataset.c) < 0 || e.button !== 0) return;
-    if (input === this.active()) return; // a cell being typed in: the caret and selection as usual
-    e.preventDefault(); // not yet: a click focuses it on release, a drag sideways changes it
+    if (input.value !== input.dataset.committed) return; // being typed in: the caret and selection as usual
+    e.preventDefault(); // a click focuses the cell on release, a drag sideways changes it (never drags its text)
     const text = input.value;
     const start = this.isNumber(text) ? Number(text.trim()) : null;
     this.drag = { input, x: e.clientX, id: e.pointerId, start, step: this.stepOf(text), steps: 0, moved: false };
@@ -285,7 +291,11 @@ class Editor {
     this.box.classList.remove("dragging");
     if (this.queued) this.send(); // the value the drag ended on goes now
     drag.input.focus();
-    drag.input.select();
+    drag.input.select(); // a click selects the number, which typing replaces (a double click or F2: the caret)
+  }
+
+  caret(input) {
+    input.setSelectionRange(input.value.length, input.value.length);
   }
 
   // A block copied from a spreadsheet (tabs between cells, newlines between rows) fills from this cell down and
@@ -309,8 +319,9 @@ class Editor {
     }
     block.forEach((line, i) =>
       line.forEach((value, j) => {
-        const cell = { dataset: { r: r + i, c: c + j } };
-        this.record(this.inputs.get(`${r + i},${c + j}`) ?? cell, value);
+        const shown = this.inputs.get(`${r + i},${c + j}`); // a cell outside a window is edited all the same
+        if (shown) shown.value = value;
+        this.record(shown ?? { dataset: { r: r + i, c: c + j } }, value);
       }),
     );
     this.send();

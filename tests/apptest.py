@@ -74,6 +74,12 @@ def forge(app: AppTest, matrix: str, edits: object) -> AppTest:
     return app.run()
 
 
+def component_data(element) -> object:
+    """The data a components v2 element was drawn with (the matrix editor sends its own as JSON text)."""
+    data = json.loads(element.proto.json or "null")
+    return json.loads(data) if isinstance(data, str) else data
+
+
 def open_share_panel(app: AppTest) -> AppTest:
     """Open the sidebar's Share and export panel, as a click does: its content is made when it is open."""
     app.session_state["share_panel"] = True

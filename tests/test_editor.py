@@ -1,8 +1,6 @@
 """The matrix editor's Python side: typed text in, case out; bad text kept and named; the state a browser (or a forged
 client) sends; the data the editor is drawn from; big grids as an image with a picked cell; clicks on heatmaps."""
 
-import json
-
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -11,7 +9,7 @@ from attention import attend, case_to_dict, parse_case
 from attention.app import editors, state, typed
 from attention.app.state import Session
 from attention.presets import article
-from tests.apptest import ARTICLE_OUTPUTS, charts, current_trace, edit, forge, session
+from tests.apptest import ARTICLE_OUTPUTS, charts, component_data, current_trace, edit, forge, session
 
 PLACE = "x, row 2 (Input 2), column 3"
 
@@ -147,7 +145,7 @@ def editor(app: AppTest, key: str) -> dict:
     """The data an editor (or a clickable chart's component) was drawn with in the last run."""
     found = [e for e in app.get("bidi_component") if e.key == key]
     assert found, f"no component {key}"
-    return json.loads(found[0].proto.json or "null")
+    return component_data(found[0])
 
 
 def test_the_editor_is_drawn_from_the_inputs_and_shows_the_message_of_its_own_cell(at):

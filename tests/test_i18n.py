@@ -16,7 +16,7 @@ from attention.core import AXES, STEP_NAMES
 from attention.files import case_from_link, case_to_link
 from attention.i18n import LANGUAGES, Message, excerpt, language_for, msg, render, text
 from attention.presets import article
-from tests.apptest import APP, MASKED_CASE, PAGES, current_trace, edit, open_share_panel, session
+from tests.apptest import APP, MASKED_CASE, PAGES, component_data, current_trace, edit, open_share_panel, session
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "attention").glob("**/*.py"))]
@@ -254,7 +254,7 @@ def visible_texts(at: AppTest) -> list[tuple[str, str]]:
                 out.append((f"{label} {axis}", ((layout.get(axis) or {}).get("title") or {}).get("text", "")))
             out.extend((f"{label} hover", d["hovertemplate"]) for d in spec["data"] if "hovertemplate" in d)
         elif kind == "bidi_component":  # a matrix editor: the words it shows or reads out (and its message)
-            data = json.loads(node.proto.json or "null") or {}
+            data = component_data(node) or {}
             out.extend((f"{label} {name}", text) for name, text in (data.get("text") or {}).items())
             out.append((f"{label} message", data.get("message", "")))
         elif kind in ("page_link", "download_button", "file_uploader", "button"):

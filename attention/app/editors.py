@@ -54,19 +54,21 @@ def is_big(session: Session, name: str) -> bool:
     return len(matrix) * len(matrix[0]) > EDITOR_MAX_CELLS
 
 
-def matrix_editor(session: Session, name: str, hint: bool = False) -> None:
-    """A grid of the session's inputs to edit cell by cell (`hint`: with the line that says how); a big one as an
-    image with a picked cell."""
+def matrix_editor(session: Session, name: str, title: str = "", hint: bool = False) -> None:
+    """A grid of the session's inputs to edit cell by cell, under its title (`hint`: with the line that says how);
+    a big one as an image with a picked cell."""
     if is_big(session, name):
-        _big(session, name)
+        _big(session, name, title)
     else:
-        grid.draw(session, name, editor_key(session, name), hint=hint)
+        grid.draw(session, name, editor_key(session, name), title=title, hint=hint)
 
 
-def _big(session: Session, name: str) -> None:
+def _big(session: Session, name: str, title: str) -> None:
     """The grid as an image (hover names a cell); a click on it, or the row and column pickers, choose the cell
     that the editor below shows."""
     key, matrix = editor_key(session, name), getattr(session.inputs, name)
+    if title:
+        st.subheader(title)
     st.caption(t("editor.big", name=grid.shown_name(name), cells=len(matrix) * len(matrix[0]), limit=EDITOR_MAX_CELLS))
     chart = f"chart_{key}"
     if (picked := clicks.clicked(chart)) is not None and picked[0] < len(matrix) and picked[1] < len(matrix[0]):
@@ -112,6 +114,6 @@ def w_out_switch(session: Session) -> None:
         matrix_editor(session, "w_out")
 
 
-def pace(session: Session) -> None:
-    """The run's last element, by which a dragged editor paces itself (grid.pace)."""
-    grid.pace(session)
+def pace(session: Session, live: bool = False) -> None:
+    """The run's last element (or a live page's fragment's), by which a dragged editor paces itself (grid.pace)."""
+    grid.pace(session, "run_end_live" if live else "run_end")

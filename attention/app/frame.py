@@ -14,6 +14,7 @@ from ..core import Trace
 from ..i18n import render
 from . import compute, editors, navigation, session, share, sidebar
 from .language import t
+from .pages import PAGES
 from .state import Session
 from .text import plain
 
@@ -25,6 +26,7 @@ FOCUS_CSS = """<style>
 [data-testid=stSidebarNavLink]:focus-visible { outline: 2px solid currentColor; outline-offset: 2px; }
 </style>"""
 _run = threading.local()  # whether this thread is inside run(): each session's script runs in a thread of its own
+LIVE = {p.url_path for p in PAGES if p.live}  # pages that draw the banners in their own fragment (live.py)
 
 
 def run(pages: list | None = None) -> None:
@@ -38,7 +40,8 @@ def run(pages: list | None = None) -> None:
     st.html(FOCUS_CSS)
     page = navigation.navigation(pages)
     sidebar.draw(s)
-    _banners(s, trace)
+    if page.url_path not in LIVE:
+        banners(s, trace)
     share.keep_url(s, trace)
     share.panel(s, trace)
     _run.framed = True
@@ -51,12 +54,17 @@ def run(pages: list | None = None) -> None:
 
 def trace() -> Trace:
     """The trace every page shows: the session's case, computed (or kept) by the frame before the page runs."""
-    if not getattr(_run, "framed", False):  # Streamlit ran this page alone (see navigation.leave_pages_folder_mode)
+    if not framed():  # Streamlit ran this page alone (see navigation.leave_pages_folder_mode)
         navigation.leave_pages_folder_mode()
     return compute.current(session.current())
 
 
-def _banners(s: Session, trace: Trace) -> None:
+def framed() -> bool:
+    """Whether this thread runs the whole app now (False: a fragment reruns alone)."""
+    return getattr(_run, "framed", False)
+
+
+def banners(s: Session, trace: Trace) -> None:
     """What the reader must know before the page: notices (a refused link, an opened file), the error that keeps
     the last valid result, the stale rounded weights, and whether the trace agrees with PyTorch's attention."""
     lang = s.lang

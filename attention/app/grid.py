@@ -3,6 +3,7 @@ a native text input per cell, whose edits reach Python as typed, at once; and wh
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -25,6 +26,7 @@ SHOWN_NAMES = {v: k for k, v in state.OPTION_GRIDS.items()}  # the name messages
 TOKEN_ROWS = ("x", "mask", "rounded")  # grids whose rows are the tokens
 KINDS = {"mask": "zero_one", "rounded": "nonnegative"}  # how far a drag may take a cell; others: any number
 CELL = re.compile(r"(\d{1,5}),(\d{1,5})")  # an edit's cell, "row,column" from 0 (a forged client sends anything)
+Window = tuple[int, int, int, int]  # the rows and columns an editor shows: top, left, bottom, right (not included)
 
 
 def shown_name(name: str) -> str:
@@ -32,17 +34,20 @@ def shown_name(name: str) -> str:
     return SHOWN_NAMES.get(name, name)
 
 
-def draw(session: Session, name: str, key: str, window: tuple[int, int, int, int] | None = None, hint: bool = False):
-    """The editor for a grid of the session's inputs, or for a window of it (top, left, bottom, right); `hint` adds
-    the line that says how to use it (once a page)."""
-    _editor(key=key, data=data(session, name, window, hint), on_edits_change=_ignore, width="stretch")
+def draw(session: Session, name: str, key: str, window: Window | None = None, title: str = "", hint: bool = False):
+    """The editor for a grid of the session's inputs, or for a window of it (top, left, bottom, right), under its
+    title (drawn by the editor: a heading element of the page's costs a live page's every rerun in the browser);
+    `hint` adds the line that says how to use it (once a page)."""
+    # As JSON text: a dict is scanned key by key for dataframes to send apart (~3 ms an editor, every run)
+    payload = json.dumps(data(session, name, window, hint) | {"title": title})
+    _editor(key=key, data=payload, on_edits_change=_ignore, width="stretch")
 
 
 def _ignore() -> None:
     """Edits are read by editors.read before anything is drawn (every way of sending them works alike)."""
 
 
-def data(session: Session, name: str, window: tuple[int, int, int, int] | None = None, hint: bool = False) -> dict:
+def data(session: Session, name: str, window: Window | None = None, hint: bool = False) -> dict:
     """What the editor draws: the window's cells as text, its rows' and columns' names, the cells to outline, the
     session's message when it is about this grid, and the texts, from the catalogue, that it shows or reads out."""
     grid, tokens = getattr(session.inputs, name), session.inputs.tokens
@@ -113,8 +118,8 @@ def edits(value: object) -> tuple[dict[tuple[int, int], object], dict[int, objec
     return found, {int(row): text for row, text in rows if isinstance(row, str) and re.fullmatch(r"\d{1,5}", row)}
 
 
-def pace(session: Session) -> None:
+def pace(session: Session, key: str = "run_end") -> None:
     """The run's last element: when the browser draws it, every element before it is on screen, and an editor that
     is being dragged sends its next value (so each step is a whole run, never one interrupted by the next)."""
     session.runs += 1
-    _pace(key="run_end", data={"run": session.runs})  # ("pace" is the player's)
+    _pace(key=key, data={"run": session.runs})  # (not "pace": the player's)

@@ -204,6 +204,7 @@ def test_a_copied_link_opens_the_same_numbers_in_a_fresh_browser(page: Page, bro
     open_page(page, "/inputs")
     edit_cell(page, "x", 2, 2, "5")
     assert wait_for_heatmap(page, "outputs", expected, atol=1e-4) is not None
+    expect(page).to_have_url(re.compile(r"[?&]case="))  # the live page's own rerun keeps the URL a link too
     page.locator("[data-testid=stSidebar] [data-testid=stExpander]", has_text="Share and export").click()
     wait_ready(page)  # the panel's content is made by the rerun its opening starts
     link = page.locator("[data-testid=stSidebar] [data-testid=stCode] code").first.inner_text().strip()

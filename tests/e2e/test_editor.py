@@ -252,3 +252,20 @@ def test_a_click_on_a_walkthrough_heatmap_leads_to_its_explanation(page: Page) -
     expect(page.locator("[data-testid=stMain] h3").first).to_contain_text("weights[Input 3, Input 2]")
     assert "/explain" in page.url
     assert_no_exception(page)
+
+
+def test_an_edit_on_a_live_page_reaches_the_open_share_panel_and_the_banners(page: Page) -> None:
+    """/inputs reruns alone on an edit; what the frame around shows follows: the open panel's link, the error."""
+    open_page(page, "/inputs")
+    page.locator("[data-testid=stSidebar] [data-testid=stExpander]", has_text="Share and export").click()
+    wait_ready(page)
+    link = page.locator("[data-testid=stSidebar] [data-testid=stCode] code").first
+    before = link.inner_text()
+    edit_cell(page, "x", 2, 2, "5")
+    expect(link).not_to_have_text(before)  # the whole app ran again: the panel links to the new numbers
+    assert "case=" in link.inner_text()
+    edit_cell(page, "x", 2, 2, "five")
+    expect(page.locator("[data-testid=stAlert]", has_text="x, row 2 (Input 2), column 2")).to_be_visible()
+    edit_cell(page, "x", 2, 2, "5")
+    expect(page.locator("[data-testid=stAlert]", has_text="x, row 2 (Input 2), column 2")).to_have_count(0)
+    assert_no_exception(page)

@@ -13,7 +13,7 @@ export default function ({ data, parentElement, setStateValue }) {
     editor = parentElement.__matrixEditor = new Editor(parentElement);
   }
   editor.setState = setStateValue;
-  editor.update(data);
+  editor.update(typeof data === "string" ? JSON.parse(data) : data); // grid.py sends it as JSON text
   return () => editor.destroy();
 }
 
@@ -99,12 +99,13 @@ class Editor {
       body.append(row);
     });
     table.append(body);
+    this.title = make("h3", { className: "title" });
     this.message = make("p", { className: "message", id: "message", role: "alert" });
     this.hint = make("p", { className: "hint" });
     const scroll = make("div", { className: "scroll" });
     scroll.append(table);
     this.table = table;
-    this.box.replaceChildren(scroll, this.message, this.hint);
+    this.box.replaceChildren(this.title, scroll, this.message, this.hint);
     const again = focused && this.inputs.get(`${focused.r},${focused.c}`);
     if (again) again.focus();
   }
@@ -147,6 +148,7 @@ class Editor {
     this.table.setAttribute("aria-label", t.group);
     const token = this.table.querySelector("th.token");
     if (token) token.textContent = t.token;
+    this.title.textContent = d.title;
     this.message.textContent = this.note || d.message;
     this.hint.textContent = t.hint;
   }

@@ -275,18 +275,20 @@ def editor_sizes(browser, url: str, sizes=((16, 16), (32, 32), (32, 64)), runs: 
         .some(h => h.shadowRoot?.querySelectorAll('input.number').length === n)"""
     outputs = f"() => (t => t && (t.z?.bdata ?? JSON.stringify(t.z)))(({TITLED})('outputs')[0]?.data[0])"
     for n, d in sizes:
-        field = sidebar.get_by_label("d_in", exact=True)
-        field.fill(str(d))
-        field.press("Enter")
-        wait_ready(page)
+        for label, value in (("n · tokens", 3), ("d_in", d)):  # from 3 tokens: n set last always makes a new grid
+            field = sidebar.get_by_label(label, exact=True)
+            field.fill(str(value))
+            field.press("Enter")
+            wait_ready(page)
         field = sidebar.get_by_label("n · tokens", exact=True)
         field.fill(str(n))
         drawn = timed(page, lambda field=field: field.press("Enter"), count, n * d)
         wait_ready(page)
         edits = []
-        for i in range(runs + 1):
+        for _ in range(runs + 1):
             before = page.evaluate(outputs)
-            type_into(page, ("5", "2")[i % 2])
+            text = "2" if cell(page, "x", 2, 2).input_value() == "5" else "5"  # a new number every time
+            type_into(page, text)
             edits.append(timed(page, lambda: page.keyboard.press("Enter"), f"(b) => ({outputs})() !== b", before))
             wait_ready(page)
         results[(n, d)] = (drawn, edits[1:])

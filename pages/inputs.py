@@ -14,7 +14,17 @@ def inputs(trace: Trace) -> None:
     s = session.current()
     st.header(t("inputs.header"))
     st.write(t("inputs.intro"))
-    editors.matrix_editor(s, "x", t("inputs.x"), hint=True)  # each editor draws its title (a cheaper rerun)
+    left, right = st.columns([3, 2])  # x and the outputs side by side: a drag on x is seen where it lands
+    with left:
+        editors.matrix_editor(s, "x", t("inputs.x"), hint=True)  # each editor draws its title (a cheaper rerun)
+    right.subheader(t("inputs.outputs"))
+    outputs = charts.figure(figures.tensor_heatmap, trace, "outputs")
+    if cell := charts.chart(outputs, "chart_outputs", where=right, clickable=True):
+        go_explain(trace, "outputs", None, cell)  # a click on a cell: its explanation
+    # Up to 16 × 16 the numbers are in the heatmap's cells (and its text version): a table only past that
+    numbers = figures.table(trace, "outputs", lang=lang()) if max(trace.outputs.shape) > figures.TEXT_MAX_SIDE else None
+    if numbers is not None:
+        right.dataframe(numbers, key="table_outputs")
     for column, name in zip(st.columns(3), ("w_query", "w_key", "w_value"), strict=True):
         with column:
             editors.matrix_editor(s, name, t("inputs.weight", name=name))
@@ -26,16 +36,6 @@ def inputs(trace: Trace) -> None:
         editors.matrix_editor(s, "rounded", t("editor.rounded_title"))
     if any(editors.is_big(s, name) for name in ("x", "w_query", "w_key", "w_value")):
         editors.uploader(s)
-
-    st.subheader(t("inputs.outputs"))
-    chart, table = st.columns([3, 2])
-    outputs = charts.figure(figures.tensor_heatmap, trace, "outputs")
-    if cell := charts.chart(outputs, "chart_outputs", where=chart, clickable=True):
-        go_explain(trace, "outputs", None, cell)  # a click on a cell: its explanation
-    # Up to 16 × 16 the numbers are in the heatmap's cells (and its text version): a table beside it only past that
-    numbers = figures.table(trace, "outputs", lang=lang()) if max(trace.outputs.shape) > figures.TEXT_MAX_SIDE else None
-    if numbers is not None:
-        table.dataframe(numbers, key="table_outputs")
 
 
 frame.trace()  # (a page run outside the frame goes through it first)

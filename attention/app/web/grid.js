@@ -146,11 +146,9 @@ class Editor {
       if (input.getAttribute("aria-label") !== name) input.setAttribute("aria-label", name);
     }
     this.table.setAttribute("aria-label", t.group);
-    const token = this.table.querySelector("th.token");
-    if (token) token.textContent = t.token;
-    this.title.textContent = d.title;
-    this.message.textContent = this.note || d.message;
-    this.hint.textContent = t.hint;
+    const texts = [[this.table.querySelector("th.token"), t.token], [this.title, d.title], [this.hint, t.hint]];
+    texts.push([this.message, this.note || d.message]); // an alert: a screen reader says it again if it is set again
+    for (const [element, text] of texts) if (element && element.textContent !== text) element.textContent = text;
   }
 
   isNumber(text) {

@@ -15,8 +15,8 @@ import numpy as np
 from playwright.sync_api import expect, sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the app is not installed; the e2e helpers live here
-from attention import attend, case_to_dict, parse_case
-from attention.presets import article
+from attention import attend
+from attention.app.state import Session
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, ROOT, START_TIMEOUT, VIEWPORT, _free_port, _healthy
 from tests.e2e.test_browser import READY, TIMEOUT_MS, cell, heatmaps, wait_ready
 
@@ -211,9 +211,9 @@ def inputs_edit(browser, url: str, runs: int = 8) -> list[float]:
     wait_ready(page)
     times = []
     for i in range(runs + 1):  # the first is a warm-up
-        d, text = case_to_dict(article()), ("5", "2")[i % 2]
-        d["x"][1][1] = float(text)
-        want = attend(parse_case(d)).outputs  # the project's core, as the oracle for the new numbers
+        text, edited = ("5", "2")[i % 2], Session.start()
+        edited.edit("x", 1, 1, float(text))  # by the session model's rule (the rounded softmax where it fits)
+        want = attend(edited.case).outputs  # the project's core, as the oracle for the new numbers
         type_into(page, text)
         arg = {"title": "outputs", "want": want.flatten().tolist(), "atol": 1e-4}
         times.append(timed(page, lambda: page.keyboard.press("Enter"), MATCH, arg))

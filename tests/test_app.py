@@ -23,7 +23,16 @@ def test_every_page_renders_from_app_py(at, page):
 def test_default_is_the_article_with_its_rounded_softmax(at):
     at.switch_page("pages/inputs.py").run()
     np.testing.assert_allclose(charts(at)["outputs"], ARTICLE_OUTPUTS, atol=1e-6)
-    assert at.toggle(key="use_rounded").value is True
+    assert at.toggle(key="use_rounded").value is True and not at.toggle(key="use_rounded").disabled
+
+
+def test_numbers_without_rounded_weights_keep_the_switch_in_place_and_say_why(at):
+    """A random case has no rounded weights: the switch stays where it was (the widgets below do not move), off,
+    disabled, with a help text that says why."""
+    at.selectbox(key="preset").set_value("random").run()
+    switch = at.toggle(key="use_rounded")
+    assert switch.value is False and switch.disabled and "only its own 3 × 3 weights" in switch.help
+    assert session(at).case.options.weights_override is None
 
 
 def test_exact_softmax_switch_and_the_difference_shown(at):

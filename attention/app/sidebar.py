@@ -51,8 +51,9 @@ def draw(session: Session) -> None:
 
 
 def _options(session: Session, language: str) -> None:
-    if session.inputs.rounded is not None:
-        st.toggle(t("sidebar.rounded"), key="use_rounded", help=t("sidebar.rounded_help"))
+    none = session.inputs.rounded is None  # drawn all the same: a widget that goes shifts the rest (and folds them)
+    help_text = t("sidebar.rounded_none") if none else t("sidebar.rounded_help")
+    st.toggle(t("sidebar.rounded"), key="use_rounded", help=help_text, disabled=none)
     st.selectbox(
         t("sidebar.scale"), SCALES, format_func=lambda v: i18n.text(language, f"scale.{v}"), key="scale",
         help=t("sidebar.scale_help"),

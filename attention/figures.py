@@ -213,27 +213,6 @@ def _written(z: np.ndarray, masked: np.ndarray, digits: int) -> np.ndarray:
                      for row, mask in zip(z.tolist(), masked.tolist(), strict=True)], dtype=object)  # fmt: skip
 
 
-CLICKABLE_MAX_CELLS = 4096  # one invisible marker per cell: past this, cells are picked with the pickers only
-
-
-def clickable(fig: go.Figure) -> go.Figure:
-    """An invisible marker on every cell, since Plotly's selections skip heatmaps: point i is cell divmod(i, cols)."""
-    if fig.layout.meta["rows"] * fig.layout.meta["cols"] > CLICKABLE_MAX_CELLS:
-        return fig
-    rows, cols = list(fig.data[0].y), list(fig.data[0].x)
-    fig.add_trace(
-        go.Scatter(
-            x=[c for _ in rows for c in cols],
-            y=[r for r in rows for _ in cols],
-            mode="markers",
-            marker={"size": 18, "opacity": 0},
-            hoverinfo="skip",
-            showlegend=False,
-        )
-    )
-    return fig
-
-
 def highlight(fig: go.Figure, rows: tuple[int, ...] | None, cols: tuple[int, ...] | None) -> go.Figure:
     """Outline the rows and columns that took part in a number (None: all of them, one outline across); those the
     figure does not draw (step 6's keys past the first, at big n) are left out."""

@@ -1,4 +1,4 @@
-"""Benchmark (not a test): the app in a real browser (Chromium via Playwright) against a one-widget floor app."""
+"""Benchmark (not a test): the app in a real browser (Chromium via Playwright) against one-widget floor apps."""
 
 import os
 import platform
@@ -18,9 +18,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the app is not i
 from attention import attend, case_to_dict, parse_case
 from attention.presets import article
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, ROOT, START_TIMEOUT, VIEWPORT, _free_port, _healthy
-from tests.e2e.test_browser import HEADER_PX, READY, ROW_PX, TIMEOUT_MS, heatmaps, wait_ready
+from tests.e2e.test_browser import READY, TIMEOUT_MS, cell, heatmaps, wait_ready
 
 FLOOR_APP = 'import streamlit as st\n\nx = st.number_input("x", value=1)\nst.write(x * 2)\n'
+# The edit floors of issue 12: one number input drawing one heatmap, as the app's edits end in heatmaps: a bare
+# 2 × 2 Plotly heatmap, and the app's own 3 × 3 one (figures.heatmap: numbers in the cells, a colour bar, titles),
+# which is what /inputs draws.
+HEATMAP_FLOOR_APP = """import plotly.graph_objects as go
+import streamlit as st
+
+x = st.number_input("x", value=1)
+st.plotly_chart(go.Figure(go.Heatmap(z=[[x, 2 * x], [3 * x, 4 * x]])), key="heatmap")
+"""
+FIGURE_FLOOR_APP = f"""import sys
+
+sys.path.insert(0, {str(ROOT)!r})  # the app's own figure builder
+import numpy as np
+import streamlit as st
+from attention import figures
+
+x = st.number_input("x", value=1)
+z = x * np.arange(1.0, 10.0).reshape(3, 3)
+names = ["Input 1", "Input 2", "Input 3"]
+st.plotly_chart(figures.heatmap(z, names, ["1", "2", "3"], "query", "output dim", "outputs"), key="heatmap")
+"""
 # The edit floor for a cell of a grid: one data editor (x's 3 × 4 at first) and the sum of its numbers.
 EDITOR_FLOOR_APP = """import pandas as pd
 import streamlit as st
@@ -131,10 +152,26 @@ def floor(browser, url: str) -> tuple[list[float], list[float]]:
     return edits[1:], cold_loads(browser, url, "/", "2")
 
 
+def heatmap_floor(browser, url: str, runs: int = 10, title: str = "", cells: int = 4) -> list[float]:
+    """A heatmap floor app: a new x, Enter, until its heatmap shows x, 2x, 3x, … (its `cells` numbers)."""
+    context, page = new_page(browser, url)
+    page.goto("/")
+    page.wait_for_function(LOADED, arg="x", polling="raf", timeout=TIMEOUT_MS)
+    box, edits = page.get_by_label("x", exact=True), []
+    for i in range(runs + 1):  # the first is a warm-up
+        value = (1234, 4321)[i % 2]
+        box.fill(str(value))
+        want = {"title": title, "want": [value * k for k in range(1, cells + 1)], "atol": 0}
+        edits.append(timed(page, lambda: box.press("Enter"), MATCH, want))
+        page.wait_for_function(LOADED, arg="x", polling="raf", timeout=TIMEOUT_MS)
+    context.close()
+    return edits[1:]
+
+
 def open_cell(page, grid, column: int, text: str) -> None:
-    """Row 2 of the grid, `column` arrows right of the row label, opened and filled with `text` (not committed):
-    e2e's edit_cell, less its wait_ready (which sleeps 250 ms), so that timing can start at the Enter that commits."""
-    grid.click(position={"x": 5, "y": HEADER_PX + ROW_PX + ROW_PX // 2})  # the row label: the canvas intercepts
+    """Row 2 of the grid, `column` arrows right of the row label, opened and filled with `text` (not committed),
+    so that timing can start at the Enter that commits."""
+    grid.click(position={"x": 5, "y": 35 + 35 + 35 // 2})  # the row label (header and rows 35 px): not the canvas
     for key in ("ArrowRight",) * column + ("Enter",):
         page.keyboard.press(key)
     box = page.locator("input.gdg-input")
@@ -157,23 +194,106 @@ def editor_floor(browser, url: str, runs: int = 8) -> list[float]:
     return times[1:]
 
 
+def type_into(page, text: str) -> None:
+    """x[2][2] selected by a click and typed into (not committed: the timing starts at the Enter that commits)."""
+    box = cell(page, "x", 2, 2)
+    box.click()
+    page.keyboard.press("Backspace")
+    page.keyboard.type(text)
+    expect(box).to_have_value(text, timeout=TIMEOUT_MS)
+
+
 def inputs_edit(browser, url: str, runs: int = 8) -> list[float]:
-    """x's row 2, column "2" (grid column 3, as in the e2e test), alternately 5 and 2, until the outputs show it."""
+    """x's row 2, column 2 in the matrix editor, alternately 5 and 2, until every chart on /inputs (the outputs)
+    shows the numbers the core computes."""
     context, page = new_page(browser, url)
     page.goto("/inputs")
     wait_ready(page)
-    grid, times = page.locator("[data-testid=stDataFrame]").first, []
+    times = []
     for i in range(runs + 1):  # the first is a warm-up
         d, text = case_to_dict(article()), ("5", "2")[i % 2]
         d["x"][1][1] = float(text)
         want = attend(parse_case(d)).outputs  # the project's core, as the oracle for the new numbers
-        open_cell(page, grid, 3, text)  # the token column comes first
+        type_into(page, text)
         arg = {"title": "outputs", "want": want.flatten().tolist(), "atol": 1e-4}
         times.append(timed(page, lambda: page.keyboard.press("Enter"), MATCH, arg))
         assert all(np.allclose(z, want, atol=1e-4) for z in heatmaps(page, "outputs"))
-        wait_ready(page)  # the run's tail (sidebar, share panel) ends before the next edit
+        wait_ready(page)  # the run's tail (the table, the pace marker) ends before the next edit
     context.close()
     return times[1:]
+
+
+# Each time the outputs heatmap shows new numbers, the moment (performance.now), recorded every animation frame.
+RECORD_DRAWS = f"""() => {{ window.draws = []; let last = null;
+    const key = () => {{ const t = ({TITLED})('outputs')[0]?.data[0];
+        return t ? (t.z?.bdata ?? JSON.stringify(t.z)) : null; }};
+    (function frame() {{ const k = key(); if (k !== last) {{ last = k; window.draws.push(performance.now()); }}
+        requestAnimationFrame(frame); }})(); }}"""
+
+
+def scrub(browser, url: str, drags: int = 4, seconds: float = 4.0) -> tuple[list[float], list[float]]:
+    """x[2][2] dragged sideways (back and forth over 240 px, a move every ~16 ms) for `seconds`: the outputs redrawn
+    per second while the mouse is down, and the milliseconds between two redraws."""
+    context, page = new_page(browser, url)
+    page.goto("/inputs")
+    wait_ready(page)
+    page.evaluate(RECORD_DRAWS)
+    rates, gaps = [], []
+    for _ in range(drags):
+        box = cell(page, "x", 2, 2).bounding_box()
+        x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+        page.mouse.move(x, y)
+        page.mouse.down()
+        start, moves = page.evaluate("performance.now()"), 0
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            moves += 1
+            page.mouse.move(x + 120 - abs(moves % 80 * 6 - 240) + 120, y)  # a triangle wave: 0 … 240 px
+            page.wait_for_timeout(16)
+        stop = page.evaluate("performance.now()")
+        page.mouse.up()
+        wait_ready(page)
+        draws = [t for t in page.evaluate("window.draws") if start < t <= stop]
+        rates.append(len(draws) / ((stop - start) / 1e3))
+        gaps += list(np.diff(draws))
+    context.close()
+    return rates, gaps
+
+
+def editor_sizes(browser, url: str, sizes=((16, 16), (32, 32), (32, 64)), runs: int = 4) -> dict:
+    """/inputs with x at each size (set in the sidebar: d_in, then n): the rerun until the editor holds all of x's
+    inputs (a new grid: every input made), then edits of one cell until the outputs are redrawn (every input
+    refreshed). The editor's draw is what sets EDITOR_MAX_CELLS (attention/app/editors.py)."""
+    context, page = new_page(browser, url)
+    page.goto("/inputs")
+    wait_ready(page)
+    sidebar, results = page.locator("[data-testid=stSidebar]"), {}
+    sidebar.locator("[data-testid=stExpander] summary", has_text="Sizes").click()
+    sidebar.locator("[data-testid=stRadio] label", has_text="random").click()  # zeros would make the outputs 0
+    wait_ready(page)
+    count = """(n) => [...document.querySelectorAll('[data-testid=stBidiComponentIsolated]')]
+        .some(h => h.shadowRoot?.querySelectorAll('input.number').length === n)"""
+    outputs = f"() => (t => t && (t.z?.bdata ?? JSON.stringify(t.z)))(({TITLED})('outputs')[0]?.data[0])"
+    for n, d in sizes:
+        for label, value in (("n · tokens", 3), ("d_in", d)):  # from 3 tokens: n set last always makes a new grid
+            field = sidebar.get_by_label(label, exact=True)
+            field.fill(str(value))
+            field.press("Enter")
+            wait_ready(page)
+        field = sidebar.get_by_label("n · tokens", exact=True)
+        field.fill(str(n))
+        drawn = timed(page, lambda field=field: field.press("Enter"), count, n * d)
+        wait_ready(page)
+        edits = []
+        for _ in range(runs + 1):
+            before = page.evaluate(outputs)
+            text = "2" if cell(page, "x", 2, 2).input_value() == "5" else "5"  # a new number every time
+            type_into(page, text)
+            edits.append(timed(page, lambda: page.keyboard.press("Enter"), f"(b) => ({outputs})() !== b", before))
+            wait_ready(page)
+        results[(n, d)] = (drawn, edits[1:])
+    context.close()
+    return results
 
 
 def shown_scores(page) -> np.ndarray:
@@ -247,43 +367,92 @@ def row(name: str, values: list, show=ms, floor: float | None = None, of: str = 
     return "| " + " | ".join(map(str, cells + [""] * (8 - len(cells)))) + " |"
 
 
+def rate(name: str, values: list[float], target: float) -> str:
+    """A row for a rate (more is better): median, range and whether the median reaches the target."""
+    median = statistics.median(values)
+    met = "yes" if median >= target else "**no**"
+    spread = f"{min(values):.1f}/s – {max(values):.1f}/s"
+    cells = [name, len(values), f"{median:.1f}/s", spread, "", "", f"≥ {target:g}/s"]
+    return "| " + " | ".join(map(str, [*cells, met])) + " |"
+
+
+def measure(browser, folder: Path) -> dict:
+    """Every measure, each with a server of its own (a fresh process: no measure warms another's caches)."""
+    (folder / "floor.py").write_text(FLOOR_APP)
+    (folder / "heatmap.py").write_text(HEATMAP_FLOOR_APP)
+    (folder / "figure.py").write_text(FIGURE_FLOOR_APP)
+    (folder / "bundles.py").write_text(BUNDLE_FLOOR_APP)
+    (folder / "editor.py").write_text(EDITOR_FLOOR_APP)
+    measures = {
+        "floor": (folder / "floor.py", floor),
+        "heatmap floor": (folder / "heatmap.py", heatmap_floor),
+        "figure floor": (folder / "figure.py", lambda b, u: heatmap_floor(b, u, title="outputs", cells=9)),
+        "bundle floor": (folder / "bundles.py", lambda b, u: cold_loads(b, u, "/", "2")),
+        "editor floor": (folder / "editor.py", editor_floor),
+        "edit": (ROOT / "app.py", inputs_edit),
+        "scrub": (ROOT / "app.py", scrub),
+        "sizes": (ROOT / "app.py", editor_sizes),
+        "cold": (ROOT / "app.py", lambda b, u: cold_loads(b, u, "/walkthrough", "Step 1 · Prepare inputs")),
+        "rerun": (ROOT / "app.py", walkthrough_rerun),
+    }
+    results = {}
+    for name, (script, run) in measures.items():
+        started = time.perf_counter()
+        with serve(script) as url:
+            results[name] = run(browser, url)
+        print(f"{name}: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    return results
+
+
+def editing_rows(results: dict) -> list[str]:
+    """The editing loop's rows (issue 12): edit → redraw against the floors, scrubbing, the editor's size."""
+    edit, heatmap_edit = results["edit"], statistics.median(results["heatmap floor"])
+    figure_edit = statistics.median(results["figure floor"])
+    number_edit, grid_edit = statistics.median(results["floor"][0]), statistics.median(results["editor floor"])
+    rates, gaps = results["scrub"]
+    rows = [
+        row("heatmap floor (one number input drawing a bare 2 × 2 heatmap): edit → redrawn", results["heatmap floor"]),
+        row("figure floor (one number input drawing the app's 3 × 3 heatmap): edit → redrawn", results["figure floor"]),
+        row("editor floor (one 3 × 4 st.data_editor and its sum): edit a cell → sum shown", results["editor floor"]),
+        row("/inputs: edit x[2][2] in the matrix editor → outputs redrawn", edit, ms, figure_edit, "figure floor", 2),
+        row("/inputs: the same edit, against the bare heatmap floor", edit, ms, heatmap_edit, "heatmap floor", 2),
+        row("/inputs: the same edit, against the number-input floor", edit, ms, number_edit, "floor"),
+        row("/inputs: the same edit, against the data-editor floor", edit, ms, grid_edit, "editor floor"),
+        rate("/inputs, 3 tokens: x[2][2] dragged sideways → outputs redrawn per second, mouse down", rates, 5),
+        row("… between two redraws while dragging", gaps, ms, statistics.median(edit), "an edit"),
+    ]
+    small_edit = statistics.median(edit)
+    for (n, d), (drawn, edits) in results["sizes"].items():
+        rows.append(row(f"/inputs, x {n} × {d} ({n * d:,} inputs): n set → x's editor drawn", [drawn]))
+        rows.append(row("… an edit of x[2][2] → outputs redrawn", edits, ms, small_edit, "3 × 4"))
+    return rows
+
+
 def main() -> None:
-    load, results = os.getloadavg()[0], {}
+    load = os.getloadavg()[0]
     with sync_playwright() as playwright, tempfile.TemporaryDirectory() as folder:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        (Path(folder) / "floor.py").write_text(FLOOR_APP)
-        (Path(folder) / "bundles.py").write_text(BUNDLE_FLOOR_APP)
-        (Path(folder) / "editor.py").write_text(EDITOR_FLOOR_APP)
-        measures = {
-            "floor": (Path(folder) / "floor.py", floor),
-            "bundle floor": (Path(folder) / "bundles.py", lambda b, u: cold_loads(b, u, "/", "2")),
-            "editor floor": (Path(folder) / "editor.py", editor_floor),
-            "edit": (ROOT / "app.py", inputs_edit),
-            "cold": (ROOT / "app.py", lambda b, u: cold_loads(b, u, "/walkthrough", "Step 1 · Prepare inputs")),
-            "rerun": (ROOT / "app.py", walkthrough_rerun),
-        }
-        for name, (script, measure) in measures.items():  # a server of its own for each
-            started = time.perf_counter()
-            with serve(script) as url:
-                results[name] = measure(browser, url)
-            print(f"{name}: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+        results = measure(browser, Path(folder))
         chromium = browser.version
         browser.close()
-    (floor_edit, floor_cold), edit, cold = results["floor"], results["edit"], results["cold"]
-    bundle_cold, editor_edit = results["bundle floor"], results["editor floor"]
+    (floor_edit, floor_cold), cold, median = results["floor"], results["cold"], statistics.median
+    bundle_cold = results["bundle floor"]
     small, small_bytes, small_raw = results["rerun"]["small"]
     walk, big = statistics.median(small), {k: v for k, v in results["rerun"].items() if k != "small"}
     lines = [
-        "# The app in a real browser, against a one-widget floor app",
+        "# The app in a real browser, against one-widget floor apps",
         "",
         f"- machine: {platform.platform()}, {os.cpu_count()} CPUs; load average {load:.2f} at start, "
         f"{os.getloadavg()[0]:.2f} at end (other work on these CPUs inflates the times)",
         f"- python {platform.python_version()}, streamlit {version('streamlit')}, playwright {version('playwright')}, "
         f"Chromium {chromium} (headless, the e2e tests' flags); each measure has a server of its own",
-        '- floor: a temporary app, `x = st.number_input("x", value=1)` then `st.write(x * 2)`',
-        "- edit → redraw: from the Enter that commits a value until the new numbers are on screen (the floor's text; "
-        "every `outputs` heatmap, as `attention.attend` computes them; the `scores` heatmap, then checked to be "
-        "scores_raw / temperature); after one untimed warm-up",
+        '- floors: temporary apps, `x = st.number_input("x", value=1)` then `st.write(x * 2)` (the number-input '
+        "floor) or `st.plotly_chart` of a 2 × 2 heatmap of x (the heatmap floor, issue 12's)",
+        "- edit → redraw: from the Enter that commits a value until the new numbers are on screen (the floor's text "
+        "or heatmap; every `outputs` heatmap, as `attention.attend` computes them; the `scores` heatmap, then "
+        "checked to be scores_raw / temperature); after one untimed warm-up",
+        "- dragging: the mouse held on x[2][2] and moved back and forth over 240 px (a move every ~16 ms) for 4 s; "
+        "a redraw is a new `outputs` heatmap on screen, seen every animation frame",
         "- cold load: `page.goto` in a fresh context (new session, empty cache) until the run is over, every chart "
         "drawn and the page's text shown; after one untimed load that warms the server",
         "- payload: the WebSocket messages the page receives in one rerun (decompressed); raw: rows × cols × 4 bytes "
@@ -298,17 +467,9 @@ def main() -> None:
             "bundle floor (the floor + a chart, LaTeX, code, a grid, a table: the same frontend code): cold load",
             bundle_cold,
         ),
-        row("editor floor (one 3 × 4 data editor and its sum): edit a cell → sum shown", editor_edit),
-        row("/inputs: edit x[2][2] → outputs redrawn", edit, ms, statistics.median(floor_edit), "floor edit", 2),
-        row("/inputs: the same edit, against the editor floor", edit, ms, statistics.median(editor_edit), "editor"),
+        *editing_rows(results),
         row("/walkthrough: cold load", cold, ms, statistics.median(bundle_cold), "bundle floor cold load", 1.2),
-        row(
-            "/walkthrough: cold load, against the floor without a chart",
-            cold,
-            ms,
-            statistics.median(floor_cold),
-            "floor",
-        ),
+        row("/walkthrough: cold load, against the number-input floor", cold, ms, median(floor_cold), "floor"),
         row("/walkthrough step 4, 3 tokens: new temperature → scores redrawn", small),
         row("… n = 1024, d = 64: new temperature", big["new"][0], ms, walk, "3 tokens", 3),
         row("… n = 1024: back and forth between two temperatures", big["again"][0], ms, walk, "3 tokens", 3),

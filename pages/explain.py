@@ -20,7 +20,7 @@ name = st.selectbox(
 widgets.apply_click(trace, name)
 index = widgets.cell_picker(trace, name)
 explanation = explain(trace, name, index, lang())
-charts.chart(widgets.explained_figure(trace, name, index), widgets.CHART, on_select="rerun", selection_mode="points")
+charts.chart(widgets.explained_figure(trace, name, index), widgets.CHART, clickable=True)
 
 st.subheader(plain(explanation.title), anchor=False)
 st.code("\n".join(explanation.lines), language=None, wrap_lines=True)

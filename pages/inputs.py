@@ -1,23 +1,42 @@
-"""Inputs page (steps 1-2): edit x, its token labels and the three weight matrices cell by cell."""
+"""Inputs page (steps 1-2, and the grids of steps 4-5): edit x, its token labels, the three weight matrices, a custom
+mask and the article's rounded weights cell by cell; a live page (an edit reruns it alone)."""
 
 import streamlit as st
 
 from attention import figures
-from attention.app import charts, editors, frame, session
+from attention.app import charts, editors, frame, live, session
+from attention.app.explain import go_explain
 from attention.app.language import lang, t
+from attention.core import Trace
 
-trace = frame.trace()
-st.header(t("inputs.header"))
-st.write(t("inputs.intro"))
-st.subheader(t("inputs.x"))
-editors.matrix_editor(session.current(), "x")
-for column, name in zip(st.columns(3), ("w_query", "w_key", "w_value"), strict=True):
-    with column:
-        st.subheader(t("inputs.weight", name=name))
-        editors.matrix_editor(session.current(), name)
 
-st.subheader(t("inputs.outputs"))
-chart, table = st.columns([3, 2])
-charts.chart(charts.figure(figures.tensor_heatmap, trace, "outputs"), "chart_outputs", where=chart)
-if (numbers := figures.table(trace, "outputs", lang=lang())) is not None:
-    table.dataframe(numbers, key="table_outputs")
+def inputs(trace: Trace) -> None:
+    s = session.current()
+    st.header(t("inputs.header"))
+    st.write(t("inputs.intro"))
+    left, right = st.columns([3, 2])  # x and the outputs side by side: a drag on x is seen where it lands
+    with left:
+        editors.matrix_editor(s, "x", t("inputs.x"), hint=True)  # each editor draws its title (a cheaper rerun)
+    right.subheader(t("inputs.outputs"))
+    outputs = charts.figure(figures.tensor_heatmap, trace, "outputs")
+    if cell := charts.chart(outputs, "chart_outputs", where=right, clickable=True):
+        go_explain(trace, "outputs", None, cell)  # a click on a cell: its explanation
+    # Up to 16 × 16 the numbers are in the heatmap's cells (and its text version): a table only past that
+    numbers = figures.table(trace, "outputs", lang=lang()) if max(trace.outputs.shape) > figures.TEXT_MAX_SIDE else None
+    if numbers is not None:
+        right.dataframe(numbers, key="table_outputs")
+    for column, name in zip(st.columns(3), ("w_query", "w_key", "w_value"), strict=True):
+        with column:
+            editors.matrix_editor(s, name, t("inputs.weight", name=name))
+    if s.controls.mask == "custom":
+        editors.matrix_editor(s, "mask", t("editor.mask_title"))
+    if s.inputs.rounded is not None:
+        if not s.controls.use_rounded:
+            st.caption(t("editor.rounded_off"))
+        editors.matrix_editor(s, "rounded", t("editor.rounded_title"))
+    if any(editors.is_big(s, name) for name in ("x", "w_query", "w_key", "w_value")):
+        editors.uploader(s)
+
+
+frame.trace()  # (a page run outside the frame goes through it first)
+live.page(inputs)

@@ -1,22 +1,25 @@
-"""Multi-head page: Q, K and V split into heads, a score and weight map per head, the concatenation and w_out."""
+"""Multi-head page: Q, K and V split into heads, a score and weight map per head, the concatenation and w_out; a
+live page (an edit of w_out reruns it alone)."""
 
 import streamlit as st
 
 from attention import figures
-from attention.app import charts, compute, editors, frame, pickers, session
+from attention.app import charts, compute, editors, frame, live, pickers, session
 from attention.app.language import t
 from attention.app.text import prose
+from attention.core import Trace
 
-trace = frame.trace()
-case, h = trace.case, trace.case.options.heads
-st.header(t("multi_head.header"))
-st.write(t("multi_head.intro"))
-st.markdown(prose(t("why.heads")))
-editors.w_out_switch(session.current())
-if h == 1:
-    st.info(t("multi_head.one_head"))
-st.markdown(
-    f"""
+
+def multi_head(trace: Trace) -> None:
+    case, h = trace.case, trace.case.options.heads
+    st.header(t("multi_head.header"))
+    st.write(t("multi_head.intro"))
+    st.markdown(prose(t("why.heads")))
+    editors.w_out_switch(session.current())
+    if h == 1:
+        st.info(t("multi_head.one_head"))
+    st.markdown(
+        f"""
 | {t("multi_head.tensor")} | {t("multi_head.shape")} | {t("multi_head.per_head")} |
 |---|---|---|
 | `queries`, `keys` | ({case.n}, {case.d_k}) | ({h}, {case.n}, {case.d_k // h}) |
@@ -24,24 +27,28 @@ st.markdown(
 | `concat` | ({case.n}, {case.d_v}) | {t("multi_head.side_by_side")} |
 | `outputs` | {tuple(trace.outputs.shape)} | {t("multi_head.projected")} |
 """
-)
-if h > 1:
-    shown = h if case.n <= 64 else min(h, 2)  # every head's map while they are small; past that, pick below
-    for head, column in zip(range(shown), st.columns(min(shown, 4)) * ((shown + 3) // 4), strict=False):
-        title = t("multi_head.head_weights", head=head + 1)
-        charts.chart(charts.figure(figures.tensor_heatmap, trace, "weights", head, title), f"chart_weights_{head}",
-                     where=column)  # fmt: skip
-    st.subheader(t("multi_head.scores"))
-    head = pickers.head_picker(trace, "multi_head_head")
-    charts.chart(charts.figure(figures.tensor_heatmap, trace, "scores", head), "chart_scores")
-    st.subheader(t("multi_head.concat"))
-    charts.chart(charts.figure(figures.tensor_heatmap, trace, "concat"), "chart_concat")
-st.subheader("outputs")
-charts.chart(charts.figure(figures.tensor_heatmap, trace, "outputs"), "chart_outputs")
-check = compute.check(session.current(), trace)  # with the exact softmax: the rounding is not attention
-if check.oracle != "nn.MultiheadAttention":
-    st.caption(t("multi_head.no_oracle"))
-elif check.agrees:
-    st.success(t("multi_head.agrees", difference=check.difference))
-else:
-    st.error(t("multi_head.differs", difference=check.difference))
+    )
+    if h > 1:
+        shown = h if case.n <= 64 else min(h, 2)  # every head's map while they are small; past that, pick below
+        for head, column in zip(range(shown), st.columns(min(shown, 4)) * ((shown + 3) // 4), strict=False):
+            title = t("multi_head.head_weights", head=head + 1)
+            charts.chart(charts.figure(figures.tensor_heatmap, trace, "weights", head, title), f"chart_weights_{head}",
+                         where=column)  # fmt: skip
+        st.subheader(t("multi_head.scores"))
+        head = pickers.head_picker(trace, "multi_head_head")
+        charts.chart(charts.figure(figures.tensor_heatmap, trace, "scores", head), "chart_scores")
+        st.subheader(t("multi_head.concat"))
+        charts.chart(charts.figure(figures.tensor_heatmap, trace, "concat"), "chart_concat")
+    st.subheader("outputs")
+    charts.chart(charts.figure(figures.tensor_heatmap, trace, "outputs"), "chart_outputs")
+    check = compute.check(session.current(), trace)  # with the exact softmax: the rounding is not attention
+    if check.oracle != "nn.MultiheadAttention":
+        st.caption(t("multi_head.no_oracle"))
+    elif check.agrees:
+        st.success(t("multi_head.agrees", difference=check.difference))
+    else:
+        st.error(t("multi_head.differs", difference=check.difference))
+
+
+frame.trace()  # (a page run outside the frame goes through it first)
+live.page(multi_head)

@@ -4,6 +4,7 @@ import streamlit as st
 
 from attention import STEP_NAMES, figures, script, teach
 from attention.app import charts, compute, frame, pickers, session
+from attention.app.explain import go_explain
 from attention.app.language import lang, t
 from attention.app.text import plain, prose
 from attention.core import formula
@@ -21,6 +22,7 @@ st.code(script.shown(trace.case, step.name), language="python", wrap_lines=True)
 for note in step.notes:
     if getattr(note, "key", None) != "note.override":  # the why above says it: the article rounds for readability
         st.info(plain(render(lang(), note)))
+st.caption(t("editor.click_hint"))  # a click on a cell leads to its arithmetic on the Explain page
 
 has_head = any(trace.axes(name)[0] == "head" for name in step.tensors)
 head = pickers.head_picker(trace, "walkthrough_head") if has_head else None
@@ -31,10 +33,13 @@ for name, tensor in step.tensors.items():
     st.subheader(t("walkthrough.tensor", name=name, shape=shape, dtype=dtype, device=step.device))
     if name == "weighted":
         st.caption(t("walkthrough.weighted_rows"))
-        charts.chart(charts.figure(figures.weighted_heatmap, trace, h), f"chart_{name}")
+        if cell := charts.chart(charts.figure(figures.weighted_heatmap, trace, h), f"chart_{name}", clickable=True):
+            go_explain(trace, name, h, cell)  # a click on a cell: its explanation
         continue
     chart, table = st.columns([3, 2])
-    charts.chart(charts.figure(figures.tensor_heatmap, trace, name, h), f"chart_{name}", where=chart)
+    figure = charts.figure(figures.tensor_heatmap, trace, name, h)
+    if cell := charts.chart(figure, f"chart_{name}", where=chart, clickable=True):
+        go_explain(trace, name, h, cell)
     if (numbers := figures.table(trace, name, h, lang=lang())) is not None:
         table.dataframe(numbers, key=f"table_{name}")
 

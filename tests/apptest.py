@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
-from attention.app import compute, editors
+from attention.app import compute, editors, typed
 from attention.app.pages import PAGES as REGISTRY
 from attention.app.session import KEY
 from attention.app.state import Session
@@ -54,17 +54,30 @@ def current_trace(app: AppTest) -> Trace:
 
 
 def edit(app: AppTest, matrix: str, row: int, column: str, value) -> AppTest:
-    """A data-editor edit as the browser sends it (AppTest cannot type into the grid)."""
+    """An edit as the matrix editor sends it: its state gains the cell's text (a number is sent as it is written),
+    as typed; `column` is "1", "2", … or "token" (x's label), `row` counts from 0 (AppTest has no browser to type)."""
     key = editors.editor_key(session(app), matrix)
-    app.session_state[key] = {"edited_rows": {row: {column: value}}, "added_rows": [], "deleted_rows": []}
+    state = app.session_state[key] if key in app.session_state else {}  # noqa: SIM401 (AppTest has no get)
+    edits = state.get("edits") or {"cells": {}, "labels": {}}
+    text = value if isinstance(value, str) else typed.shown(value)
+    if column == "token":
+        edits = {**edits, "labels": {**edits["labels"], str(row): text}}
+    else:
+        edits = {**edits, "cells": {**edits["cells"], f"{row},{int(column) - 1}": text}}
+    app.session_state[key] = {"edits": edits}
     return app.run()
 
 
-def forge(app: AppTest, matrix: str, delta: dict) -> AppTest:
-    """A data-editor state no real grid sends (a forged client's), merged into an empty one."""
-    empty = {"edited_rows": {}, "added_rows": [], "deleted_rows": []}
-    app.session_state[editors.editor_key(session(app), matrix)] = empty | delta
+def forge(app: AppTest, matrix: str, edits: object) -> AppTest:
+    """An editor state no real editor sends (a forged client's)."""
+    app.session_state[editors.editor_key(session(app), matrix)] = {"edits": edits}
     return app.run()
+
+
+def component_data(element) -> object:
+    """The data a components v2 element was drawn with (the matrix editor sends its own as JSON text)."""
+    data = json.loads(element.proto.json or "null")
+    return json.loads(data) if isinstance(data, str) else data
 
 
 def open_share_panel(app: AppTest) -> AppTest:

@@ -43,7 +43,7 @@ def every_figure(trace) -> dict[str, go.Figure]:
     out |= {f"broadcast {k}": f for k, f in figures.broadcast_panels(trace, 1, head).items()}
     out["query sum"] = figures.query_sum(trace, 1, head)
     scores = figures.tensor_heatmap(trace, "scores", head)
-    out["highlight"] = figures.highlight(figures.clickable(scores), (1,), None)
+    out["highlight"] = figures.highlight(scores, (1,), None)
     signed = np.arange(9.0).reshape(3, 3) - 4
     out["signed difference"] = figures.heatmap(signed, list("abc"), list("abc"), "query", "key")
     big = np.arange(200 * 200.0).reshape(200, 200) - 20_000  # drawn as an image: its colour bar is checked

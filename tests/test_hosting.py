@@ -22,23 +22,25 @@ from tests.apptest import APP, ARTICLE_OUTPUTS, charts, current_trace, edit, for
 ROOT = Path(__file__).resolve().parents[1]
 
 
-# Hostile edits the grid itself never sends, but a forged client can.
+# Hostile editor states the editor itself never sends, but a forged client can.
 @pytest.mark.parametrize(
-    "delta",
+    "edits",
     [
-        {"edited_rows": {0: {"zzz": 1.0}}},  # a column that does not exist (Streamlit itself raises on it)
-        {"edited_rows": {99: {"1": 1.0}}},  # a row that does not exist
-        {"edited_rows": {"-1": {"1": 1.0}}},
-        {"edited_rows": {"²": {"²": 1.0}}},  # isdigit() is true for "²", int() is not
-        {"edited_rows": {0: {"1": [1, 2]}}},
-        {"edited_rows": {0: {"1": {"a": 1}}}},
-        {"added_rows": [{"1": 1.0}] * 5000},
-        {"deleted_rows": [0, 1, 2]},
+        {"cells": {"0,zzz": "1"}},  # a column that does not exist
+        {"cells": {"99,0": "1"}},  # a row that does not exist
+        {"cells": {"-1,0": "1"}},
+        {"cells": {"²,²": "1"}},  # isdigit() is true for "²", int() is not
+        {"cells": {"0,1": [1, 2]}},
+        {"cells": {"0,1": {"a": 1}}},
+        {"cells": {f"{i},0": "1" for i in range(3, 5000)}},  # thousands of cells x does not have
+        {"labels": {"0": ["a"], "1": None}},
+        [["1", "2"]],
+        "1,1",
     ],
 )
-def test_a_forged_edit_never_raises_and_keeps_the_last_valid_result(at, delta):
+def test_a_forged_edit_never_raises_and_keeps_the_last_valid_result(at, edits):
     at.switch_page("pages/inputs.py").run()
-    forge(at, "x", delta)
+    forge(at, "x", edits)
     assert not at.exception
     assert current_trace(at).case.n == 3
     np.testing.assert_allclose(charts(at)["outputs"], ARTICLE_OUTPUTS)

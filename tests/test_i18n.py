@@ -17,7 +17,9 @@ from attention.files import case_from_link, case_to_link
 from attention.i18n import LANGUAGES, Message, excerpt, language_for, msg, render, text
 from attention.presets import article
 from attention.script import shown as shown_code
-from tests.apptest import APP, MASKED_CASE, PAGES, current_trace, edit, forge, open_share_panel, session
+from tests.apptest import (
+    APP, MASKED_CASE, PAGES, component_data, current_trace, edit, open_share_panel, session,
+)  # fmt: skip
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "attention").glob("**/*.py"))]
@@ -254,6 +256,10 @@ def visible_texts(at: AppTest) -> list[tuple[str, str]]:
             for axis in ("xaxis", "yaxis"):
                 out.append((f"{label} {axis}", ((layout.get(axis) or {}).get("title") or {}).get("text", "")))
             out.extend((f"{label} hover", d["hovertemplate"]) for d in spec["data"] if "hovertemplate" in d)
+        elif kind == "bidi_component":  # a matrix editor: the words it shows or reads out (and its message)
+            data = component_data(node) or {}
+            out.extend((f"{label} {name}", text) for name, text in (data.get("text") or {}).items())
+            out.append((f"{label} message", data.get("message", "")))
         elif kind in ("page_link", "download_button", "file_uploader", "button"):
             out.append((label, node.proto.label))
             out.append((f"{label} help", getattr(node.proto, "help", "")))
@@ -332,8 +338,13 @@ def test_every_text_the_pages_show_comes_from_the_catalogue(pseudo):
     edit(at, "x", 1, "3", "abc")  # an invalid edit: the error names the place
     assert len(at.error) == 1
     found += offenders(at, "invalid edit")
+    edit(at, "x", 1, "3", "1,5")  # a decimal comma: the message says what to change
+    found += offenders(at, "decimal comma")
     edit(at, "x", 1, "3", 1.0)
-    found += offenders(forge(at, "x", {"added_rows": [{"1": 1.0}]}), "added row")
+    at.selectbox(key="mask").set_value("custom").run()  # the mask editor, and a value no mask takes
+    edit(at, "mask", 0, "2", "2")
+    found += offenders(at, "bad mask")
+    at.selectbox(key="mask").set_value("none").run()
 
     # several heads (d_k = d_v = 3), textbook scaling, a temperature and w_out: every page, every explanation
     at.toggle(key="use_rounded").set_value(False).run()

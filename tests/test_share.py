@@ -140,11 +140,15 @@ def test_a_click_on_the_heatmap_picks_the_cell():
     at = AppTest.from_file(APP, default_timeout=60).run()
     at.switch_page("pages/explain.py").run()
     at.selectbox(key="explain_tensor").set_value("scores_raw").run()
-    # A click on cell (row 3, column 1) as the browser reports it: point 6 of the invisible marker trace
-    at.session_state["explain_chart"] = {"selection": {"points": [{"curve_number": 1, "point_index": 6}]}}
+    # A click on cell (row 3, column 1) as the browser reports it: the [row, column] of Plotly's click on the heatmap
+    at.session_state["explain_chart_click"] = {"cell": [2, 0]}
     at.run()
     assert at.selectbox(key="explain_scores_raw_0").value == 2 and at.selectbox(key="explain_scores_raw_1").value == 0
     assert "q₃ · k₁ = 2·0 + 1·1 + 3·1 = 4" in at.code[0].value
+    for forged in ([7, 0], [-1, 0], ["2", 0], [True, 0], "2,0", None):  # no such cell, or no cell at all: nothing
+        at.session_state["explain_chart_click"] = {"cell": forged}
+        at.run()
+        assert not at.exception and at.selectbox(key="explain_scores_raw_0").value == 2
 
 
 def test_multi_head_is_verified_against_nn_multihead_attention():

@@ -113,7 +113,7 @@ def test_presets_load_and_reset_drops_edits(session):
         ("temperature", math.inf),
         ("temperature", 0.0),
         ("use_rounded", "yes"),
-        ("mask", "custom"),  # the article has no explicit mask
+        ("mask", "own"),
         ("device", "javascript:alert(1)"),
         ("dtype", "int8"),
     ],

@@ -10,7 +10,7 @@ import streamlit as st
 
 from .. import figures
 from ..core import Trace
-from . import session
+from . import clicks, session
 from .language import lang, t
 from .text import plain
 
@@ -22,15 +22,21 @@ def figure(make: Callable[..., go.Figure], trace: Trace, *args, **kwargs) -> go.
     return session.current().derived.get(key, lambda: make(trace, *args, **kwargs, lang=lang()))
 
 
-def chart(fig: go.Figure, key: str, where=st, **kwargs):
+def chart(fig: go.Figure, key: str, where=st, clickable: bool = False) -> tuple[int, int] | None:
     """A Plotly chart (in `where`, a column say), full width, named for screen readers by its summary; under it,
-    its text version, made only while it is open (closed, it costs one element a chart)."""
+    its text version, made only while it is open (closed, it costs one element a chart). A clickable one returns
+    the cell (row, column of its z) a click picked in this run (clicks.py), or None."""
     config = {
         "toImageButtonOptions": {"format": session.current().image_format, "filename": key.removeprefix("chart_")},
         "displaylogo": False,
     } | _plotly_locale()
     title, summary, table = figures.describe(fig, lang(), label=table_label)
-    shown = where.plotly_chart(fig, key=key, width="stretch", config=config, alt=summary, **kwargs)
+    box = where.container(gap=None) if clickable else where  # the chart and the component that hears its clicks
+    box.plotly_chart(fig, key=key, width="stretch", config=config, alt=summary)
+    picked = None
+    if clickable:
+        with box:
+            picked = clicks.hook(key)
     # In the current container, not in `where`: under a chart in a column it lands under the row of columns, since a
     # column is too narrow for the table, which would scroll sideways where the keyboard cannot reach it.
     version = st.expander(t("a11y.text_version", title=title), key=f"{key}_text", on_change="rerun")
@@ -38,7 +44,7 @@ def chart(fig: go.Figure, key: str, where=st, **kwargs):
         version.text(summary)  # plain text: labels are typed by the user
         if table is not None:
             version.table(table, alt=t("a11y.table_alt", title=title, row_kind=table.index.name or ""))
-    return shown
+    return picked
 
 
 def table_label(label: str) -> str:

@@ -23,6 +23,7 @@ from ..i18n import excerpt
 
 Grid = tuple[tuple[object, ...], ...]  # rows of cells as typed: numbers, or whatever a client sent
 NUMBERS = ("x", "w_query", "w_key", "w_value")  # the case's own matrices; the other grids are options
+GRIDS = (*NUMBERS, "w_out", "mask", "rounded")  # every grid of Inputs a person edits cell by cell
 SIZES = {"n": MAX_N, "d_in": MAX_D, "d_k": MAX_D, "d_v": MAX_D}
 SCALES = ("none", "sqrt_dk", "custom")
 MASKS = ("none", "causal", "custom")
@@ -71,7 +72,7 @@ class Controls:
 CONTROLS = tuple(f.name for f in fields(Controls))
 
 
-def allowed(name: str, value: object, has_mask: bool) -> bool:
+def allowed(name: str, value: object) -> bool:
     """Whether a widget of the sidebar could hold this value for that control (a forged client sends anything)."""
     whole = {**{k: (1, v) for k, v in SIZES.items()}, "heads": (1, MAX_HEADS), "seed": (0, MAX_SEED)}
     if name in whole:
@@ -85,7 +86,7 @@ def allowed(name: str, value: object, has_mask: bool) -> bool:
     if name == "device":
         return isinstance(value, str) and DEVICE_PATTERN.fullmatch(value) is not None
     choices = {"preset": presets.PRESETS, "fill": FILLS, "scale": SCALES, "dtype": DTYPES}
-    choices["mask"] = MASKS if has_mask else MASKS[:2]  # custom: a loaded case's own matrix
+    choices["mask"] = MASKS  # custom: the inputs' own matrix (a loaded case's, or the causal one to edit)
     return name in choices and value in choices[name]
 
 
@@ -110,10 +111,21 @@ class Inputs:
             w_out=o.w_out, mask=o.mask if isinstance(o.mask, tuple) else None, rounded=o.weights_override,
         )  # fmt: skip
 
-    def with_cell(self, name: str, row: int, column: int, value: object) -> Inputs:
-        grid = getattr(self, name)
-        changed = (*grid[row][:column], value, *grid[row][column + 1 :])
-        return replace(self, **{name: (*grid[:row], changed, *grid[row + 1 :])})
+    def with_cells(self, name: str, cells: dict[tuple[int, int], object]) -> Inputs:
+        """The inputs with these cells of a grid changed (self when none changes: a cell it does not have, or the
+        same value); only the changed rows are copied (x has 65,536 cells at the limits, and edits come each run)."""
+        grid, changes = getattr(self, name), {}
+        for (row, column), value in cells.items():
+            if isinstance(row, int) and isinstance(column, int) and 0 <= row < len(grid) and 0 <= column < len(grid[0]):
+                now = grid[row][column]
+                if not (now is value or now == value):  # NaN is not equal to NaN, but is itself
+                    changes.setdefault(row, {})[column] = value
+        if not changes:
+            return self
+        rows = list(grid)
+        for row, columns in changes.items():
+            rows[row] = tuple(columns.get(j, v) for j, v in enumerate(rows[row]))
+        return replace(self, **{name: tuple(rows)})
 
     def resized(self, c: Controls) -> Inputs:
         """The inputs at the controls' sizes: numbers that still fit kept, new cells zeros or seeded random numbers;
@@ -140,6 +152,13 @@ def options(c: Controls, i: Inputs) -> dict:
         "dtype": c.dtype,
         "device": c.device,
     }
+
+
+def causal(n: int) -> Grid:
+    """The causal mask as a 0/1 matrix (1: query i may attend to key j ≤ i), where a custom mask starts; its cells
+    share two floats (a million of them at n = 1024 would be 24 MB of their own)."""
+    one, zero = 1.0, 0.0
+    return tuple(tuple(one if j <= i else zero for j in range(n)) for i in range(n))
 
 
 def typed(value: object) -> object:

@@ -1,87 +1,109 @@
-"""The matrix editors (st.data_editor): each shows one of the session's matrices, and its edits go to the session."""
+"""The matrix editors: every grid a person edits by hand (x with its token labels, w_query, w_key, w_value, w_out, a
+custom mask, the rounded weights) in grid.py's component, whose edits go to the session; a grid past
+EDITOR_MAX_CELLS is shown as an image instead, with one picked cell editable."""
 
 from __future__ import annotations
 
-import math
+from collections.abc import Mapping
 
-import pandas as pd
+import numpy as np
+import plotly.graph_objects as go
 import streamlit as st
 
-from ..case import MAX_ABS, MAX_TOKEN_CHARS
-from ..i18n import msg
-from .choices import NUMBERS
-from .language import t
+from .. import figures
+from ..core import AXES
+from . import charts, clicks, grid
+from .choices import GRIDS
+from .language import lang, t
 from .state import Session
 
-EDITABLE = (*NUMBERS, "w_out")  # the matrices a page edits cell by cell
+# Past this many cells (32 × 64) a grid is an image with one picked cell to edit: typing thousands of numbers by
+# hand makes no sense, and drawing thousands of inputs costs every rerun (bench/browser.md: the editor's draw).
+EDITOR_MAX_CELLS = 2048
+KINDS = AXES | {"w_out": ("value dim", "output dim"), "mask": ("query", "key"), "rounded": ("query", "key")}
 
 
 def editor_key(session: Session, name: str) -> str:
-    """The editor's widget key: new whenever the matrices are replaced whole (a preset, a link, a resize), so that
-    edits made to the old grid never apply to the new one."""
+    """The editor's key: new whenever the matrices are replaced whole (a preset, a link, a resize), so that edits
+    made to the old grid never apply to the new one."""
     return f"editor_{name}_{session.generation}"
 
 
 def read(session: Session) -> None:
     """Hand every editor's edits to the session, before anything is drawn in this run.
 
-    An editor's state holds all its edits relative to the grid it was given, which already has the earlier ones:
-    applying them again changes nothing, so this runs at the start of every run, on any page.
+    An editor's state holds all its edits since it was drawn for this grid, as typed: applying them again changes
+    nothing, so this runs at the start of every run, on any page (a test sets the same state without a browser).
     """
-    for name in EDITABLE:
-        delta = st.session_state.get(editor_key(session, name))
-        if delta is not None and getattr(session.inputs, name) is not None:
-            _apply(session, name, delta)
+    for name in GRIDS:
+        value = st.session_state.get(editor_key(session, name))
+        if isinstance(value, Mapping) and getattr(session.inputs, name) is not None:
+            apply(session, name, value.get("edits"))
 
 
-def _apply(session: Session, name: str, delta: dict) -> None:
-    """One editor's cell edits; keys a real grid never sends (a forged client might) are left out."""
-    grid = getattr(session.inputs, name)
-    columns = {str(j + 1): j for j in range(len(grid[0]))}
-    for row, changes in delta.get("edited_rows", {}).items():
-        i = int(row) if str(row).isdecimal() and int(row) < len(grid) else None
-        for column, value in changes.items() if i is not None else ():
-            if column == "token" and name == "x":
-                session.relabel(i, value)
-            elif str(column) in columns:
-                session.edit(name, i, columns[str(column)], value)
-    if delta.get("added_rows") or delta.get("deleted_rows"):
-        session.notices.append(msg("notice.rows_fixed", name=name))
+def apply(session: Session, name: str, value: object) -> None:
+    """One editor's state: its cells (then checked once) and, for x, its token labels."""
+    cells, labels = grid.edits(value)
+    session.edit_cells(name, cells)
+    for row, label in labels.items() if name == "x" else ():
+        session.relabel(row, label)
 
 
-def matrix_editor(session: Session, name: str) -> None:
-    """An editable matrix, cell by cell (x with its token labels); every edit recomputes all steps."""
-    frame = _frame(session, name)
-    columns = [c for c in frame.columns if c != "token"]
-    config = {c: st.column_config.NumberColumn(c, min_value=-MAX_ABS, max_value=MAX_ABS) for c in columns}
-    if name == "x":
-        config["token"] = st.column_config.TextColumn(t("editor.token"), required=True, max_chars=MAX_TOKEN_CHARS)
-    try:
-        st.data_editor(frame, key=editor_key(session, name), num_rows="fixed", column_config=config)
-    except (KeyError, IndexError, TypeError, ValueError):  # an edit Streamlit itself cannot apply (a forged client)
-        session.generation += 1  # a fresh editor; the edits that named real cells are already in the inputs
-        st.warning(t("warning.bad_edit", name=name))
-        st.data_editor(frame, key=editor_key(session, name), num_rows="fixed", column_config=config)
+def is_big(session: Session, name: str) -> bool:
+    matrix = getattr(session.inputs, name)
+    return len(matrix) * len(matrix[0]) > EDITOR_MAX_CELLS
 
 
-def _frame(session: Session, name: str) -> pd.DataFrame:
-    """The editor's table of a matrix, kept while the matrix is the same (x has 65,536 cells at the limits);
-    data_editor copies it, so one frame serves every rerun."""
-    grid, tokens = getattr(session.inputs, name), session.inputs.tokens if name == "x" else None
-
-    def make() -> pd.DataFrame:
-        columns = [str(j + 1) for j in range(len(grid[0]))]
-        frame = pd.DataFrame([[_shown(v) for v in row] for row in grid], columns=columns, dtype="float64")
-        frame.index = [str(i + 1) for i in range(len(grid))]
-        if tokens is not None:
-            frame.insert(0, "token", list(tokens))
-        return frame
-
-    return session.derived.get(("editor table", name, grid, tokens), make)
+def matrix_editor(session: Session, name: str, title: str = "", hint: bool = False) -> None:
+    """A grid of the session's inputs to edit cell by cell, under its title (`hint`: with the line that says how);
+    a big one as an image with a picked cell."""
+    if is_big(session, name):
+        _big(session, name, title)
+    else:
+        grid.draw(session, name, editor_key(session, name), title=title, hint=hint)
 
 
-def _shown(value: object) -> float:
-    return value if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+def _big(session: Session, name: str, title: str) -> None:
+    """The grid as an image (hover names a cell); a click on it, or the row and column pickers, choose the cell
+    that the editor below shows."""
+    key, matrix = editor_key(session, name), getattr(session.inputs, name)
+    if title:
+        st.subheader(title)
+    st.caption(t("editor.big", name=grid.shown_name(name), cells=len(matrix) * len(matrix[0]), limit=EDITOR_MAX_CELLS))
+    chart = f"chart_{key}"
+    if (picked := clicks.clicked(chart)) is not None and picked[0] < len(matrix) and picked[1] < len(matrix[0]):
+        st.session_state[f"{key}_row"], st.session_state[f"{key}_column"] = picked[0] + 1, picked[1] + 1
+    left, right = st.columns(2)
+    row = left.number_input(t("editor.row"), 1, len(matrix), step=1, key=f"{key}_row")
+    column = right.number_input(t("editor.column"), 1, len(matrix[0]), step=1, key=f"{key}_column")
+    grid.draw(session, name, key, window=(row - 1, column - 1, row, column))
+    fig = figures.highlight(go.Figure(_figure(session, name)), (row - 1,), (column - 1,))  # a copy: it is kept
+    charts.chart(fig, chart, clickable=True)
+
+
+def _figure(session: Session, name: str) -> go.Figure:
+    """The grid as typed, as a heatmap (an image, at this size): text cells are empty; kept while the grid is."""
+    matrix, tokens = getattr(session.inputs, name), session.inputs.tokens
+
+    def make() -> go.Figure:
+        numbers = np.array([[v if grid.is_number(v) else np.nan for v in row] for row in matrix], dtype=np.float32)
+        row_kind, col_kind = KINDS[name]
+        labels = [[str(tokens[i]) if kind in figures.TOKEN_KINDS else str(i + 1) for i in range(size)]
+                  for kind, size in ((row_kind, len(matrix)), (col_kind, len(matrix[0])))]  # fmt: skip
+        return figures.heatmap(numbers, *labels, row_kind, col_kind, grid.shown_name(name), lang())
+
+    return session.derived.get(("typed figure", name, matrix, tokens, lang()), make)
+
+
+def uploader(session: Session) -> None:
+    """A case file, for the numbers no one types by hand (the same as the share panel's)."""
+    st.file_uploader(t("editor.upload"), type=["json"], key="inputs_upload", on_change=lambda: _import(session))
+
+
+def _import(session: Session) -> None:
+    upload = st.session_state.get("inputs_upload")
+    if upload is not None:
+        session.import_file(upload.name, upload.getvalue())
 
 
 def w_out_switch(session: Session) -> None:
@@ -90,3 +112,8 @@ def w_out_switch(session: Session) -> None:
     st.toggle(t("multi_head.w_out"), key="use_w_out", on_change=lambda: session.use_w_out(st.session_state.use_w_out))
     if session.inputs.w_out is not None:
         matrix_editor(session, "w_out")
+
+
+def pace(session: Session, live: bool = False) -> None:
+    """The run's last element (or a live page's fragment's), by which a dragged editor paces itself (grid.pace)."""
+    grid.pace(session, "run_end_live" if live else "run_end")

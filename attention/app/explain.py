@@ -1,4 +1,5 @@
-"""Explain a number, the widgets: a picker per axis of the chosen tensor, and clicks on its heatmap that set them."""
+"""Explain a number, the widgets: a picker per axis of the chosen tensor, and clicks on a heatmap that set them (on
+this page, or on the walkthrough's, which then lead here)."""
 
 from __future__ import annotations
 
@@ -7,19 +8,24 @@ import streamlit as st
 
 from .. import figures
 from ..core import Trace
+from ..explain import explainable
+from . import clicks
 from .language import lang, t
+from .pages import BY_NAME
 from .pickers import KEEP
 
-CHART = "explain_chart"  # the clickable heatmap's key: its selection is the click
+CHART = "explain_chart"  # the clickable heatmap's key
 
 
 def _picker_key(name: str, axis: int) -> str:
     return f"explain_{name}_{axis}"
 
 
-def pick(name: str, index: tuple[int, ...]) -> None:
-    """Explain this number of this tensor when the page is drawn next (a question's link, a click)."""
-    st.session_state["explain_tensor"] = name
+def pick(name: str, index: tuple[int, ...], tensor: bool = True) -> None:
+    """Explain this number of this tensor when the page is drawn next (a question's link, a click); `tensor` False:
+    the tensor's picker, already drawn in this run, shows it."""
+    if tensor:
+        st.session_state["explain_tensor"] = name
     for axis, i in enumerate(index):
         st.session_state[_picker_key(name, axis)] = i
 
@@ -55,26 +61,34 @@ def view(trace: Trace, name: str, head: int | None) -> go.Figure:
 
 
 def explained_figure(trace: Trace, name: str, index: tuple[int, ...]) -> go.Figure:
-    """The tensor's 2-D view, clickable, with the picked cell outlined."""
+    """The tensor's 2-D view with the picked cell outlined."""
     head, cell = split_head(trace, name, index)
     rows, cols = figures.flat_cells(trace, name, tuple((i,) for i in cell))
-    return figures.highlight(figures.clickable(view(trace, name, head)), rows, cols)
+    return figures.highlight(view(trace, name, head), rows, cols)
 
 
 def apply_click(trace: Trace, name: str) -> None:
-    """A click on the heatmap picks its cell: the pickers are set before they are drawn (each click once)."""
-    s = st.session_state
-    chart = s.get(CHART) or {}
-    points = [p for p in chart.get("selection", {}).get("points", []) if p.get("curve_number") == 1]
-    if not points or points[0] == s.get("explain_click"):
-        return
-    s.explain_click = points[0]
-    axes = trace.axes(name)
-    row, col = divmod(points[0]["point_index"], trace[name].shape[-1])
-    cell = figures.cell_at(trace, name, row, col)
-    head = (s.get(_picker_key(name, 0), 0),) if axes[0] == "head" else ()
-    for a, value in enumerate((*head, *cell)):
-        s[_picker_key(name, a)] = value
+    """A click on this page's heatmap picks its cell: the pickers are set before they are drawn (a click is a
+    trigger: it counts in one run only)."""
+    if (clicked := clicks.clicked(CHART)) is not None:
+        head = st.session_state.get(_picker_key(name, 0), 0) if trace.axes(name)[0] == "head" else None
+        pick_clicked(trace, name, head, clicked, tensor=False)
+
+
+def pick_clicked(trace: Trace, name: str, head: int | None, clicked: tuple[int, int], tensor: bool = True) -> bool:
+    """Explain a clicked cell of the tensor's 2-D view (of that head) next; a cell it does not have is left."""
+    cell = figures.cell_at(trace, name, *clicked)
+    shape = trace[name].shape[1:] if trace.axes(name)[0] == "head" else trace[name].shape
+    if not all(i < size for i, size in zip(cell, shape, strict=True)):
+        return False
+    pick(name, (*(() if head is None else (head,)), *cell), tensor)
+    return True
+
+
+def go_explain(trace: Trace, name: str, head: int | None, clicked: tuple[int, int]) -> None:
+    """From another page's heatmap: its clicked cell, explained on the Explain page."""
+    if name in explainable(trace) and pick_clicked(trace, name, head, clicked):
+        st.switch_page(BY_NAME["explain"].file)
 
 
 def part_figure(trace: Trace, part: str, head: int | None, cells: tuple) -> go.Figure:

@@ -14,6 +14,7 @@ from ..core import Trace
 from ..i18n import msg, render
 from . import compute, editors, navigation, questions, reconnect, session, share, sidebar
 from .language import t
+from .pages import PAGES
 from .state import Session
 from .text import plain
 
@@ -27,6 +28,7 @@ FOCUS_CSS = """<style>
 STATUS_PX = 76  # the status row's height: a badge, or a message of up to two lines
 BADGE_PX = 230  # the check's badge and the way back to the article: their labels whole, in either language
 _run = threading.local()  # whether this thread is inside run(): each session's script runs in a thread of its own
+LIVE = {p.url_path for p in PAGES if p.live}  # pages that draw the banners in their own fragment (live.py)
 
 
 def run(pages: list | None = None) -> None:
@@ -44,24 +46,31 @@ def run(pages: list | None = None) -> None:
         s.notices.append(msg("notice.server_changed"))
     page = navigation.navigation(pages)
     sidebar.draw(s)
-    _banners(s, trace)
+    if page.url_path not in LIVE:
+        banners(s, trace)
     share.keep_url(s, trace)
     share.panel(s, trace)
     _run.framed = True
     try:
         page.run()
+        editors.pace(s)  # the run's last element: a dragged editor sends its next value when it is drawn
     finally:  # a rerun or a stop interrupts the page with an exception
         _run.framed = False
 
 
 def trace() -> Trace:
     """The trace every page shows: the session's case, computed (or kept) by the frame before the page runs."""
-    if not getattr(_run, "framed", False):  # Streamlit ran this page alone (see navigation.leave_pages_folder_mode)
+    if not framed():  # Streamlit ran this page alone (see navigation.leave_pages_folder_mode)
         navigation.leave_pages_folder_mode()
     return compute.current(session.current())
 
 
-def _banners(s: Session, trace: Trace) -> None:
+def framed() -> bool:
+    """Whether this thread runs the whole app now (False: a fragment reruns alone)."""
+    return getattr(_run, "framed", False)
+
+
+def banners(s: Session, trace: Trace) -> None:
     """What the reader must know before the page: notices (a refused link, an opened file), then one status row of
     a fixed height (an edit's message must not push the page down): whether the trace agrees with PyTorch's
     attention, as a badge with the detail on demand, and beside it the one line that matters now: the error that

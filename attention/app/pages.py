@@ -12,6 +12,7 @@ class Page:
     title: str  # the catalogue key of its title
     icon: str
     url_path: str  # its address after the app's: "" is the landing page
+    live: bool = False  # its editors rerun it alone, banners and all (live.py): the frame leaves the banners to it
 
     @property
     def name(self) -> str:
@@ -22,11 +23,11 @@ class Page:
 PAGES = (
     Page("pages/overview.py", "page.overview", ":material/home:", ""),
     Page("pages/walkthrough.py", "page.walkthrough", ":material/stairs:", "walkthrough"),
-    Page("pages/inputs.py", "page.inputs", ":material/edit:", "inputs"),
+    Page("pages/inputs.py", "page.inputs", ":material/edit:", "inputs", live=True),
     Page("pages/broadcasting.py", "page.broadcasting", ":material/view_in_ar:", "broadcasting"),
     Page("pages/one_query.py", "page.one_query", ":material/my_location:", "one-query"),
     Page("pages/variants.py", "page.variants", ":material/compare:", "variants"),
-    Page("pages/multi_head.py", "page.multi_head", ":material/view_week:", "multi-head"),
+    Page("pages/multi_head.py", "page.multi_head", ":material/view_week:", "multi-head", live=True),
     Page("pages/explain.py", "page.explain", ":material/calculate:", "explain"),
     Page("pages/devices.py", "page.devices", ":material/memory:", "devices"),
 )

@@ -59,9 +59,8 @@ def _options(session: Session, language: str) -> None:
     )  # fmt: skip
     if session.controls.scale == "custom":
         st.number_input(t("sidebar.scale_value"), MIN_SCALE, MAX_SCALE, key="scale_value", format="%g")
-    masks = MASKS if session.inputs.mask is not None else MASKS[:2]  # custom: the loaded case's own matrix
     st.selectbox(
-        t("sidebar.mask"), masks, format_func=lambda m: i18n.text(language, f"mask.{m}"), key="mask",
+        t("sidebar.mask"), MASKS, format_func=lambda m: i18n.text(language, f"mask.{m}"), key="mask",
         help=t("sidebar.mask_help"),
     )  # fmt: skip
     st.number_input(

@@ -15,9 +15,12 @@ from ..case import CASE_FORMAT, Case, CaseError, parse_case, with_options
 from ..core import ROUNDED_WITHIN, STEP_NAMES
 from ..devices import resolve_device
 from ..i18n import LANGUAGES, Message, clip, excerpt, msg
-from . import choices
+from . import choices, typed
 from .cache import Derived
 from .choices import NUMBERS, SIZES, Controls, Inputs
+
+Cells = Mapping[tuple[int, int], object]  # (row, column) -> a cell's value as typed
+OPTION_GRIDS = {"options.mask": "mask", "options.w_out": "w_out", "options.weights_override": "rounded"}
 
 
 @dataclass
@@ -36,6 +39,7 @@ class Session:
     next_step_at: float | None = None  # the player's clock (time.monotonic) while it plays
     rounding: Message | None = None  # why the article's rounded softmax, though chosen, is not used: None if it is
     widgets: dict = field(default_factory=dict, repr=False)  # what the sidebar's widgets showed when last drawn
+    runs: int = 0  # runs drawn in this tab: the last element of each tells a dragged editor to send on (grid.pace)
     derived: Derived = field(default_factory=Derived, repr=False, compare=False)  # see cache.py
     _numbers: Case | None = field(default=None, repr=False)  # the inputs' matrices, checked, with no options
 
@@ -104,13 +108,15 @@ class Session:
         for name, value in changes.items():
             if getattr(before, name) == value:
                 continue
-            if choices.allowed(name, value, has_mask=self.inputs.mask is not None):
+            if choices.allowed(name, value):
                 accepted[name] = value
             else:
                 self.notices.append(msg("notice.control_refused", name=name, value=excerpt(value)))
         if not accepted:
             return
         self.controls = c = replace(before, **accepted)
+        if c.mask == "custom" and self.inputs.mask is None:  # a mask to edit by hand, from the causal one
+            self.inputs = replace(self.inputs, mask=choices.causal(c.n))
         if c.preset_choice != before.preset_choice:
             self.reset()
         elif any(name in SIZES for name in accepted):
@@ -126,14 +132,15 @@ class Session:
 
     def edit(self, name: str, row: int, column: int, value: object) -> None:
         """One cell of a matrix, as typed (then checked); a cell the matrix does not have is left alone."""
-        grid = getattr(self.inputs, name)
-        if grid is None or not (0 <= row < len(grid) and 0 <= column < len(grid[0])):
-            return
-        value, now = choices.typed(value), grid[row][column]
-        if now is value or now == value:  # NaN is not equal to NaN, but is itself
-            return
-        self.inputs = self.inputs.with_cell(name, row, column, value)
-        self._check(numbers=name in NUMBERS)
+        self.edit_cells(name, {(row, column): value})
+
+    def edit_cells(self, name: str, cells: Cells) -> None:
+        """Cells of a grid as typed (a number's text becomes the number), checked once; the same ones change nothing."""
+        if name in choices.GRIDS and getattr(self.inputs, name) is not None:
+            edited = self.inputs.with_cells(name, {at: typed.cell(choices.typed(v)) for at, v in cells.items()})
+            if edited is not self.inputs:
+                self.inputs = edited
+                self._check(numbers=name in NUMBERS)
 
     def relabel(self, row: int, label: object) -> None:
         """A token label, as typed (then checked)."""
@@ -145,9 +152,8 @@ class Session:
     def use_w_out(self, on: bool) -> None:
         """Add the output projection w_out (d_v × d_v, the identity to start with), or remove it."""
         d_v = len(self.inputs.w_value[0])
-        self.inputs = replace(
-            self.inputs, w_out=tuple(tuple(float(i == j) for j in range(d_v)) for i in range(d_v)) if on else None
-        )
+        identity = tuple(tuple(float(i == j) for j in range(d_v)) for i in range(d_v))
+        self.inputs = replace(self.inputs, w_out=identity if on else None)
         self._check(numbers=False)
 
     # View state
@@ -165,16 +171,16 @@ class Session:
                 self._numbers = None
                 matrices = {name: getattr(self.inputs, name) for name in NUMBERS}
                 self._numbers = parse_case({"format": CASE_FORMAT, **matrices, "tokens": self.inputs.tokens})
-            self.case, self.rounding = _with_options(self._numbers, self.controls, self.inputs)
-            self.error = None
+            (self.case, self.rounding), self.error = _with_options(self._numbers, self.controls, self.inputs), None
         except CaseError as e:
-            self.error = e
+            self.error = as_typed(e, self.inputs)
 
 
 def _with_options(numbers: Case, controls: Controls, inputs: Inputs) -> tuple[Case, Message | None]:
     """The checked numbers with the options the controls describe, and why the article's rounded softmax, though
     chosen, is not used: the article rounded one head's softmax for its own numbers, so with several heads, or
-    numbers and options whose softmax it would miss by more than ROUNDED_WITHIN, the exact softmax is used."""
+    numbers and options whose softmax it would miss by more than ROUNDED_WITHIN, the exact softmax is used. Rounded
+    weights a person edited (or a file brought) are not the article's: they are used as they are."""
     options = choices.options(controls, inputs)
     if options["weights_override"] is None:
         return with_options(numbers, **options), None
@@ -183,10 +189,36 @@ def _with_options(numbers: Case, controls: Controls, inputs: Inputs) -> tuple[Ca
             "notice.rounded_heads", heads=controls.heads
         )
     case = with_options(numbers, **options)
+    if inputs.rounded != presets.ARTICLE_ROUNDED_WEIGHTS:
+        return case, None
     gap = presets.rounding_gap(case)
     if gap > ROUNDED_WITHIN:
         return with_options(case, weights_override=None), msg("notice.rounded_stale", gap=gap)
     return case, None
+
+
+def as_typed(error: CaseError, inputs: Inputs) -> CaseError:
+    """A cell's error in the words of what was typed: the core reads JSON and calls any text "not a number", but a
+    person who typed 1e400, −1 or 1,5 is told that it is past the limit, or which character to change."""
+    found = place(error)
+    if found is None or found[2] is None or getattr(error.problem, "key", "") != "error.not_a_number":
+        return error
+    name, row, column = found
+    value = getattr(inputs, name)[row][column]
+    return CaseError(error.where, typed.problem(value)) if isinstance(value, str) else error
+
+
+def place(error: CaseError | None) -> tuple[str, int, int | None] | None:
+    """Where an error is, as (the grid of Inputs, row, column) counted from 0, or ("tokens", label, None) for a token
+    label; None for a place that is no cell (an option, a size)."""
+    where = getattr(error, "where", None)
+    key, params = getattr(where, "key", None), getattr(where, "params", {})
+    if key == "where.label":
+        return "tokens", params["label"] - 1, None
+    if key != "where.column" or getattr(params["where"], "key", None) not in ("where.row", "where.row_token"):
+        return None
+    row = params["where"].params
+    return OPTION_GRIDS.get(row["name"], row["name"]), row["row"] - 1, params["column"] - 1
 
 
 def device_here(spec: str, notices: list[Message]) -> str:

@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.e2e.conftest import VIEWPORT
-from tests.e2e.test_browser import PAGES, TIMEOUT_MS, open_page, wait_ready
+from tests.e2e.test_browser import PAGES, TIMEOUT_MS, cell, edit_cell, open_page, wait_ready
 
 pytestmark = pytest.mark.e2e
 expect.set_options(timeout=60_000)
@@ -48,7 +48,8 @@ ALLOWLIST = (
 # A focused element shows where it is: an outline (not none, wider than 0, not transparent) or a box shadow. A radio
 # or checkbox hides its real <input> (react-aria's VisuallyHidden: 1×1 px, clipped), so its <label> must show it.
 FOCUS_RING = """() => {
-    const el = document.activeElement;
+    let el = document.activeElement;
+    while (el?.shadowRoot?.activeElement) el = el.shadowRoot.activeElement;  // a component's own input
     if (!el || el === document.body) return {ok: false, what: 'nothing focused'};
     const hidden = el.matches('input[type=radio], input[type=checkbox]') && el.closest('label');
     const shown = hidden || el;
@@ -138,23 +139,12 @@ def allowed(rule: str, node: dict) -> Allowed | None:
     return next((a for a in ALLOWLIST if a.rule == rule and re.search(a.html, node["html"])), None)
 
 
-@pytest.mark.parametrize("scheme", SCHEMES)
-@pytest.mark.parametrize("path", PAGES)
-def test_axe_finds_no_serious_violation(scheme_pages, scheme: str, path: str) -> None:
-    """axe-core (axe-playwright-python's bundled copy) on a fully drawn page, every chart's text version open."""
+def axe(page: Page) -> tuple[list, list, list]:
+    """axe-core (axe-playwright-python's bundled copy) on the page as it is: (failing, allowlisted, the others)."""
     from axe_playwright_python.sync_playwright import Axe
 
-    page = scheme_pages(scheme)
-    open_page(page, path)
-    versions = page.locator("[data-testid=stExpander] summary", has_text="Text version: ")
-    for i in range(versions.count()):  # the tables are scanned too: each made by the rerun its opening starts
-        versions.nth(i).click()
-        wait_ready(page)
-    expect(page.locator("[data-testid=stTable]")).to_have_count(versions.count())
-    violations = Axe().run(page).response["violations"]
-
     failing, allowlisted, other = [], [], []
-    for v in violations:
+    for v in Axe().run(page).response["violations"]:
         for node in v["nodes"]:
             found = {"rule": v["id"], "impact": v["impact"], "target": node["target"], "html": node["html"][:160]}
             if v["impact"] not in FAILING_IMPACTS:
@@ -163,8 +153,56 @@ def test_axe_finds_no_serious_violation(scheme_pages, scheme: str, path: str) ->
                 allowlisted.append(found | {"why": a.why})
             else:
                 failing.append(found | {"help": v["help"], "url": v["helpUrl"], "summary": node["failureSummary"]})
-    RESULTS.setdefault(scheme, {})[path] = {"failing": failing, "allowlisted": allowlisted, "moderate_or_minor": other}
-    report = "\n".join(
+    return failing, allowlisted, other
+
+
+def summary(failing: list) -> str:
+    return "\n".join(
         f"- {f['rule']} ({f['impact']}): {f['help']} at {f['target']}\n  {f['summary']}\n  {f['url']}" for f in failing
     )
-    assert not failing, f"axe on {path} ({scheme}): {len(failing)} serious or critical violations\n{report}"
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("path", PAGES)
+def test_axe_finds_no_serious_violation(scheme_pages, scheme: str, path: str) -> None:
+    """axe-core (axe-playwright-python's bundled copy) on a fully drawn page, every chart's text version open."""
+    page = scheme_pages(scheme)
+    open_page(page, path)
+    versions = page.locator("[data-testid=stExpander] summary", has_text="Text version: ")
+    for i in range(versions.count()):  # the tables are scanned too: each made by the rerun its opening starts
+        versions.nth(i).click()
+        wait_ready(page)
+    expect(page.locator("[data-testid=stTable]")).to_have_count(versions.count())
+    failing, allowlisted, other = axe(page)
+    RESULTS.setdefault(scheme, {})[path] = {"failing": failing, "allowlisted": allowlisted, "moderate_or_minor": other}
+    assert not failing, f"axe on {path} ({scheme}): {len(failing)} serious or critical violations\n{summary(failing)}"
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_the_matrix_editors_show_focus_and_axe_passes_with_a_wrong_cell(browser, server, scheme: str) -> None:
+    """/inputs with every editor (a custom mask too) and a cell holding text: a visible focus ring on a cell, named
+    as a screen reader says it, and nothing serious for axe, in both themes."""
+    context = browser.new_context(viewport=VIEWPORT, base_url=server, color_scheme=scheme)
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    try:
+        open_page(page, "/inputs")
+        page.locator("[data-testid=stSidebar] [data-testid=stSelectbox]", has_text="Mask").click()
+        page.get_by_role("option", name="custom").click()
+        wait_ready(page)
+        edit_cell(page, "x", 2, 3, "abc")
+        cell(page, "x", 1, 2).focus()
+        state = focus(page)
+        assert state["what"].startswith("INPUT text"), state["what"]
+        assert cell(page, "x", 1, 2).get_attribute("aria-label") == "x, row 1 (Input 1), column 2"
+        expect(page.get_by_label("options.mask, row 3 (Input 3), column 1 (Input 1)", exact=True)).to_have_value("1")
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        clip = {"x": 280, "y": 0, "width": 1120, "height": 700}  # the main area's top: x's editor
+        page.screenshot(path=ARTIFACTS / f"editor_focus_{scheme}.png", clip=clip)
+        failing, allowlisted, other = axe(page)
+        RESULTS.setdefault(scheme, {})["/inputs, editors"] = {
+            "failing": failing, "allowlisted": allowlisted, "moderate_or_minor": other,
+        }  # fmt: skip
+        assert not failing, f"axe on /inputs' editors ({scheme}): {len(failing)} serious ones\n{summary(failing)}"
+    finally:
+        context.close()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 from attention import attend, case_to_dict, parse_case
 from attention.app.pages import PAGES as REGISTRY
@@ -27,7 +27,6 @@ ROOT = Path(__file__).resolve().parents[2]
 # The README's screenshots are refreshed with SCREENSHOTS_DIR=docs/screenshots; a plain run leaves them alone.
 SCREENSHOTS = ROOT / os.environ.get("SCREENSHOTS_DIR", "tests/artifacts/screenshots")
 TIMEOUT_MS = 60_000  # two slow cores: a rerun with torch can take seconds
-ROW_PX, HEADER_PX = 35, 35  # st.data_editor's default row and header heights
 READY = """() => !document.querySelector('[data-testid=stSkeleton]')
     && [...document.querySelectorAll('[data-testid=stPlotlyChart]')].every(c => c.querySelector('.main-svg'))"""
 # The z of every heatmap titled `title` (Streamlit's theme wraps titles in <b>). Plotly 7 ships arrays as
@@ -107,32 +106,23 @@ def outputs_after_edit(row: int, value: float) -> np.ndarray:
     )
 
 
-def edit_cell(page: Page, editor: int, row: int, column: int, text: str) -> None:
-    """Type `text` into a data editor's cell, as the GUIDE's recipe does (typing onto a selected cell drops keys).
+def cell(page: Page, matrix: str, row: int, column: int, token: str | None = None) -> Locator:
+    """A matrix editor's cell by its accessible name, as a screen reader says it (row and column from 1); x's rows
+    and the n × n grids' are named after their tokens too."""
+    if matrix == "x":
+        return page.get_by_label(f"x, row {row} ({token or f'Input {row}'}), column {column}", exact=True)
+    return page.get_by_label(f"{matrix}, row {row}, column {column}", exact=True)
 
-    `column` counts grid columns: 0 is the row label, so x's "token" is 1 and its numeric column "1" is 2.
-    """
-    grid = page.locator("[data-testid=stDataFrame]").nth(editor)
-    # x=5 is the row-label column: a click on the canvas itself is intercepted
-    grid.click(position={"x": 5, "y": HEADER_PX + ROW_PX * row + ROW_PX // 2})
-    for _ in range(column):
-        page.keyboard.press("ArrowRight")
-    page.keyboard.press("Enter")
-    box = page.locator("input.gdg-input")
-    box.wait_for(timeout=TIMEOUT_MS)
-    box.fill(text)
+
+def edit_cell(page: Page, matrix: str, row: int, column: int, text: str) -> None:
+    """Type `text` into a cell as a person does (a click selects the number, typing replaces it) and press Enter."""
+    box = cell(page, matrix, row, column)
+    box.click()
+    page.keyboard.press("Backspace")  # the selected number goes (so that an empty text is typed too)
+    if text:
+        page.keyboard.type(text)
     expect(box).to_have_value(text)
     page.keyboard.press("Enter")
-    wait_ready(page)
-
-
-def clear_cell(page: Page, editor: int, row: int, column: int) -> None:
-    """Delete a cell's number: the server then receives None for it."""
-    grid = page.locator("[data-testid=stDataFrame]").nth(editor)
-    grid.click(position={"x": 5, "y": HEADER_PX + ROW_PX * row + ROW_PX // 2})
-    for _ in range(column):
-        page.keyboard.press("ArrowRight")
-    page.keyboard.press("Delete")
     wait_ready(page)
 
 
@@ -174,8 +164,8 @@ def test_a_cell_edit_reaches_every_step_and_page(page: Page) -> None:
     d["x"][1][1] = 5.0
     expected = attend(parse_case(d)).outputs.tolist()  # the project's own core, as the oracle for the new numbers
     open_page(page, "/inputs")
-    edit_cell(page, editor=0, row=1, column=3, text="5")  # column "2" of x: after the row label and "token"
-    expect(page.locator("[data-testid=stDataFrame]").first.locator("#glide-cell-3-1")).to_have_text("5")
+    edit_cell(page, "x", 2, 2, "5")
+    expect(cell(page, "x", 2, 2)).to_have_value("5")
 
     z = wait_for_heatmap(page, "outputs", expected, atol=1e-4)
     assert z is not None, "no heatmap titled 'outputs' on /inputs"
@@ -196,15 +186,12 @@ def test_a_cell_edit_reaches_every_step_and_page(page: Page) -> None:
 
 
 def test_an_invalid_cell_keeps_the_last_valid_result(page: Page) -> None:
-    """An emptied cell (the server gets None) is named in an error; the numbers shown stay the last valid ones.
-
-    "1e400" cannot be typed: the number editor drops the letter "e" and "1400" is valid, so the cell is cleared.
-    """
+    """An emptied cell is named in an error; the numbers shown stay the last valid ones."""
     open_page(page, "/inputs")
-    clear_cell(page, editor=0, row=1, column=3)
+    edit_cell(page, "x", 2, 2, "")
     alert = page.locator("[data-testid=stAlert]", has_text="x, row 2")
     expect(alert).to_be_visible()
-    expect(alert).to_contain_text("column 2")
+    expect(alert).to_contain_text("column 2: is empty")
     wait_ready(page)  # the alert proves the rerun started: now let it finish, so no stale chart is read below
     z = wait_for_heatmap(page, "outputs", ARTICLE_OUTPUTS, atol=1e-5)
     assert z is not None, "no heatmap titled 'outputs' on /inputs while the input is invalid"
@@ -229,8 +216,9 @@ def test_a_copied_link_opens_the_same_numbers_in_a_fresh_browser(page: Page, bro
     """Edit, copy the link from the share panel, open it in a new context (a new session): the same view."""
     expected = outputs_after_edit(1, 5.0)
     open_page(page, "/inputs")
-    edit_cell(page, editor=0, row=1, column=3, text="5")
+    edit_cell(page, "x", 2, 2, "5")
     assert wait_for_heatmap(page, "outputs", expected, atol=1e-4) is not None
+    expect(page).to_have_url(re.compile(r"[?&]case="))  # the live page's own rerun keeps the URL a link too
     page.locator("[data-testid=stSidebar] [data-testid=stExpander]", has_text="Share and export").click()
     wait_ready(page)  # the panel's content is made by the rerun its opening starts
     link = page.locator("[data-testid=stSidebar] [data-testid=stCode] code").first.inner_text().strip()
@@ -286,7 +274,7 @@ def test_two_visitors_editing_at_once_see_only_their_own_numbers(browser, server
             open_page(p, "/inputs")
         expected = []
         for p, (row, value) in zip(pages, ((1, "5"), (2, "7")), strict=True):
-            edit_cell(p, editor=0, row=row, column=3, text=value)  # x's column "2" of Input 2, then of Input 3
+            edit_cell(p, "x", row + 1, 2, value)  # x's column 2 of Input 2, then of Input 3
             expected.append(outputs_after_edit(row, float(value)))
         for p, outputs in zip(pages, expected, strict=True):  # after both edits, each shows its own numbers
             p.locator("[data-testid=stMain] h2").first.click()

@@ -71,7 +71,7 @@ def test_six_sessions_spread_over_two_replicas_see_only_their_own_edits(browser,
             assert served_by(page, "/inputs") == port, "nginx did not follow the sticky cookie"
             pages.append(page)
         for page, (row, value) in zip(pages, edits, strict=True):
-            edit_cell(page, editor=0, row=row, column=3, text=f"{value:g}")
+            edit_cell(page, "x", row + 1, 2, f"{value:g}")
         for page, (row, value) in zip(pages, edits, strict=True):
             page.locator("[data-testid=stMain] h2").first.click()
             page.keyboard.press("r")  # Streamlit's rerun key: each session computes again from its own state
@@ -160,7 +160,7 @@ def test_a_lost_replicas_sessions_come_back_on_the_other_without_a_click(browser
                 want = raw / 8.0
                 np.testing.assert_allclose(wait_for_heatmap(page, "scores", want, atol=1e-5), want, atol=1e-5)
             else:
-                edit_cell(page, editor=0, row=1, column=3, text="5")
+                edit_cell(page, "x", 2, 2, "5")
                 want = expected_outputs(1, 5.0, temperature=4.0)
                 np.testing.assert_allclose(wait_for_heatmap(page, "outputs", want, atol=1e-4), want, atol=1e-4)
             assert_no_exception(page)

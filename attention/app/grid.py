@@ -1,0 +1,125 @@
+"""The matrix editor, a Streamlit components v2 component (web/grid.js and web/grid.css, inline: no build, no CDN):
+a native text input per cell, whose edits reach Python as typed, at once; and what Python sends it and reads back."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import streamlit as st
+
+from ..case import MAX_ABS
+from ..i18n import render
+from . import state, typed
+from .language import lang, t
+from .state import Session
+
+WEB = Path(__file__).with_name("web")
+_editor = st.components.v2.component(
+    "attention.matrix", css=(WEB / "grid.css").read_text(), js=(WEB / "grid.js").read_text()
+)
+_pace = st.components.v2.component("attention.pace", js=(WEB / "pace.js").read_text())
+SHOWN_NAMES = {v: k for k, v in state.OPTION_GRIDS.items()}  # the name messages give a grid: options.mask
+TOKEN_ROWS = ("x", "mask", "rounded")  # grids whose rows are the tokens
+KINDS = {"mask": "zero_one", "rounded": "nonnegative"}  # how far a drag may take a cell; others: any number
+CELL = re.compile(r"(\d{1,5}),(\d{1,5})")  # an edit's cell, "row,column" from 0 (a forged client sends anything)
+Window = tuple[int, int, int, int]  # the rows and columns an editor shows: top, left, bottom, right (not included)
+
+
+def shown_name(name: str) -> str:
+    """A grid's name as messages and accessible names give it: x, w_query, options.mask."""
+    return SHOWN_NAMES.get(name, name)
+
+
+def draw(session: Session, name: str, key: str, window: Window | None = None, title: str = "", hint: bool = False):
+    """The editor for a grid of the session's inputs, or for a window of it (top, left, bottom, right), under its
+    title (drawn by the editor: a heading element of the page's costs a live page's every rerun in the browser);
+    `hint` adds the line that says how to use it (once a page)."""
+    # As JSON text: a dict is scanned key by key for dataframes to send apart (~3 ms an editor, every run)
+    payload = json.dumps(data(session, name, window, hint) | {"title": title})
+    _editor(key=key, data=payload, on_edits_change=_ignore, width="stretch")
+
+
+def _ignore() -> None:
+    """Edits are read by editors.read before anything is drawn (every way of sending them works alike)."""
+
+
+def data(session: Session, name: str, window: Window | None = None, hint: bool = False) -> dict:
+    """What the editor draws: the window's cells as text, its rows' and columns' names, the cells to outline, the
+    session's message when it is about this grid, and the texts, from the catalogue, that it shows or reads out."""
+    grid, tokens = getattr(session.inputs, name), session.inputs.tokens
+    top, left, bottom, right = window or (0, 0, len(grid), len(grid[0]))
+    rows, cols = range(top, bottom), range(left, right)
+    square = name in ("mask", "rounded")  # query rows, key columns: both named after the tokens
+    row_tokens = [typed.shown(tokens[i]) for i in rows] if name in TOKEN_ROWS else None
+    column_tokens = [typed.shown(tokens[j]) for j in cols] if square else None
+    found = state.place(session.error)
+    mine = found is not None and found[0] in (name, "tokens" if name == "x" else name)
+    return {
+        "name": shown_name(name),
+        "shape": [len(grid), len(grid[0])],  # the whole grid's, for a pasted block
+        "top": top,
+        "left": left,
+        "cells": [[typed.shown(grid[i][j]) for j in cols] for i in rows],
+        "labels": row_tokens if name == "x" else None,  # x's token labels are edited beside its rows
+        "row_names": row_tokens if square else [str(i + 1) for i in rows],
+        "column_names": column_tokens or [str(j + 1) for j in cols],
+        "row_tokens": row_tokens,
+        "column_tokens": column_tokens,
+        "invalid": [[i, j] for i in rows for j in cols if not is_number(grid[i][j])],
+        "error_at": [found[1], -1 if found[2] is None else found[2]] if mine else None,
+        "message": render(lang(), session.error.message) if mine else "",
+        "kind": KINDS.get(name, "real"),
+        "limit": MAX_ABS,
+        "text": _texts(name, hint, len(grid), len(grid[0])),
+    }
+
+
+def is_number(value: object) -> bool:
+    """Whether a cell holds a number (a finite one: a forged client can send NaN) rather than text."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _texts(name: str, hint: bool, n_rows: int, n_cols: int) -> dict[str, str]:
+    """The editor's words in the session's language; {fields} in them are filled in by the editor (grid.js)."""
+    shown = shown_name(name)
+    fields = {"row": "{row}", "column": "{column}", "token": "{token}", "key": "{key}"}
+    if name == "x":  # the row's token label
+        cell = t("editor.cell_token", name=shown, **fields)
+    elif name in ("mask", "rounded"):  # the row's and the column's: a query and a key
+        cell = t("editor.cell_tokens", name=shown, **fields)
+    else:
+        cell = t("editor.cell", name=shown, **fields)
+    paste = {k: f"{{{k}}}" for k in ("row", "column", "height", "width", "rows", "columns")}
+    return {
+        "group": t("editor.group", name=shown, rows=n_rows, columns=n_cols),
+        "cell": cell,
+        "label": t("editor.label", name=shown, row="{row}"),
+        "token": t("editor.token"),
+        "paste": t("editor.paste_too_big", name=shown, **paste),
+        "hint": t("editor.hint") if hint else "",
+    }
+
+
+def edits(value: object) -> tuple[dict[tuple[int, int], object], dict[int, object]]:
+    """The cells and token labels an editor's state holds ({"cells": {"row,column": text}, "labels": {"row": text}}),
+    all the edits made since it was drawn for this grid; anything a real editor never sends is left out."""
+    if not isinstance(value, Mapping):
+        return {}, {}
+    cells, labels = value.get("cells"), value.get("labels")
+    found = {}
+    for where, text in cells.items() if isinstance(cells, Mapping) else ():
+        if isinstance(where, str) and (m := CELL.fullmatch(where)):
+            found[int(m[1]), int(m[2])] = text
+    rows = labels.items() if isinstance(labels, Mapping) else ()
+    return found, {int(row): text for row, text in rows if isinstance(row, str) and re.fullmatch(r"\d{1,5}", row)}
+
+
+def pace(session: Session, key: str = "run_end") -> None:
+    """The run's last element: when the browser draws it, every element before it is on screen, and an editor that
+    is being dragged sends its next value (so each step is a whole run, never one interrupted by the next)."""
+    session.runs += 1
+    _pace(key=key, data={"run": session.runs})  # (not "pace": the player's)

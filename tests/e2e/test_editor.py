@@ -1,0 +1,271 @@
+"""The matrix editor and the clickable heatmaps in a real browser: typed numbers, a pasted block, the keyboard alone,
+twenty quick edits, edits that outlive page switches and a language change, dragging a number, clicks by pixel."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from playwright.sync_api import Page, expect
+
+from attention import attend, case_to_dict, parse_case
+from attention.presets import article
+from tests.e2e.test_browser import (
+    ARTICLE_OUTPUTS,
+    assert_no_exception,
+    cell,
+    edit_cell,
+    open_page,
+    wait_for_heatmap,
+    wait_ready,
+)
+
+pytestmark = pytest.mark.e2e
+expect.set_options(timeout=60_000)
+
+PLACE = "x, row 2 (Input 2), column 3"
+# The active element, through the shadow root a component's inputs live in.
+FOCUSED = """() => { let e = document.activeElement;
+    while (e?.shadowRoot?.activeElement) e = e.shadowRoot.activeElement;
+    return e?.getAttribute('aria-label') ?? e?.tagName; }"""
+# The outputs heatmap's numbers as Plotly holds them (a string to compare)
+OUTPUTS = """() => { const gd = [...document.querySelectorAll('.js-plotly-plot')]
+    .find(g => (g.layout?.title?.text ?? '').replace(/<[^>]*>/g, '') === 'outputs');
+    const z = gd?.data?.[0]?.z; return z ? (z.bdata ?? JSON.stringify(z)) : null; }"""
+# The first text of a matrix editor's own message line (under its table), or "".
+MESSAGES = """() => [...document.querySelectorAll('[data-testid=stBidiComponentIsolated]')]
+    .map(h => h.shadowRoot?.querySelector('.message')?.textContent ?? '').filter(Boolean)"""
+
+
+def outputs_for(**cells: float) -> np.ndarray:
+    """The article's outputs with some of x's cells changed ("r2c3": row 2, column 3, from 1), by the core."""
+    d = case_to_dict(article())
+    for where, value in cells.items():
+        row, column = (int(v) for v in where[1:].split("c"))
+        d["x"][row - 1][column - 1] = value
+    return attend(parse_case(d)).outputs.numpy()
+
+
+def expect_outputs(page: Page, expected) -> None:
+    atol = max(1e-3, 1e-5 * float(np.abs(expected).max()))  # float32 carries about 7 digits
+    z = wait_for_heatmap(page, "outputs", expected, atol=atol)
+    np.testing.assert_allclose(z, expected, rtol=0, atol=atol)
+
+
+def focused(page: Page) -> str:
+    return page.evaluate(FOCUSED)
+
+
+def test_typed_numbers_are_taken_exactly_and_anything_else_is_kept_and_named(page: Page) -> None:
+    """Each text typed into x[2][3] (a cell with weight in the outputs): a number changes the outputs; anything
+    else stays in the cell as typed, outlined, with one message naming the cell, and the outputs stay."""
+    open_page(page, "/inputs")
+    box, last = cell(page, "x", 2, 3), ARTICLE_OUTPUTS
+    for text, value, problem in [
+        ("1e400", None, "'1e400' is larger than the limit 1e+06 in magnitude"),
+        ("1e5", 1e5, None),
+        ("abc", None, "'abc' is not a number"),
+        ("", None, "is empty"),
+        ("−1", None, "'−1' is not a number: type the minus sign as -"),
+        ("1,5", None, "'1,5' is not a number: write the decimal point as a full stop (.)"),
+        (" 2 ", 2.0, None),
+        (".5", 0.5, None),
+    ]:
+        edit_cell(page, "x", 2, 3, text)
+        expect(box).to_have_value(text)  # nothing changed behind the typist's back
+        alerts = page.locator("[data-testid=stAlert]", has_text=PLACE)
+        if problem is None:
+            last = outputs_for(r2c3=value)
+            expect(alerts).to_have_count(0)
+            expect(box).to_have_attribute("aria-invalid", "false")
+        else:
+            expect(alerts).to_have_count(1)
+            expect(alerts.first).to_contain_text(f"{PLACE}: {problem}")
+            expect(box).to_have_attribute("aria-invalid", "true")
+            assert any(problem in m for m in page.evaluate(MESSAGES)), "no message under the matrix"
+        expect_outputs(page, last)  # a bad text keeps the last valid result
+    assert_no_exception(page)
+
+
+def test_a_pasted_block_fills_from_the_cell_and_one_that_does_not_fit_changes_nothing(page: Page) -> None:
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    open_page(page, "/inputs")
+    page.evaluate("navigator.clipboard.writeText('5\\t6\\n7\\t8\\n')")  # two rows of two, as a spreadsheet copies
+    cell(page, "x", 2, 3).click()
+    page.keyboard.press("Control+V")
+    wait_ready(page)
+    for (row, column), text in zip([(2, 3), (2, 4), (3, 3), (3, 4)], "5678", strict=True):
+        expect(cell(page, "x", row, column)).to_have_value(text)
+    expect_outputs(page, outputs_for(r2c3=5, r2c4=6, r3c3=7, r3c4=8))
+    page.evaluate("navigator.clipboard.writeText('1\\t2\\n3\\t4')")
+    cell(page, "x", 3, 4).click()  # the last cell: a 2 × 2 block does not fit
+    page.keyboard.press("Control+V")
+    expect(page.get_by_text("A block of 2 × 2 pasted at x, row 3, column 4 does not fit")).to_be_visible()
+    expect(cell(page, "x", 3, 4)).to_have_value("8")
+    expect_outputs(page, outputs_for(r2c3=5, r2c4=6, r3c3=7, r3c4=8))  # nothing changed
+
+
+def test_the_editor_by_keyboard_alone(page: Page) -> None:
+    """Tab into the editor, arrows between cells, type, Escape restores, Enter commits, Alt+↑ steps the number."""
+    open_page(page, "/inputs")
+    page.locator("[data-testid=stMain] h2").first.click()  # a start on the page, not on a control
+    for _ in range(12):
+        page.keyboard.press("Tab")
+        if focused(page) == "x, token label of row 1":
+            break
+    assert focused(page) == "x, token label of row 1"
+    page.keyboard.press("Tab")
+    assert focused(page) == "x, row 1 (Input 1), column 1"
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowRight")
+    assert focused(page) == "x, row 2 (Input 2), column 2"
+    page.keyboard.type("9")
+    page.keyboard.press("Escape")  # restored: nothing sent
+    expect(cell(page, "x", 2, 2)).to_have_value("2")
+    page.keyboard.type("5")
+    page.keyboard.press("Enter")  # committed; the focus goes down a row
+    wait_ready(page)
+    assert focused(page) == "x, row 3 (Input 3), column 2"
+    expect_outputs(page, outputs_for(r2c2=5))
+    page.keyboard.press("ArrowUp")
+    page.keyboard.press("Alt+ArrowUp")  # a step as fine as the last typed digit (at least tenths)
+    page.keyboard.press("Alt+ArrowUp")
+    expect(cell(page, "x", 2, 2)).to_have_value("5.2")
+    wait_ready(page)
+    expect_outputs(page, outputs_for(r2c2=5.2))
+    assert_no_exception(page)
+
+
+def test_twenty_quick_edits_in_different_cells_all_land(page: Page) -> None:
+    """Typed without waiting, Tab from cell to cell (past x's token labels); every one lands, and stays."""
+    open_page(page, "/inputs")
+    targets = [(r, c) for r in (1, 2, 3) for c in (1, 2, 3, 4)]
+    targets = [("x", r, c) for r, c in targets] + [("w_query", r, c) for r in (1, 2, 3, 4) for c in (1, 2)]
+    names = [cell(page, *t).get_attribute("aria-label") for t in targets]
+    cell(page, *targets[0]).click()
+    values = {}
+    for k, name in enumerate(names):
+        for _ in range(3):  # a token label, or w_query's third column, lies between
+            if focused(page) == name:
+                break
+            page.keyboard.press("Tab")
+        assert focused(page) == name
+        values[targets[k]] = str(k + 1)
+        page.keyboard.type(str(k + 1))  # the cell's number was selected: the typed one replaces it
+        page.keyboard.press("Tab")
+    wait_ready(page)
+    d = case_to_dict(article())
+    for (name, r, c), text in values.items():
+        d[name][r - 1][c - 1] = float(text)
+    expected = attend(parse_case(d)).outputs.numpy()
+    expect_outputs(page, expected)
+    page.locator("[data-testid=stSidebarNav] a", has_text="Walkthrough").click()  # away, and back
+    wait_ready(page)
+    page.locator("[data-testid=stSidebarNav] a", has_text="Inputs").click()
+    wait_ready(page)
+    for target, text in values.items():
+        expect(cell(page, *target)).to_have_value(text)
+    expect_outputs(page, expected)
+
+
+def test_edits_outlive_page_switches_reruns_and_a_language_change(page: Page) -> None:
+    open_page(page, "/inputs")
+    edit_cell(page, "x", 2, 2, "5")
+    edit_cell(page, "x", 3, 1, "1e-3")
+    page.locator("[data-testid=stSidebarNav] a", has_text="Explain a number").click()
+    wait_ready(page)
+    page.locator("[data-testid=stSidebarNav] a", has_text="Inputs").click()
+    wait_ready(page)
+    page.locator("[data-testid=stMain] h2").first.click()
+    page.keyboard.press("r")  # Streamlit's own rerun key
+    wait_ready(page)
+    expect(cell(page, "x", 2, 2)).to_have_value("5")
+    expect(cell(page, "x", 3, 1)).to_have_value("0.001")  # the same number, as Python writes it
+    sidebar = page.locator("[data-testid=stSidebar]")
+    sidebar.locator("[data-testid=stSelectbox]", has_text="Language").click()
+    page.get_by_role("option", name="简体中文").click()
+    wait_ready(page)
+    expect(page.get_by_label("x 第 2 行（Input 2），第 2 列", exact=True)).to_have_value("5")
+    expect_outputs(page, outputs_for(r2c2=5, r3c1=1e-3))
+
+
+def test_dragging_a_number_sideways_moves_every_step_while_it_moves(page: Page) -> None:
+    """A drag on x[2][2]: the outputs change while the mouse is still down, and end where the number ends."""
+    open_page(page, "/inputs")
+    box = cell(page, "x", 2, 2).bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.evaluate(f"() => {{ window.firstOutputs = ({OUTPUTS})(); }}")
+    page.mouse.move(x, y)
+    page.mouse.down()
+    for step in range(1, 31):
+        page.mouse.move(x + 4 * step, y)
+    page.wait_for_function(f"() => ({OUTPUTS})() !== window.firstOutputs", polling=100)  # the mouse still down
+    page.mouse.up()
+    wait_ready(page)
+    value = float(cell(page, "x", 2, 2).input_value())
+    assert value > 2  # dragged to the right: up, in steps of 0.1
+    assert abs(value * 10 - round(value * 10)) < 1e-9
+    expect_outputs(page, outputs_for(r2c2=value))
+
+
+def plot_area(page: Page, index: int) -> dict:
+    """The heatmap's cells' area on screen, scrolled into view (Plotly's drag layer covers exactly the cells)."""
+    area = page.locator("[data-testid=stMain] .js-plotly-plot").nth(index).locator(".nsewdrag")
+    area.scroll_into_view_if_needed()
+    return area.bounding_box()
+
+
+def click_cell(page: Page, index: int, row: int, column: int, rows: int, columns: int, corner: str = "") -> None:
+    """A real mouse click on a heatmap's cell (from 0, rows top to bottom): its centre, or 4 pixels inside a corner
+    ("top right", "bottom left"; the cells have a pixel's gap between them)."""
+    area = plot_area(page, index)
+    w, h = area["width"] / columns, area["height"] / rows
+    x, y = area["x"] + (column + 0.5) * w, area["y"] + (row + 0.5) * h
+    if corner:
+        y += (h / 2 - 4) * (-1 if "top" in corner else 1)
+        x += (w / 2 - 4) * (-1 if "left" in corner else 1)
+    page.mouse.click(x, y)
+    wait_ready(page)
+
+
+def test_a_heatmap_cell_answers_a_click_at_its_centre_and_near_its_edge(page: Page) -> None:
+    open_page(page, "/explain")
+    title = page.locator("[data-testid=stMain] h3").first
+    expect(title).to_contain_text("scores_raw[Input 2, Input 2]")
+    click_cell(page, 0, 2, 0, 3, 3)  # the centre of query Input 3, key Input 1
+    expect(title).to_contain_text("scores_raw[Input 3, Input 1]")
+    expect(page.locator("[data-testid=stMain] [data-testid=stCode]").first).to_contain_text("q₃ · k₁ = ")
+    click_cell(page, 0, 0, 2, 3, 3, corner="top right")  # query Input 1, key Input 3
+    expect(title).to_contain_text("scores_raw[Input 1, Input 3]")
+    click_cell(page, 0, 1, 1, 3, 3, corner="bottom left")  # query Input 2, key Input 2
+    expect(title).to_contain_text("scores_raw[Input 2, Input 2]")
+    assert_no_exception(page)
+
+
+def test_a_click_on_a_walkthrough_heatmap_leads_to_its_explanation(page: Page) -> None:
+    open_page(page, "/walkthrough?step=5")
+    expect(page.locator("[data-testid=stMain] h2").first).to_contain_text("Step 5")
+    charts = "[...document.querySelectorAll('[data-testid=stMain] .js-plotly-plot')]"
+    titles = page.evaluate(f"{charts}.map(g => g.layout.title.text)")
+    index = next(i for i, t in enumerate(titles) if t.replace("<b>", "").replace("</b>", "") == "weights")
+    click_cell(page, index, 2, 1, 3, 3)  # query Input 3's weight on key Input 2: 0.9 in the article
+    expect(page.locator("[data-testid=stMain] h2").first).to_have_text("Explain a number")
+    expect(page.locator("[data-testid=stMain] h3").first).to_contain_text("weights[Input 3, Input 2]")
+    assert "/explain" in page.url
+    assert_no_exception(page)
+
+
+def test_an_edit_on_a_live_page_reaches_the_open_share_panel_and_the_banners(page: Page) -> None:
+    """/inputs reruns alone on an edit; what the frame around shows follows: the open panel's link, the error."""
+    open_page(page, "/inputs")
+    page.locator("[data-testid=stSidebar] [data-testid=stExpander]", has_text="Share and export").click()
+    wait_ready(page)
+    link = page.locator("[data-testid=stSidebar] [data-testid=stCode] code").first
+    before = link.inner_text()
+    edit_cell(page, "x", 2, 2, "5")
+    expect(link).not_to_have_text(before)  # the whole app ran again: the panel links to the new numbers
+    assert "case=" in link.inner_text()
+    edit_cell(page, "x", 2, 2, "five")
+    expect(page.locator("[data-testid=stAlert]", has_text="x, row 2 (Input 2), column 2")).to_be_visible()
+    edit_cell(page, "x", 2, 2, "5")
+    expect(page.locator("[data-testid=stAlert]", has_text="x, row 2 (Input 2), column 2")).to_have_count(0)
+    assert_no_exception(page)

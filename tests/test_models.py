@@ -1,13 +1,14 @@
 """The two real models from the app's own loader, against transformers (the oracle) and against known facts."""
 
 import hashlib
+import json
 import os
 import time
 
 import pytest
 import torch
 
-from attention import attend, models
+from attention import attend, case_to_dict, models, parse_case
 from attention.case import CaseError
 from attention.core import scale_factor
 from attention.i18n import render
@@ -152,6 +153,17 @@ def test_minilm_heads_through_the_eight_steps_equal_transformers(mini, hf_mini, 
         assert (trace.outputs - expected).abs().max().item() <= 1e-5, (layer, head)
         assert case.options.mask is None and case.options.rope_base is None  # an encoder: every token sees all
         assert scale_factor(case) == pytest.approx(32**-0.5)
+
+
+@pytest.mark.parametrize("name", ["smollm2", "minilm"])
+def test_a_heads_case_is_what_parse_case_makes_of_its_numbers(name):
+    """head_case checks the model's numbers as tensors: the case is the one the number-by-number checks give."""
+    if models.missing(name):
+        pytest.skip(f"not installed: {models.missing(name)} ({models.INSTALL})")
+    model = models.loaded(name)
+    run = model.run(SENTENCES[1])
+    for case in (models.head_case(model, run, 1, 2), models.layer_case(model, run, 1)):
+        assert parse_case(json.loads(json.dumps(case_to_dict(case)))) == case
 
 
 @needs_minilm

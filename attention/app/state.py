@@ -170,7 +170,12 @@ class Session:
             if numbers or self._numbers is None:
                 self._numbers = None
                 matrices = {name: getattr(self.inputs, name) for name in NUMBERS}
-                self._numbers = parse_case({"format": CASE_FORMAT, **matrices, "tokens": self.inputs.tokens})
+                # with grouped key/value heads w_key is narrower than w_query: its width is checked with them
+                grouped = (
+                    {"heads": self.controls.heads, "kv_heads": self.inputs.kv_heads} if self.inputs.kv_heads else {}
+                )
+                typed_case = {"format": CASE_FORMAT, **matrices, "tokens": self.inputs.tokens, "options": grouped}
+                self._numbers = parse_case(typed_case)
             (self.case, self.rounding), self.error = _with_options(self._numbers, self.controls, self.inputs), None
         except CaseError as e:
             self.error = as_typed(e, self.inputs)

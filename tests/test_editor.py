@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from attention import attend, case_to_dict, parse_case
+from attention import attend
 from attention.app import editors, state, typed
 from attention.app.state import Session
 from attention.presets import article

@@ -17,9 +17,7 @@ from attention.files import case_from_link, case_to_link
 from attention.i18n import LANGUAGES, Message, excerpt, language_for, msg, render, text
 from attention.presets import article
 from attention.script import shown as shown_code
-from tests.apptest import (
-    APP, MASKED_CASE, PAGES, component_data, current_trace, edit, open_share_panel, session,
-)  # fmt: skip
+from tests.apptest import APP, MASKED_CASE, PAGES, component_data, current_trace, edit, open_share_panel, session
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "attention").glob("**/*.py"))]

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
 
-from attention import attend, case_to_dict, parse_case
-from attention.presets import article
+from attention import attend
+from attention.app.state import Session
 from tests.e2e.test_browser import (
     ARTICLE_OUTPUTS,
     assert_no_exception,
@@ -36,13 +36,18 @@ MESSAGES = """() => [...document.querySelectorAll('[data-testid=stBidiComponentI
     .map(h => h.shadowRoot?.querySelector('.message')?.textContent ?? '').filter(Boolean)"""
 
 
+def outputs_after(edits: dict[tuple[str, int, int], float]) -> np.ndarray:
+    """The article's outputs with some cells changed ((matrix, row, column) from 1), by the core, with the softmax
+    the session model's rule picks (the article's rounded one only where it still fits)."""
+    session = Session.start()
+    for (name, row, column), value in edits.items():
+        session.edit(name, row - 1, column - 1, value)
+    return attend(session.case).outputs.numpy()
+
+
 def outputs_for(**cells: float) -> np.ndarray:
-    """The article's outputs with some of x's cells changed ("r2c3": row 2, column 3, from 1), by the core."""
-    d = case_to_dict(article())
-    for where, value in cells.items():
-        row, column = (int(v) for v in where[1:].split("c"))
-        d["x"][row - 1][column - 1] = value
-    return attend(parse_case(d)).outputs.numpy()
+    """The article's outputs with some of x's cells changed ("r2c3": row 2, column 3, from 1)."""
+    return outputs_after({("x", *(int(v) for v in where[1:].split("c"))): value for where, value in cells.items()})
 
 
 def expect_outputs(page: Page, expected) -> None:
@@ -153,10 +158,7 @@ def test_twenty_quick_edits_in_different_cells_all_land(page: Page) -> None:
         page.keyboard.type(str(k + 1))  # the cell's number was selected: the typed one replaces it
         page.keyboard.press("Tab")
     wait_ready(page)
-    d = case_to_dict(article())
-    for (name, r, c), text in values.items():
-        d[name][r - 1][c - 1] = float(text)
-    expected = attend(parse_case(d)).outputs.numpy()
+    expected = outputs_after({at: float(text) for at, text in values.items()})
     expect_outputs(page, expected)
     page.locator("[data-testid=stSidebarNav] a", has_text="Walkthrough").click()  # away, and back
     wait_ready(page)

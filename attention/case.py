@@ -18,6 +18,11 @@ Matrix = tuple[tuple[float, ...], ...]
 # (n, n, d_v) is 256 MiB in float32, and a trace takes well under a second on two CPU cores.
 MAX_N = 1024  # tokens
 MAX_D = 64  # d_in, d_k, d_v and d_out
+# A real model's head (attention/models.py) reads the model's whole width: up to this many columns while n is at
+# most MAX_WIDE_N (a sentence), which keeps a case within 1.4 million numbers (README, "Limits")
+MAX_WIDE_D, MAX_WIDE_N = 576, 64
+MIN_ROPE_BASE, MAX_ROPE_BASE = 2.0, 1e7  # RoPE's base: 10,000 in the paper, 100,000 in SmolLM2
+MAX_POSITION = 1 << 20  # |a token's position| for RoPE: its angle stays exact enough in float64
 MAX_HEADS = 64
 MAX_HEAD_CELLS = 1 << 24  # heads × n² in float32 (half in float64): each n × n score and weight tensor, 64 MiB
 MAX_ABS = 1e6  # |every input number|: keeps every product finite in float32 (see check_bounds_keep_float32_finite)
@@ -53,6 +58,10 @@ class Options:
     weights_override: Matrix | None = None  # n×n used as step 5's result, as given (the article's rounded softmax)
     dtype: str = "float32"  # "float32" or "float64"
     device: str = "cpu"  # "cpu", "cuda", "cuda:N", "mps" or "auto"
+    rope_base: float | None = None  # rotary position embedding (RoPE) of queries and keys with this base; None: none
+    positions: tuple[int, ...] | None = None  # each token's position for RoPE; None: 0, 1, …, n − 1
+    kv_heads: int | None = None  # grouped-query attention: this many key/value heads, each shared by heads / kv_heads
+    # query heads (query head i uses key/value head i // (heads / kv_heads)); None: one per query head
 
 
 @dataclass(frozen=True)
@@ -85,7 +94,8 @@ class Case:
 
     @property
     def d_k(self) -> int:
-        return len(self.w_key[0])
+        """The queries' width (the keys' too, unless grouped-query attention shares fewer key heads)."""
+        return len(self.w_query[0])
 
     @property
     def d_v(self) -> int:
@@ -117,14 +127,33 @@ def parse_case(obj: object) -> Case:
         if isinstance(x_rows, list | tuple) and 0 < len(x_rows) <= MAX_N
         else None
     )
-    x = _matrix(x_rows, "x", rows=(1, MAX_N), cols=(1, MAX_D), tokens=tokens)
+    wide = max_d(len(x_rows) if isinstance(x_rows, list | tuple) else MAX_N)
+    x = _matrix(x_rows, "x", rows=(1, MAX_N), cols=(1, wide), tokens=tokens)
     n, d_in = len(x), len(x[0])
-    w_query = _matrix(obj["w_query"], "w_query", rows=(d_in, d_in), cols=(1, MAX_D))
-    d_k = len(w_query[0])
-    w_key = _matrix(obj["w_key"], "w_key", rows=(d_in, d_in), cols=(d_k, d_k))
-    w_value = _matrix(obj["w_value"], "w_value", rows=(d_in, d_in), cols=(1, MAX_D))
-    options = _options(obj.get("options", {}), n, d_k, len(w_value[0]), tokens)
+    w_query = _matrix(obj["w_query"], "w_query", rows=(d_in, d_in), cols=(1, wide))
+    w_key = _matrix(obj["w_key"], "w_key", rows=(d_in, d_in), cols=(1, wide))  # its width is checked with kv_heads
+    w_value = _matrix(obj["w_value"], "w_value", rows=(d_in, d_in), cols=(1, wide))
+    widths = Widths(len(w_query[0]), len(w_key[0]), len(w_value[0]))
+    options = _options(obj.get("options", {}), n, widths, tokens)
     return Case(x, w_query, w_key, w_value, tokens, options)
+
+
+def max_d(n: int) -> int:
+    """The most columns a matrix may have for n tokens: a real model's width for a sentence, else MAX_D."""
+    return MAX_WIDE_D if n <= MAX_WIDE_N else MAX_D
+
+
+@dataclass(frozen=True)
+class Widths:
+    """The matrices' widths that options are checked against."""
+
+    d_k: int  # w_query's columns
+    d_key: int  # w_key's: d_k, or fewer with grouped-query attention
+    d_v: int  # w_value's
+
+    @classmethod
+    def of(cls, case: Case) -> Widths:
+        return cls(case.d_k, len(case.w_key[0]), case.d_v)
 
 
 def with_options(case: Case, **changes) -> Case:
@@ -132,7 +161,7 @@ def with_options(case: Case, **changes) -> Case:
     validated again (the variants page makes five of these per edit; at n = 1024 the numbers are 150,000)."""
     options = {f.name: getattr(case.options, f.name) for f in fields(Options)} | changes
     options = {k: _lists(v) for k, v in options.items() if v is not None}
-    return replace(case, options=_options(options, case.n, case.d_k, case.d_v, case.tokens))
+    return replace(case, options=_options(options, case.n, Widths.of(case), case.tokens))
 
 
 def case_to_dict(case: Case) -> dict:
@@ -151,7 +180,9 @@ def case_to_dict(case: Case) -> dict:
 
 
 def _lists(value):
-    return [list(row) for row in value] if isinstance(value, tuple) else value
+    if not isinstance(value, tuple):
+        return value
+    return [list(row) if isinstance(row, tuple) else row for row in value]  # a matrix, or positions
 
 
 def _kind(value: object) -> str:
@@ -244,7 +275,7 @@ def _tokens(value: object, n: int) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _options(value: object, n: int, d_k: int, d_v: int, tokens: tuple[str, ...]) -> Options:
+def _options(value: object, n: int, widths: Widths, tokens: tuple[str, ...]) -> Options:
     if not isinstance(value, dict):
         raise CaseError("options", msg("error.not_object", kind=_kind(value)))
     names = {f.name for f in fields(Options)}
@@ -268,9 +299,7 @@ def _options(value: object, n: int, d_k: int, d_v: int, tokens: tuple[str, ...])
     heads = o.heads
     if isinstance(heads, bool) or not isinstance(heads, int) or not 1 <= heads <= MAX_HEADS:
         raise CaseError("options.heads", msg("error.heads_range", high=MAX_HEADS, value=excerpt(heads)))
-    for dim, size in (("d_k", d_k), ("d_v", d_v)):
-        if size % heads:
-            raise CaseError("options.heads", msg("error.heads_divide", dim=dim, size=size, heads=heads))
+    kv_heads = _kv_heads(o.kv_heads, heads, widths)
     if o.dtype not in DTYPES:  # before the size check, which depends on it
         raise CaseError("options.dtype", msg("error.dtype", value=excerpt(o.dtype)))
     limit = MAX_HEAD_CELLS // (2 if o.dtype == "float64" else 1)  # the same bytes in float64: half the numbers
@@ -283,7 +312,10 @@ def _options(value: object, n: int, d_k: int, d_v: int, tokens: tuple[str, ...])
             raise CaseError("options.mask", msg("error.mask_text", value=excerpt(mask)))
         mask = _matrix(mask, "options.mask", rows=(n, n), cols=(n, n), tokens=tokens, cell=_zero_one)
 
-    w_out = None if o.w_out is None else _matrix(o.w_out, "options.w_out", rows=(d_v, d_v), cols=(1, MAX_D))
+    d_concat = widths.d_v // (kv_heads or heads) * heads  # the heads' outputs side by side
+    w_out = None
+    if o.w_out is not None:
+        w_out = _matrix(o.w_out, "options.w_out", rows=(d_concat, d_concat), cols=(1, max_d(n)))
 
     override = o.weights_override
     if override is not None:
@@ -298,7 +330,49 @@ def _options(value: object, n: int, d_k: int, d_v: int, tokens: tuple[str, ...])
 
     if not isinstance(o.device, str) or not DEVICE_PATTERN.fullmatch(o.device):
         raise CaseError("options.device", msg("error.device_spec", value=excerpt(o.device)))
-    return replace(o, temperature=temperature, mask=mask, w_out=w_out, weights_override=override)
+    rope_base, positions = _rope(o.rope_base, o.positions, n, widths.d_k // heads, tokens)
+    return replace(
+        o, temperature=temperature, mask=mask, w_out=w_out, weights_override=override, rope_base=rope_base,
+        positions=positions, kv_heads=kv_heads,
+    )  # fmt: skip
+
+
+def _kv_heads(kv_heads: object, heads: int, widths: Widths) -> int | None:
+    """Grouped-query attention's key/value heads (None: as many as query heads), checked against the widths."""
+    if kv_heads is not None and (isinstance(kv_heads, bool) or not isinstance(kv_heads, int)):
+        raise CaseError("options.kv_heads", msg("error.heads_range", high=heads, value=excerpt(kv_heads)))
+    if kv_heads is not None and not (1 <= kv_heads <= heads and heads % kv_heads == 0):
+        raise CaseError("options.kv_heads", msg("error.kv_heads", heads=heads, value=excerpt(kv_heads)))
+    kv = kv_heads or heads
+    for dim, size, split in (("d_k", widths.d_k, heads), ("d_v", widths.d_v, kv)):
+        if size % split:
+            raise CaseError("options.heads", msg("error.heads_divide", dim=dim, size=size, heads=split))
+    if widths.d_key != widths.d_k // heads * kv:  # one key head as wide as a query head, kv of them
+        expected = widths.d_k // heads * kv
+        raise CaseError("w_key", msg("error.column_count", count=widths.d_key, expected=str(expected)))
+    return None if kv_heads in (None, heads) else kv_heads
+
+
+def _rope(base: object, positions: object, n: int, d_head: int, tokens: tuple[str, ...]):
+    """RoPE's base and the tokens' positions (None: 0 … n − 1); a head's dims are turned in pairs, so even."""
+    if base is None:
+        if positions is not None:
+            raise CaseError("options.positions", msg("error.positions_no_rope"))
+        return None, None
+    base = _number(base, "options.rope_base", MAX_ROPE_BASE)
+    if base < MIN_ROPE_BASE:
+        raise CaseError("options.rope_base", msg("error.at_least", low=MIN_ROPE_BASE, value=base))
+    if d_head % 2:
+        raise CaseError("options.rope_base", msg("error.rope_odd", d=d_head))
+    if positions is None:
+        return base, None
+    if not isinstance(positions, list | tuple) or len(positions) != n:
+        raise CaseError("options.positions", msg("error.positions_count", n=n))
+    for i, p in enumerate(positions):
+        if isinstance(p, bool) or not isinstance(p, int) or abs(p) > MAX_POSITION:
+            where = msg("where.position", position=i + 1, token=tokens[i])
+            raise CaseError(where, msg("error.position", limit=MAX_POSITION, value=excerpt(p)))
+    return base, tuple(positions)
 
 
 def _zero_one(value: object, where: str | Callable[[], str]) -> float:

@@ -26,6 +26,9 @@ ROUNDED_WITHIN = 0.1  # a weights override further than this from the exact soft
 # (the article's own rounding moves a weight by up to 0.063)
 
 STEP_NAMES = ("inputs", "weights", "qkv", "scores", "softmax", "weighted", "outputs", "repeat")
+# RoPE (rotary position embedding, as in Llama-style models) happens between step 3's projections and step 4's
+# scores: a case with rope_base gets this step there, numbered 3 like the projections it turns (the article has none)
+ROPE = "rope"
 
 # What each axis of a recorded tensor is; with heads > 1, the tensors in PER_HEAD have the head axis first.
 AXES = {
@@ -33,6 +36,8 @@ AXES = {
     "w_query": ("feature", "query dim"),
     "w_key": ("feature", "key dim"),
     "w_value": ("feature", "value dim"),
+    "queries_unrotated": ("token", "query dim"),
+    "keys_unrotated": ("token", "key dim"),
     "queries": ("token", "query dim"),
     "keys": ("token", "key dim"),
     "values": ("token", "value dim"),
@@ -47,11 +52,20 @@ AXES = {
     "outputs_by_query": ("query", "output dim"),
 }
 PER_HEAD = {"queries", "keys", "values", "scores_raw", "scores", "weights_exact", "weights", "weighted", "head_outputs"}
+PER_HEAD |= {"queries_unrotated", "keys_unrotated"}  # with RoPE, step 3's queries and keys before they are turned
 
 # The article's step titles and a line on each, in English (the CLI, trace files); pages show the catalogue's
 # step.<name>.title / step.<name>.explanation in the reader's language.
-TITLES = {name: text("en", f"step.{name}.title") for name in STEP_NAMES}
-EXPLANATIONS = {name: text("en", f"step.{name}.explanation") for name in STEP_NAMES}
+TITLES = {name: text("en", f"step.{name}.title") for name in (*STEP_NAMES, ROPE)}
+EXPLANATIONS = {name: text("en", f"step.{name}.explanation") for name in (*STEP_NAMES, ROPE)}
+
+
+def step_names(case: Case) -> tuple[str, ...]:
+    """The steps a case's trace holds, in order: the article's eight, and RoPE after step 3 when the case has it."""
+    if case.options.rope_base is None:
+        return STEP_NAMES
+    after = STEP_NAMES.index("qkv") + 1
+    return (*STEP_NAMES[:after], ROPE, *STEP_NAMES[after:])
 
 
 @dataclass(frozen=True)
@@ -80,7 +94,11 @@ class Trace:
     outputs: torch.Tensor  # the final result (after w_out when given)
 
     def step(self, name: str) -> Step:
-        return self.steps[STEP_NAMES.index(name)]
+        """A step by its name (KeyError for a step this trace does not have, such as RoPE without rope_base)."""
+        for step in self.steps:
+            if step.name == name:
+                return step
+        raise KeyError(name)
 
     def axes(self, name: str) -> tuple[str, ...]:
         """What each axis of a recorded tensor is (see AXES), with "head" first when it has a head axis."""
@@ -119,13 +137,13 @@ def attend(case: Case) -> Trace:
     """Run the eight steps on the case's device and return their trace."""
     o = case.options
     device, dtype = resolve_device(o.device), getattr(torch, o.dtype)
-    n, h = case.n, o.heads
+    n, h, g = case.n, o.heads, o.kv_heads or o.heads
     scale, temperature = scale_factor(case), o.temperature
     allowed = _allowed(o.mask, n, device)  # (n, n) bool or None
     override = None if o.weights_override is None else torch.tensor(o.weights_override, dtype=dtype, device=device)
     w_out = None if o.w_out is None else torch.tensor(o.w_out, dtype=dtype, device=device)
     warm_up(str(device))  # the first run of an operation in a process is slow: not a step's time
-    recorder = _Recorder(device)
+    recorder = _Recorder(device, step_names(case))
     record = recorder.record
     # Each "# step N: name (shown)" comment starts the code a page shows for that step: _step_code() cuts the
     # lines from it to the step's record(...) call.
@@ -140,11 +158,20 @@ def attend(case: Case) -> Trace:
     record("weights", w_query=w_query, w_key=w_key, w_value=w_value)
     # step 3: qkv (shown)
     queries = x @ w_query  # (n, d_k)
-    keys = x @ w_key  # (n, d_k)
+    keys = x @ w_key  # (n, d_k), or (n, d_k/h · g) with g key/value heads
     values = x @ w_value  # (n, d_v)
     if h > 1:  # head i takes the i-th block of columns: (n, d) -> (h, n, d/h)
-        queries, keys, values = (m.unflatten(-1, (h, -1)).transpose(0, 1) for m in (queries, keys, values))
-    record("qkv", queries=queries, keys=keys, values=values)
+        queries = queries.unflatten(-1, (h, -1)).transpose(0, 1)  # (h, n, d_k/h)
+        keys, values = (m.unflatten(-1, (g, -1)).transpose(0, 1) for m in (keys, values))  # (g, n, d/h)
+        # grouped-query attention (g < h): query head i reads key/value head i // (h/g); else g = h and each its own
+        keys, values = keys.repeat_interleave(h // g, dim=0), values.repeat_interleave(h // g, dim=0)  # (h, n, d/h)
+    record("qkv", **_unrotated(o.rope_base, queries=queries, keys=keys), values=values)
+    if o.rope_base is not None:
+        # step 3b: rope (shown)
+        t = positions(case)  # (n,): each token's position
+        queries = rope(queries, t, o.rope_base)  # (h?, n, d_k): pair p of token i turned by the angle t_i · θ_p
+        keys = rope(keys, t, o.rope_base)  # the same turns: a score then depends on t_i − t_j alone
+        record("rope", queries=queries, keys=keys)
     # steps 4-7, for all queries at once (each step's comment is inside steps_4_to_7)
     options = {"scale": scale, "temperature": temperature, "w_out": w_out}
     whole = n * n * case.d_v <= WHOLE_MAX_NUMBERS  # step 6 held whole, or made slice by slice when looked at
@@ -203,6 +230,29 @@ def steps_4_to_7(
     outputs = concat if w_out is None else concat @ w_out  # (n_q, d_out)
     record("outputs", outputs=outputs, **_step_7_parts(head_outputs, concat, w_out))
     return outputs
+
+
+def rope(m: Tensor, positions: Tensor, base: float) -> Tensor:
+    """Rotary position embedding of (h?, n, d): dims 2p and 2p+1 of the token at position t turned by the angle
+    t · base^(−2p/d) (interleaved pairs, as in the RoPE paper and GGUF files). Angles in float64, then m's dtype."""
+    d = m.shape[-1]
+    frequencies = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
+    angles = positions.to(torch.float64)[:, None] * frequencies  # (n, d/2)
+    cos, sin = (f.to(dtype=m.dtype, device=m.device) for f in (angles.cos(), angles.sin()))
+    even, odd = m[..., 0::2], m[..., 1::2]  # (h?, n, d/2) each
+    return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
+
+
+def _unrotated(rope_base: float | None, **tensors: Tensor) -> dict[str, Tensor]:
+    """Step 3's queries and keys under their names; with RoPE, as queries_unrotated and keys_unrotated, since the
+    rope step's turned ones are what the scores use (and what "queries" and "keys" name in the trace)."""
+    return tensors if rope_base is None else {f"{name}_unrotated": tensor for name, tensor in tensors.items()}
+
+
+def positions(case: Case) -> Tensor:
+    """Each token's position for RoPE: the case's, or 0, 1, …, n − 1."""
+    given = case.options.positions
+    return torch.arange(case.n) if given is None else torch.tensor(given)
 
 
 class Broadcast:
@@ -312,8 +362,8 @@ def _allowed(mask, n: int, device: torch.device) -> torch.Tensor | None:
 class _Recorder:
     """Collects each step's tensors by the step's name, copied to the CPU, and its time on the device (synchronised)."""
 
-    def __init__(self, device: torch.device):
-        self.device, self.records = device, {}
+    def __init__(self, device: torch.device, names: tuple[str, ...] = STEP_NAMES):
+        self.device, self.names, self.records = device, names, {}
         self.last = self._now()
 
     def _now(self) -> float:
@@ -321,7 +371,7 @@ class _Recorder:
         return time.perf_counter()
 
     def record(self, step: str, **tensors: torch.Tensor) -> None:
-        expected = STEP_NAMES[len(self.records)]
+        expected = self.names[len(self.records)]
         if step != expected:  # the steps are the article's, in its order
             raise ValueError(f"step {step!r} recorded where {expected!r} comes")
         seconds = self._now() - self.last
@@ -342,7 +392,7 @@ def _step_code() -> dict[str, str]:
             current = None
         elif current:
             code[current].append(line)
-    if set(code) != set(STEP_NAMES):
+    if set(code) != {*STEP_NAMES, ROPE}:
         raise RuntimeError(f"core.py shows code for {sorted(code)}, not for every step")
     return {name: textwrap.dedent("\n".join(lines)) for name, lines in code.items()}
 
@@ -358,7 +408,8 @@ def scale_factor(case: Case) -> float:
 
 def _trace(case: Case, device: torch.device, records: dict, outputs: torch.Tensor) -> Trace:
     steps = []
-    for number, name in enumerate(STEP_NAMES, start=1):
+    for name in step_names(case):
+        number = STEP_NAMES.index("qkv" if name == ROPE else name) + 1  # RoPE is part of step 3
         tensors, seconds = records[name]
         steps.append(
             Step(
@@ -411,9 +462,17 @@ def formula(name: str, case: Case, lang: str = "en") -> str:
             rf"W_V \in \mathbb{{R}}^{{{case.d_in} \times {case.d_v}}}"
         )
     if name == "qkv":
-        sizes = f"{case.d_k // h}, {case.d_k // h}, {case.d_v // h}"
+        g = o.kv_heads or h
+        sizes = f"{case.d_k // h}, {case.d_k // h}, {case.d_v // g}"
         split = rf",\quad {words('heads', heads=h)}\ {sizes}\ {words('columns')}" if h > 1 else ""
-        return rf"Q = X W_Q,\quad K = X W_K,\quad V = X W_V{split}"
+        shared = rf",\quad {words('kv_heads', kv_heads=g, group=h // g)}" if g < h else ""
+        return rf"Q = X W_Q,\quad K = X W_K,\quad V = X W_V{split}{shared}"
+    if name == ROPE:  # the rotation R_t turns pair p of a query or key at position t by the angle t·θ_p
+        theta = rf"\theta_p = {o.rope_base:g}^{{-2p/{case.d_k // h}}}"
+        q = r"\begin{pmatrix} q_{2p} \\ q_{2p+1} \end{pmatrix}"
+        turn = r"\begin{pmatrix} \cos t\theta_p & -\sin t\theta_p \\ \sin t\theta_p & \cos t\theta_p \end{pmatrix}"
+        pair = rf"{q} \leftarrow {turn} {q}"
+        return rf"{pair},\quad {theta},\quad k\ {words('likewise')}"
     if name == "scores":
         scale = {"none": "", "sqrt_dk": rf"\frac{{1}}{{\sqrt{{{case.d_k // h}}}}}\,"}.get(o.scale)
         scale = rf"{o.scale:g}\," if scale is None else scale

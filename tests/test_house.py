@@ -13,12 +13,15 @@ STDLIB = set(sys.stdlib_module_names)
 # Each layer and the outside packages it may import, besides the standard library and the layers below it.
 LAYERS = {
     "core": {"torch"},
+    # the real models' loaders (attention/models.py): beside the core, with the readers of the models' files
+    "models": {"torch", "gguf", "safetensors", "tokenizers"},
     "figures": {"numpy", "pandas", "plotly", "torch"},
     "app": {"streamlit", "numpy", "pandas", "plotly", "torch"},
     "pages": {"streamlit", "numpy", "pandas", "plotly", "torch"},
 }
-BELOW = {"core": {"core"}, "figures": {"core", "figures"}, "app": {"core", "figures", "app"}}
-BELOW["pages"] = {"core", "figures", "app"}
+BELOW = {"core": {"core"}, "models": {"core", "models"}, "figures": {"core", "figures"}}
+BELOW["app"] = {"core", "models", "figures", "app"}
+BELOW["pages"] = {"core", "models", "figures", "app"}
 
 
 def layer(path: Path) -> str:
@@ -27,6 +30,8 @@ def layer(path: Path) -> str:
         return "pages"
     if relative.parts[:2] == ("attention", "app"):
         return "app"
+    if relative == Path("attention/models.py"):
+        return "models"
     return "figures" if relative == Path("attention/figures.py") else "core"
 
 
@@ -49,6 +54,8 @@ def module_layer(module: str) -> str | None:
     """The layer of one of the project's modules (None: an outside package)."""
     if module == "attention.figures":
         return "figures"
+    if module == "attention.models":
+        return "models"
     if module.startswith("attention.app"):
         return "app"
     return "core" if module == "attention" or module.startswith("attention.") else None

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from attention import STEP_NAMES, attend
-from attention.core import TITLES
+from attention.core import TITLES, step_names
 from attention.presets import article, random_case, with_options
 from attention.script import shown, to_script
 
@@ -40,6 +40,12 @@ CASES = {
     ),
     "float64, 2 heads, w_out, scale, temperature, a fully masked row": random_case(
         d_k=2, d_v=4, seed=4, dtype="float64", heads=2, w_out=W_OUT, scale=0.3, temperature=0.5, mask=BLOCKED_ROW
+    ),
+    "RoPE, grouped-query attention (4 query heads, 2 key/value heads), sqrt_dk, causal": random_case(
+        n=5, d_in=6, d_k=8, d_v=6, seed=6, heads=4, kv_heads=2, rope_base=10_000.0, scale="sqrt_dk", mask="causal"
+    ),
+    "RoPE with given positions, float64": random_case(
+        n=4, d_k=4, d_v=2, seed=7, rope_base=100.0, positions=[5, 3, -2, 7], dtype="float64"
     ),
     # Labels straight into the dataclass: to_script must be safe even for a case that skipped validation
     "hostile labels": replace(random_case(n=len(HOSTILE), seed=5), tokens=HOSTILE),
@@ -132,13 +138,15 @@ def test_the_code_each_step_shows_runs_and_gives_the_traces_numbers(seed):
     h = rng.choice([1, 2])
     options = {"heads": h, "scale": rng.choice(["none", "sqrt_dk", 0.5]), "temperature": rng.choice([1.0, 0.5, 2.0])}
     options |= {"mask": rng.choice([None, "causal"]), "dtype": rng.choice(["float32", "float64"])}
+    if seed % 2:  # RoPE, and with two heads grouped-query attention (one key/value head for both)
+        options |= {"rope_base": rng.choice([100.0, 10_000.0])} | ({"kv_heads": 1} if h == 2 else {})
     case = random_case(rng.randint(1, 6), rng.randint(1, 4), 2 * h, 2 * h, seed=seed, **options)
     if seed % 3 == 0:
         case = with_options(case, w_out=[[rng.uniform(-1, 1) for _ in range(3)] for _ in range(2 * h)])
     scope = {}
     with contextlib.redirect_stdout(io.StringIO()):
         exec("import math\nimport torch", scope)
-        for name in STEP_NAMES:
+        for name in step_names(case):
             exec(shown(case, name), scope)
     trace = attend(case)
     for name in ("x", "queries", "keys", "values", "scores", "weights", "weighted", "outputs"):

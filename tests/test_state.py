@@ -196,3 +196,23 @@ def test_any_number_of_heads_works_in_one_step_from_the_article(session):
     assert session.case.options.weights_override is None and "3 heads" in session.rounding
     session.choose(heads=1)
     assert session.case == article() and session.rounding is None
+
+
+def test_a_loaded_case_with_rope_and_grouped_heads_keeps_them_through_edits_and_a_link(session):
+    """RoPE and grouped key/value heads (a real model's head, attention/models.py) have no widget: a loaded case
+    keeps them through an edit, a new option and a link, and an edit's outputs follow."""
+    case = random_case(5, 6, 8, 6, seed=2, heads=4, kv_heads=2, rope_base=100.0, positions=[3, 4, 5, 6, 7])
+    session.load(case)
+    assert session.case == case and session.error is None
+    session.edit("x", 1, 2, 9.5)
+    session.choose(temperature=0.5)
+    o = session.case.options
+    assert (o.rope_base, o.positions, o.kv_heads, o.temperature) == (100.0, (3, 4, 5, 6, 7), 2, 0.5)
+    assert not torch.equal(attend(session.case).outputs, attend(case).outputs)
+    linked = Session.start()
+    linked.open_link({"case": case_to_link(session.case)})
+    assert linked.case == session.case
+    session.load(random_case(5, 6, 8, 6, seed=2, rope_base=100.0, positions=[3, 4, 5, 6, 7]))  # one head
+    session.choose(n=4)  # fewer tokens: the positions no longer fit and are dropped; RoPE stays
+    assert session.error is None
+    assert (session.case.options.rope_base, session.case.options.positions) == (100.0, None)

@@ -102,6 +102,11 @@ class Inputs:
     w_out: Grid | None = None
     mask: Grid | None = None  # an explicit 0/1 matrix (a loaded case's)
     rounded: Grid | None = None  # the article's rounded softmax (the case's weights_override)
+    # A real model's attention (attention/models.py), which no widget sets: kept as a loaded case (a file, a link)
+    # had them, else a check of the inputs would drop them. RoPE's base and positions; grouped key/value heads.
+    rope_base: float | None = None
+    positions: tuple[int, ...] | None = None
+    kv_heads: int | None = None
 
     @classmethod
     def of(cls, case: Case) -> Inputs:
@@ -109,6 +114,7 @@ class Inputs:
         return cls(
             case.x, case.w_query, case.w_key, case.w_value, case.tokens,
             w_out=o.w_out, mask=o.mask if isinstance(o.mask, tuple) else None, rounded=o.weights_override,
+            rope_base=o.rope_base, positions=o.positions, kv_heads=o.kv_heads,
         )  # fmt: skip
 
     def with_cells(self, name: str, cells: dict[tuple[int, int], object]) -> Inputs:
@@ -135,7 +141,8 @@ class Inputs:
             typed | {"options": {"w_out": self.w_out}}, c.n, c.d_in, c.d_k, c.d_v, c.fill, c.seed
         )
         w_out = grids["options"]["w_out"]
-        kept = {} if c.n != len(self.x) else {"rounded": self.rounded, "mask": self.mask}
+        kept = {} if c.n != len(self.x) else {"rounded": self.rounded, "mask": self.mask, "positions": self.positions}
+        kept |= {"rope_base": self.rope_base, "kv_heads": self.kv_heads}
         matrices = {name: _grid(grids[name]) for name in NUMBERS}
         return Inputs(**matrices, tokens=tuple(grids["tokens"]), w_out=None if w_out is None else _grid(w_out), **kept)
 
@@ -151,6 +158,9 @@ def options(c: Controls, i: Inputs) -> dict:
         "weights_override": i.rounded if c.use_rounded else None,
         "dtype": c.dtype,
         "device": c.device,
+        "rope_base": i.rope_base,
+        "positions": i.positions,
+        "kv_heads": i.kv_heads,
     }
 
 

@@ -169,11 +169,17 @@ class Session:
         try:
             if numbers or self._numbers is None:
                 self._numbers = None
-                matrices = {name: getattr(self.inputs, name) for name in NUMBERS}
-                self._numbers = parse_case({"format": CASE_FORMAT, **matrices, "tokens": self.inputs.tokens})
+                self._numbers = _numbers(self.inputs, self.controls)
             (self.case, self.rounding), self.error = _with_options(self._numbers, self.controls, self.inputs), None
         except CaseError as e:
             self.error = as_typed(e, self.inputs)
+
+
+def _numbers(inputs: Inputs, controls: Controls) -> Case:
+    """The typed matrices checked, with no options but grouped key/value heads, which set how wide w_key is."""
+    grouped = {"heads": controls.heads, "kv_heads": inputs.kv_heads} if inputs.kv_heads else {}
+    matrices = {name: getattr(inputs, name) for name in NUMBERS}
+    return parse_case({"format": CASE_FORMAT, **matrices, "tokens": inputs.tokens, "options": grouped})
 
 
 def _with_options(numbers: Case, controls: Controls, inputs: Inputs) -> tuple[Case, Message | None]:

@@ -304,7 +304,7 @@ def shown_scores(page) -> np.ndarray:
 
 def temperature(page, frames: list[int], values) -> tuple[list[float], list[int], int]:
     """Temperature set to each value: time until the scores heatmap changes, and the WebSocket bytes of each rerun."""
-    field, times, payloads = page.locator("[data-testid=stSidebar]").get_by_label("Temperature"), [], []
+    field, times, payloads = page.locator("[data-testid=stSidebar]").get_by_label("Temperature", exact=True), [], []
     raw = shown_scores(page) * float(field.input_value())  # scores_raw: the scores are this / temperature
     for t in values:  # the first is a warm-up
         field.fill(f"{t:g}")

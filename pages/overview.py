@@ -3,12 +3,14 @@
 import streamlit as st
 
 from attention import STEP_NAMES, figures
-from attention.app import charts, frame, questions
+from attention.app import charts, frame, questions, real, session
 from attention.app.language import t
 
 trace = frame.trace()
 st.title(t("app.title"))
 st.write(t("overview.intro"))
+if (title := real.title(session.current())) is not None:  # a real model's head, or a case edited from one
+    st.info(t("real.case", title=title), icon=":material/neurology:")
 left, right = st.columns([2, 3])
 with left:
     st.header(t("overview.steps"))  # h2 under the h1 title: headings go down one level at a time
@@ -23,3 +25,5 @@ with right:
     charts.chart(charts.figure(figures.tensor_heatmap, trace, "outputs"), "chart_outputs")
     if trace.case.options.weights_override is not None:
         st.caption(t("overview.rounded"))
+    real.next_tokens(session.current())
+real.heads(session.current())

@@ -9,8 +9,8 @@ from .. import i18n, presets
 from ..case import DTYPES, MAX_HEADS, MAX_SCALE, MAX_TEMPERATURE, MIN_SCALE, MIN_TEMPERATURE
 from ..devices import available_devices, gpu_unavailable_reason
 from ..i18n import LANGUAGES
-from .choices import CONTROLS, FILLS, MASKS, MAX_SEED, SCALES, SIZES
 from . import real
+from .choices import CONTROLS, FILLS, MASKS, MAX_SEED, SCALES, SIZES
 from .language import t
 from .state import Session
 

@@ -82,7 +82,7 @@ def banners(s: Session, trace: Trace) -> None:
         st.warning(plain(render(lang, notice)), icon=":material/info:")
     row = st.container(horizontal=True, wrap=False, vertical_alignment="center", height=STATUS_PX, border=False)
     model = compute.model_check(s, trace)  # a real model's head: checked against the model's own output
-    check, kind = (compute.check(s, trace), "verify") if model is None else (model, "verify.model")
+    check, kind = (compute.check(s, trace), "verify") if model is None else (model, "verify_model")
     where = "" if trace.device == "cpu" else t("verify.computed_on", device=trace.device)
     note = "" if compute.exact(s, trace) is trace else t("verify.exact_note")
     oracle = check.oracle if model is None else render(lang, check.oracle)

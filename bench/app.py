@@ -97,7 +97,7 @@ def real_rows(say) -> None:
     if models.missing("smollm2"):
         return print("real model rows skipped: the model packages are not installed", file=sys.stderr)
     at = session(APP)
-    ok(at.switch_page("pages/walkthrough.py").run())
+    visit(at, "walkthrough")
     edit = edit_ms(at)
     ok(at.selectbox(key="preset").set_value("real").run())  # loads SmolLM2 once (not timed)
     for what, key, values in (("head", "real_head", (3, 4)), ("layer", "real_layer", (2, 3))):

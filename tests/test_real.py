@@ -68,7 +68,7 @@ def test_a_typed_sentence_shows_its_tokens_and_the_next_token(real):
     real.text_input(key="real_text").set_value("The capital of France is").run()
     assert session(real).case.tokens == ("The", "␣capital", "␣of", "␣France", "␣is")
     table = real.dataframe[0].value  # the only table on the overview: the next tokens
-    assert table.iloc[0, 0] == "' Paris'" and 0 < table.iloc[0, 1] <= 1
+    assert table.iloc[0, 0] == "␣Paris" and 0 < table.iloc[0, 1] <= 1
     real.switch_page("pages/walkthrough.py").run()
     real.radio(key="step_picker").set_value(6).run()  # 5 softmax: the weights, tokens on both axes
     spec = chart_spec(real, "weights")

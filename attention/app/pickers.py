@@ -28,7 +28,7 @@ def step_picker() -> int:
     st.radio(
         t("walkthrough.step"),
         range(1, last + 1),
-        format_func=lambda i: f"{_number(names, i)} {i18n.text(language, f'step.{names[i - 1]}.short')}",
+        format_func=lambda i: f"{step_number(names, i)} {i18n.text(language, f'step.{names[i - 1]}.short')}",
         key="step_picker",
         horizontal=True,
         label_visibility="collapsed",
@@ -41,7 +41,7 @@ def step_picker() -> int:
     return s.step
 
 
-def _number(names: tuple[str, ...], i: int) -> str:
+def step_number(names: tuple[str, ...], i: int) -> str:
     """A step's number as the article counts them: RoPE is part of step 3 (3b), the steps after it keep theirs."""
     rope = names.index(ROPE) + 1 if ROPE in names else None
     return f"{i - 1}b" if i == rope else str(i - 1 if rope is not None and i > rope else i)

@@ -111,7 +111,8 @@ def next_tokens(session: Session) -> None:
     if session.real is None or session.real.run.next_tokens is None:
         return
     st.subheader(t("real.next_tokens"))
-    rows = [(repr(token), p) for token, p in session.real.run.next_tokens]
+    shown = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥"})  # as the tokens are labelled (models.readable)
+    rows = [(token.translate(shown), p) for token, p in session.real.run.next_tokens]
     table = pd.DataFrame(rows, columns=[t("real.token"), t("real.probability")])
     probability = st.column_config.ProgressColumn(t("real.probability"), format="percent", min_value=0, max_value=1)
     st.dataframe(table, hide_index=True, column_config={t("real.probability"): probability}, key="next_tokens")

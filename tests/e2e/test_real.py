@@ -24,11 +24,12 @@ def test_a_typed_sentence_shows_its_tokens_on_the_axes_and_is_checked_against_th
     choose(page, "Preset", "real model")  # SmolLM2 loads (about 10 s the first time on this server)
     sidebar = page.locator("[data-testid=stSidebar]")
     expect(sidebar.get_by_text("4-bit quantized weights", exact=False)).to_be_visible()
-    box = sidebar.get_by_label("Your sentence")
+    box = sidebar.get_by_label("Your sentence", exact=True)
     box.fill("The capital of France is")
     box.press("Enter")
     wait_ready(page)
-    expect(page.get_by_text("' Paris'")).to_be_visible()  # the model's next token, on the overview
+    next_token = page.locator("[data-testid=stDataFrame] #glide-cell-0-0")  # the model's next token, on the overview
+    expect(next_token).to_have_text("␣Paris")  # a canvas grid: its cells are hidden, their text is there
     page.locator("[data-testid=stSidebarNav] a", has_text="Walkthrough").click()
     wait_ready(page)
     steps = page.locator("[data-testid=stMain] [data-testid=stRadio]").first

@@ -189,3 +189,12 @@ def test_the_exported_script_reproduces_the_head(tmp_path):
     assert done.returncode == 0, done.stderr
     difference = float(done.stdout.strip().splitlines()[-1].rsplit(" ", 1)[1])
     assert difference <= realcase.AGREES_WITHIN
+
+
+def test_the_last_step_of_a_rope_case_becomes_the_last_of_one_without(real):
+    real.switch_page("pages/walkthrough.py").run()
+    real.radio(key="step_picker").set_value(9).run()  # 8 repeat, after 3b RoPE
+    assert "Step 8" in real.header[0].value
+    real.selectbox(key="preset").set_value("article").run()
+    assert session(real).step == 8 and real.radio(key="step_picker").value == 8 and not real.exception
+    assert session(real).real is None and "model" not in real.query_params

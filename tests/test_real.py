@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 from attention import attend, models
 from attention.app import realcase
 from attention.script import real_script
-from tests.apptest import APP, current_trace, edit, session
+from tests.apptest import APP, PAGES, current_trace, edit, session
 
 pytestmark = pytest.mark.skipif(models.missing("smollm2") or models.missing("minilm"), reason="model packages")
 ROOT = Path(__file__).resolve().parents[1]
@@ -198,3 +198,14 @@ def test_the_last_step_of_a_rope_case_becomes_the_last_of_one_without(real):
     real.selectbox(key="preset").set_value("article").run()
     assert session(real).step == 8 and real.radio(key="step_picker").value == 8 and not real.exception
     assert session(real).real is None and "model" not in real.query_params
+
+
+@pytest.mark.parametrize(("model", "lang"), [("smollm2", "en"), ("minilm", "zh")])
+def test_every_page_renders_a_real_head(real, model, lang):
+    real.selectbox(key="real_model").set_value(model).run()
+    real.selectbox(key="lang").set_value(lang).run()
+    for page in PAGES:
+        real.switch_page(f"pages/{page}.py").run()
+        assert not real.exception, (page, real.exception)
+        assert not real.error, (page, [e.value for e in real.error])
+    assert realcase.is_real(session(real))

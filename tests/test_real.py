@@ -76,6 +76,12 @@ def test_a_typed_sentence_shows_its_tokens_and_the_next_token(real):
     assert_checked_against_the_model(real)
 
 
+def test_an_example_sentence_goes_into_the_sentence_box(real):
+    real.selectbox(key="real_example").set_value("Attention is all you need").run()
+    assert session(real).case.tokens[0] == "Attention" and real.selectbox(key="real_example").value is None
+    assert real.text_input(key="real_text").value == "Attention is all you need"
+
+
 def test_layer_and_head_switch_and_the_check_follows(real):
     before = session(real).case
     real.number_input(key="real_layer").set_value(20).run()

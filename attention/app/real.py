@@ -32,8 +32,8 @@ def read(session: Session) -> None:
         return
     s, shown = st.session_state, session.widgets
     changes = {KEYS[k]: s[k] for k in KEYS if k in s and s[k] != shown.get(k, s[k])}
-    if s.get(EXAMPLE) is not None and s[EXAMPLE] != shown.get(EXAMPLE):
-        changes["sentence"] = s[EXAMPLE]
+    if s.get(EXAMPLE) is not None:  # an example picked: into the sentence box, and the picker empty again
+        changes["sentence"], s[EXAMPLE] = s[EXAMPLE], None
     if changes:
         realcase.choose(session, weights.model, **changes)
 
@@ -46,7 +46,7 @@ def draw(session: Session) -> None:
     for key, value in shown.items():
         if st.session_state.get(key) != value:
             st.session_state[key] = value
-    session.widgets |= shown | {EXAMPLE: st.session_state.get(EXAMPLE)}
+    session.widgets |= shown
     spec = SPECS[c.model]
     st.selectbox(t("real.model"), SPECS, format_func=lambda m: SPECS[m].title, key="real_model")
     if (missing := models.install_message(c.model)) is not None:

@@ -111,6 +111,19 @@ def test_every_head_of_the_layer_opens_from_its_map(real):
     assert_checked_against_the_model(real)
 
 
+@pytest.mark.parametrize("model", ["smollm2", "minilm"])
+def test_the_whole_layer_opens_as_one_multi_head_case_checked_against_the_model(real, model):
+    real.selectbox(key="real_model").set_value(model).run()
+    real.button(key="open_layer").click().run()
+    s, spec = session(real), models.SPECS[model]
+    assert s.real.choice.head == 0 and s.case.options.heads == spec.heads
+    assert s.case.options.kv_heads == (3 if model == "smollm2" else None)
+    assert_checked_against_the_model(real)
+    real.switch_page("pages/multi_head.py").run()
+    assert not real.exception and not real.error
+    assert "head=0" in "&".join(f"{k}={real.query_params[k]}" for k in real.query_params)
+
+
 def test_a_link_carries_model_sentence_layer_and_head():
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params.update({"model": "smollm2", "text": "Attention is all you need", "layer": "4", "head": "8"})
@@ -132,7 +145,7 @@ def test_a_bad_link_is_said_and_the_rest_kept():
     at.run()
     assert not at.exception
     said = " ".join(w.value for w in at.warning)
-    assert "layer '99' is not a number from 1 to 6" in said and "head 'x' is not a number from 1 to 12" in said
+    assert "layer '99' is not a number from 1 to 6" in said and "head 'x' is not a number from 0 to 12" in said
     assert session(at).real.choice == realcase.Choice.default("minilm")
     other = AppTest.from_file(APP, default_timeout=60)
     other.query_params["model"] = "gpt-5"

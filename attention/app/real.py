@@ -63,7 +63,7 @@ def draw(session: Session) -> None:
     )
     left, right = st.columns(2)
     left.number_input(t("real.layer"), 1, spec.layers, step=1, key="real_layer", help=t("real.layer_help"))
-    right.number_input(t("real.head"), 1, spec.heads, step=1, key="real_head", help=t("real.head_help"))
+    right.number_input(t("real.head"), 0, spec.heads, step=1, key="real_head", help=t("real.head_help"))
     if (edited := realcase.edited_from(session)) is not None:
         st.info(plain(render(language, edited)), icon=":material/edit:")
         st.button(t("real.back"), key="real_back", on_click=session.reset, width="stretch")
@@ -89,6 +89,10 @@ def heads(session: Session) -> None:
     st.header(t("real.heads", layer=c.layer, model=SPECS[c.model].title))
     st.caption(t("real.heads_help"))
     every = layer_weights(session)
+    st.button(
+        t("real.open_layer", heads=len(every)), key="open_layer", disabled=realcase.is_real(session) and c.head == 0,
+        on_click=lambda: realcase.choose(session, weights.model, head=0), icon=":material/view_week:",
+    )  # fmt: skip
     columns = st.columns(MAPS_PER_ROW)
     for head in range(len(every)):
         where = columns[head % MAPS_PER_ROW]

@@ -30,7 +30,7 @@ class Choice:
     model: str
     sentence: str
     layer: int
-    head: int
+    head: int  # 0: every head of the layer, as one multi-head case
 
     @classmethod
     def default(cls, model: str = "smollm2", sentence: str | None = None) -> Choice:
@@ -39,6 +39,8 @@ class Choice:
         return cls(model, text if sentence is None else sentence, layer, head)
 
     def title(self) -> Message:
+        if self.head == 0:
+            return msg("real.title_layer", model=SPECS[self.model].title, layer=self.layer)
         return msg("real.title", model=SPECS[self.model].title, layer=self.layer, head=self.head)
 
 
@@ -58,8 +60,8 @@ def allowed(name: str, value: object, model: str) -> bool:
         return value in SPECS
     if name == "sentence":
         return isinstance(value, str) and len(value) <= models.MAX_SENTENCE_CHARS
-    limit = {"layer": SPECS[model].layers, "head": SPECS[model].heads}.get(name)
-    return limit is not None and type(value) is int and 1 <= value <= limit
+    bounds = {"layer": (1, SPECS[model].layers), "head": (0, SPECS[model].heads)}.get(name)  # head 0: all of them
+    return bounds is not None and type(value) is int and bounds[0] <= value <= bounds[1]
 
 
 def choose(session: Session, loader: Loader, **changes: object) -> None:
@@ -100,7 +102,9 @@ def show(session: Session, loader: Loader, choice: Choice) -> None:
         if real is not None:
             session.real = replace(real, typed=choice.sentence)
         return
-    session.load_model_case(models.head_case(model, run, choice.layer - 1, choice.head - 1))
+    layer, head = choice.layer - 1, choice.head - 1
+    case = models.layer_case(model, run, layer) if head < 0 else models.head_case(model, run, layer, head)
+    session.load_model_case(case)
     session.real = Real(choice, run, session.case, choice.sentence)
 
 
@@ -123,11 +127,15 @@ def edited_from(session: Session) -> Message | None:
 
 
 def model_output(session: Session) -> torch.Tensor | None:
-    """The model's own output of the head shown, while the case is the model's: (n, head_dim)."""
+    """The model's own output of the head shown, while the case is the model's: (n, head_dim), or for the whole
+    layer its heads side by side (n, heads · head_dim), as the multi-head case concatenates them."""
     if not is_real(session):
         return None
-    c = session.real.choice
-    return session.real.run.head_output(c.layer - 1, c.head - 1)
+    c, run = session.real.choice, session.real.run
+    if c.head == 0:
+        every = run.head_outputs[c.layer - 1]  # (heads, n, head_dim)
+        return every.permute(1, 0, 2).reshape(every.shape[1], -1)
+    return run.head_output(c.layer - 1, c.head - 1)
 
 
 def open_link(session: Session, params: Mapping[str, str | None], loader: Loader) -> bool:
@@ -149,8 +157,9 @@ def open_link(session: Session, params: Mapping[str, str | None], loader: Loader
         if number is not None and allowed(part, number, name):
             numbers[part] = number
         else:
-            limit = getattr(SPECS[name], f"{part}s")
-            session.notices.append(msg("notice.bad_model_part", part=part, value=excerpt(value), limit=limit))
+            bounds = (1, SPECS[name].layers) if part == "layer" else (0, SPECS[name].heads)
+            session.notices.append(msg("notice.bad_model_part", part=part, value=excerpt(value), low=bounds[0],
+                                       limit=bounds[1]))  # fmt: skip
     session.controls = replace(session.controls, preset="real")
     show(session, loader, replace(choice, **numbers))
     return True

@@ -68,7 +68,8 @@ class Session:
         stays. The caller (realcase.show) keeps what it came from."""
         self.controls, self.inputs = Controls.of(case, keep=self.controls), Inputs.of(case)
         self.generation += 1
-        self._numbers = replace(case, options=Options())  # one head: no grouped key/value heads to keep
+        o = case.options  # grouped key/value heads set how wide w_key is: the numbers keep them (see _numbers)
+        self._numbers = replace(case, options=Options(heads=o.heads, kv_heads=o.kv_heads) if o.kv_heads else Options())
         self._check(numbers=False)
 
     def reset(self) -> None:

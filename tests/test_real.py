@@ -200,9 +200,10 @@ def test_without_the_model_packages_the_choice_says_how_to_install_them(at, monk
     assert not at.exception
 
 
-def test_the_exported_script_reproduces_the_head(tmp_path):
+@pytest.mark.parametrize("head", ["5", "0"])
+def test_the_exported_script_reproduces_the_head(tmp_path, head):
     path = tmp_path / "head.py"
-    path.write_text(real_script("smollm2", "The capital of France is", "3", "5"))
+    path.write_text(real_script("smollm2", "The capital of France is", "3", head))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr

@@ -20,6 +20,7 @@ Parts = Mapping[str, tuple[Cells, ...]]  # tensor name -> the cells that took pa
 
 ABBREVIATE_OVER = 8  # terms: a longer sum shows its first and last three terms and "…" (its total counts them all)
 SHOWN_AT_ENDS = 3
+LARGEST = 5  # a long sum (a real head's score: 64 products) lists its largest terms first, then its total
 DIRECT_EXP_UP_TO = 80.0  # exp(s) is written out as is when every |s| is at most this; past it, exp(s − max)
 
 
@@ -226,7 +227,16 @@ class Context:
         # the sum of the numbers as printed: 0.9·8 + 0.1·6 is 7.8 by hand, though float32 gives 7.7999997
         by_hand = sum((Decimal(repr(self.short(a))) * Decimal(repr(self.short(b))) for a, b in pairs), Decimal(0))
         end, warning = self.ending(name, total, recorded, self.sum_tol(magnitude, len(pairs), recorded), by_hand)
-        return [msg("explain.equation", lhs=lhs, expression=_abbreviate(shown), end=end), *warning]
+        line = msg("explain.equation", lhs=lhs, expression=_abbreviate(shown), end=end)
+        return [*self.largest(shown, [a * b for a, b in pairs], total), line, *warning]  # the biggest first
+
+    def largest(self, shown: Sequence[str], products: Sequence[float], total: float) -> list[str]:
+        """For a sum too long to show whole: its LARGEST terms by size, first, with their place, and the total."""
+        if len(products) <= ABBREVIATE_OVER:
+            return []
+        order = sorted(range(len(products)), key=lambda k: -abs(products[k]))[:LARGEST]
+        top = "; ".join(f"[{k + 1}] {shown[k]} = {approx(products[k])}" for k in order)
+        return [msg("explain.largest", count=len(order), terms=len(products), top=top, total=approx(total))]
 
 
 # Steps 1-3: inputs, weights, queries, keys and values -------------------------------------------------------------

@@ -17,6 +17,7 @@ import torch
 from pandas.io.formats.style import Styler
 
 from . import numbers
+from .case import MAX_D
 from .core import AXES, Trace
 from .explain import Cells
 from .i18n import text
@@ -37,9 +38,22 @@ DIVERGING = "RdBu"
 TOKEN_KINDS = {"token", "query", "key"}
 
 
-def labels(trace: Trace, kind: str, size: int) -> list[str]:
-    """Axis labels, as typed: the first `size` tokens for token axes, 1..size otherwise (heatmap() escapes them)."""
-    return list(trace.case.tokens[:size]) if kind in TOKEN_KINDS else [str(i + 1) for i in range(size)]
+def labels(trace: Trace, kind: str, size: int, lang: str = "en") -> list[str]:
+    """Axis labels, as typed: the first `size` tokens for token axes, 1..size otherwise (heatmap() escapes them);
+    a bias feature (x's last column of ones, the weights' last row: a real encoder's biases) says so."""
+    if kind in TOKEN_KINDS:
+        return list(trace.case.tokens[:size])
+    out = [str(i + 1) for i in range(size)]
+    if kind == "feature" and size == trace.case.d_in and bias_feature(trace):
+        out[-1] = text(lang, "axis.bias")
+    return out
+
+
+def bias_feature(trace: Trace) -> bool:
+    """Whether x's last feature is the ones column of a real model's biases (models.py: MiniLM's q/k/v biases as
+    the weights' last row): a case wider than a hand-made one may be (64), whose last column is all ones."""
+    case = trace.case
+    return case.d_in > MAX_D and all(row[-1] == 1 for row in case.x)
 
 
 def axis(lang: str, kind: str) -> str:
@@ -242,8 +256,8 @@ def tensor_heatmap(
     row_kind, col_kind = AXES[name]
     return heatmap(
         matrix,
-        labels(trace, row_kind, matrix.shape[0]),
-        labels(trace, col_kind, matrix.shape[1]),
+        labels(trace, row_kind, matrix.shape[0], lang),
+        labels(trace, col_kind, matrix.shape[1], lang),
         row_kind,
         col_kind,
         name if title is None else title,
@@ -320,12 +334,12 @@ def table(
     round-trip and a masked score as −∞; None when it is too big to read."""
     matrix = tensor(trace, name, head)
     row_kind, col_kind = AXES[name]
-    index = labels(trace, row_kind, matrix.shape[0])
+    index = labels(trace, row_kind, matrix.shape[0], lang)
     if rows is not None:
         matrix, index = matrix[rows], [index[i] for i in rows]
     if matrix.numel() > TABLE_MAX_CELLS:
         return None
-    columns = labels(trace, col_kind, matrix.shape[1])
+    columns = labels(trace, col_kind, matrix.shape[1], lang)
     index = pd.Index(index, name=axis(lang, row_kind))  # the row labels' header: a screen reader names the column
     shortest = numbers.short_float32 if matrix.dtype == torch.float32 else float
     cells = [[shortest(v) if math.isfinite(v) else v for v in row] for row in matrix.tolist()]

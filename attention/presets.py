@@ -15,7 +15,7 @@ ARTICLE_W_QUERY = ((1, 0, 1), (1, 0, 0), (0, 0, 1), (0, 1, 1))
 ARTICLE_W_VALUE = ((0, 2, 0), (0, 3, 0), (1, 0, 3), (1, 1, 0))
 ARTICLE_ROUNDED_WEIGHTS = ((0.0, 0.5, 0.5), (0.0, 1.0, 0.0), (0.0, 0.9, 0.1))  # "for readability"
 
-PRESETS = ("article", "random")
+PRESETS = ("article", "random", "real")  # real: a real model's head on a sentence (attention/app/realcase.py)
 
 
 def article() -> Case:

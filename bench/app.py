@@ -67,6 +67,44 @@ def go_big(at) -> None:
     assert (at.session_state["session"].case.n, at.session_state["session"].case.d_in) == (N, D)
 
 
+def edit_ms(at) -> float:
+    """Median of edits at the article's size on the walkthrough: x's second row, first column, back and forth."""
+    from tests.apptest import edit  # the matrix editor's own message, as AppTest can send it
+
+    times = []
+    for i in range(RERUNS):
+        start = time.perf_counter()
+        ok(edit(at, "x", 1, "1", 2.0 + i % 2))
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def switch_ms(at, key: str, values: tuple[int, int]) -> float:
+    """Median of switches of a real model's layer or head (its widget), back and forth, on the walkthrough."""
+    times = []
+    for i in range(RERUNS):
+        start = time.perf_counter()
+        ok(at.number_input(key=key).set_value(values[i % 2]).run())
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def real_rows(say) -> None:
+    """Switching layer or head of a loaded real model (SmolLM2: 10 tokens × 576) against an edit at the article's
+    size, both on the walkthrough, in this run (the target: within 2×)."""
+    from attention import models
+
+    if models.missing("smollm2"):
+        return print("real model rows skipped: the model packages are not installed", file=sys.stderr)
+    at = session(APP)
+    visit(at, "walkthrough")
+    edit = edit_ms(at)
+    ok(at.selectbox(key="preset").set_value("real").run())  # loads SmolLM2 once (not timed)
+    for what, key, values in (("head", "real_head", (3, 4)), ("layer", "real_layer", (2, 3))):
+        say((f"switch of a real model's {what} (SmolLM2) against an edit at the article's size", switch_ms(at, key,
+            values), edit, "ms", 2))  # fmt: skip
+
+
 def child(kind: str, path: str | None) -> None:
     if kind == "cold":
         session(path)
@@ -97,7 +135,10 @@ def spawn(kind: str, path: str | None = None) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)  # internal: one cold start or peak, fresh
+    parser.add_argument("--real", action="store_true", help="only the real model's rows, printed (app.md is kept)")
     args = parser.parse_args()
+    if args.real:
+        return real_rows(print)
     if args.child:
         kind, *path = args.child
         return child(kind, path[0] if path else None)
@@ -134,6 +175,7 @@ def main() -> None:
         small[row] = rerun_ms(at)
         say((f"rerun · {row}", small[row], floor_ms, "ms", 3 if row == "walkthrough" else None))
     say(("rerun · walkthrough against the frame alone (not a target)", small["walkthrough"], frame_ms, "ms", None))
+    real_rows(say)
     go_big(at)
     for row in small:
         visit(at, row)

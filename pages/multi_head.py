@@ -18,13 +18,18 @@ def multi_head(trace: Trace) -> None:
     editors.w_out_switch(session.current())
     if h == 1:
         st.info(t("multi_head.one_head"))
+    g, d_key = case.options.kv_heads or h, len(case.w_key[0])  # grouped-query attention: g key/value heads
+    keys = f"({case.n}, {d_key}) | ({g}, {case.n}, {d_key // g})"
+    qk = f"| `queries`, `keys` | ({case.n}, {case.d_k}) | ({h}, {case.n}, {case.d_k // h}) |"
+    if g != h:
+        qk = f"| `queries` | ({case.n}, {case.d_k}) | ({h}, {case.n}, {case.d_k // h}) |\n| `keys` | {keys} |"
     st.markdown(
         f"""
 | {t("multi_head.tensor")} | {t("multi_head.shape")} | {t("multi_head.per_head")} |
 |---|---|---|
-| `queries`, `keys` | ({case.n}, {case.d_k}) | ({h}, {case.n}, {case.d_k // h}) |
-| `values` | ({case.n}, {case.d_v}) | ({h}, {case.n}, {case.d_v // h}) |
-| `concat` | ({case.n}, {case.d_v}) | {t("multi_head.side_by_side")} |
+{qk}
+| `values` | ({case.n}, {case.d_v}) | ({g}, {case.n}, {case.d_v // g}) |
+| `concat` | ({case.n}, {h * (case.d_v // g)}) | {t("multi_head.side_by_side")} |
 | `outputs` | {tuple(trace.outputs.shape)} | {t("multi_head.projected")} |
 """
     )

@@ -403,7 +403,7 @@ def test_every_page_renders_in_chinese():
         assert not at.error, (page, [e.value for e in at.error])
     labels = [w.label for w in at.sidebar.selectbox]
     assert labels[:3] == ["语言 · Language", "预设", "缩放"]
-    assert at.selectbox(key="preset").options == ["文章示例", "随机"]
+    assert at.selectbox(key="preset").options == ["文章示例", "随机", "真实模型"]
     assert at.number_input(key="temperature").label == "温度"
     assert any("与 PyTorch 的 scaled_dot_product_attention 一致" in c.value for c in at.caption)
     at.switch_page("pages/walkthrough.py").run()

@@ -11,6 +11,7 @@ from .. import core, oracles
 from ..case import Case, with_options
 from ..core import Trace, attend
 from ..i18n import clip, msg
+from . import realcase
 from .state import Session
 
 BIG = 32 * 2**20  # bytes of a trace past which the memory of the traces already dropped is freed first
@@ -79,3 +80,17 @@ def check(session: Session, trace: Trace) -> oracles.Check:
     """Whether the trace (with the exact softmax) agrees with PyTorch's attention, kept while the case is."""
     twin = exact(session, trace)
     return session.derived.get(("check", twin.case), lambda: oracles.check(twin.case, twin.outputs))
+
+
+def model_check(session: Session, trace: Trace) -> oracles.Check | None:
+    """While the case is a real model's head: whether the eight steps agree with the model's own output of that
+    head (its forward pass, attention/models.py); None for any other case."""
+    own = realcase.model_output(session)
+    if own is None:
+        return None
+
+    def make() -> oracles.Check:
+        difference = (trace.outputs.detach().cpu().double() - own.double()).abs().max().item()
+        return oracles.Check(session.real.choice.title(), difference, difference <= realcase.AGREES_WITHIN)
+
+    return session.derived.get(("model check", trace.case), make)

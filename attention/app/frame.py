@@ -12,7 +12,7 @@ import streamlit as st
 
 from ..core import Trace
 from ..i18n import msg, render
-from . import compute, editors, navigation, questions, reconnect, session, share, sidebar
+from . import compute, editors, navigation, questions, real, reconnect, session, share, sidebar
 from .language import t
 from .pages import PAGES
 from .state import Session
@@ -37,6 +37,7 @@ def run(pages: list | None = None) -> None:
     first_run = session.current() is None
     s = session.started()
     sidebar.read(s)  # the widgets' and editors' new values, before any widget is drawn
+    real.read(s)
     editors.read(s)
     questions.answer(s)  # a question's link from the overview
     trace = compute.current(s)
@@ -80,15 +81,17 @@ def banners(s: Session, trace: Trace) -> None:
     for notice in notices:
         st.warning(plain(render(lang, notice)), icon=":material/info:")
     row = st.container(horizontal=True, wrap=False, vertical_alignment="center", height=STATUS_PX, border=False)
-    check = compute.check(s, trace)
+    model = compute.model_check(s, trace)  # a real model's head: checked against the model's own output
+    check, kind = (compute.check(s, trace), "verify") if model is None else (model, "verify_model")
     where = "" if trace.device == "cpu" else t("verify.computed_on", device=trace.device)
     note = "" if compute.exact(s, trace) is trace else t("verify.exact_note")
-    said = {"oracle": check.oracle, "difference": check.difference, "note": note, "where": where}
+    oracle = check.oracle if model is None else render(lang, check.oracle)
+    said = {"oracle": oracle, "difference": check.difference, "note": note, "where": where}
     if check.agrees:
-        badge = row.popover(t("verify.badge"), icon=":material/verified:", key="check", width=BADGE_PX)
-        badge.caption(t("verify.agrees", **said))
+        badge = row.popover(t(f"{kind}.badge"), icon=":material/verified:", key="check", width=BADGE_PX)
+        badge.caption(t(f"{kind}.agrees", **said))
     else:
-        row.error(t("verify.differs", **said))
+        row.error(t(f"{kind}.differs", **said))
     if s.error is not None:
         row.error(t("error.last_valid", error=plain(render(lang, s.error.message))), icon="⚠️")
     elif s.rounding is not None:  # the rounded softmax is chosen but would be wrong here: say so, and the way back

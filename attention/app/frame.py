@@ -12,7 +12,7 @@ import streamlit as st
 
 from ..core import Trace
 from ..i18n import msg, render
-from . import compute, editors, navigation, questions, real, reconnect, session, share, sidebar
+from . import compute, editors, navigation, process, questions, real, reconnect, session, share, sidebar
 from .language import t
 from .pages import PAGES
 from .state import Session
@@ -29,6 +29,7 @@ STATUS_PX = 76  # the status row's height: a badge, or a message of up to two li
 BADGE_PX = 230  # the check's badge and the way back to the article: their labels whole, in either language
 _run = threading.local()  # whether this thread is inside run(): each session's script runs in a thread of its own
 LIVE = {p.url_path for p in PAGES if p.live}  # pages that draw the banners in their own fragment (live.py)
+process.settle()  # once a process: this module is imported by its first run
 
 
 def run(pages: list | None = None) -> None:

@@ -14,7 +14,6 @@ import pandas as pd
 import plotly.colors
 import plotly.graph_objects as go
 import torch
-from pandas.io.formats.style import Styler
 
 from . import numbers
 from .case import MAX_D
@@ -265,6 +264,16 @@ def tensor_heatmap(
     )
 
 
+def difference_heatmap(trace: Trace, other: Trace, name: str, title: str, lang: str = "en") -> go.Figure:
+    """A recorded tensor of one trace less the same tensor of another (the article's rounding against the exact)."""
+    row_kind, col_kind = AXES[name]
+    rows, cols = trace[name].shape
+    difference = trace[name] - other[name]
+    return heatmap(
+        difference, labels(trace, row_kind, rows), labels(trace, col_kind, cols), row_kind, col_kind, title, lang
+    )
+
+
 WEIGHTED_MAX_ROWS = 1024  # (key, query) rows drawn at once: past that, the first keys only
 
 
@@ -329,9 +338,11 @@ def weighted_heatmap(trace: Trace, head: int | None = None, lang: str = "en") ->
 
 def table(
     trace: Trace, name: str, head: int | None = None, rows: list[int] | None = None, lang: str = "en"
-) -> Styler | None:
-    """A recorded 2-D tensor (or some of its rows) as a table with the same labels, numbers as short as they
-    round-trip and a masked score as −∞; None when it is too big to read."""
+) -> pd.DataFrame | None:
+    """A recorded 2-D tensor (or some of its rows) as a table with the same labels, each number written as short as
+    it reads back (its own float32 or float64 value) and a masked score as −∞; None when it is too big to read.
+    The cells are the written numbers (text): a Styler's formatting of each cell cost more than all the rest of a
+    rerun at n = 64 (bench/profile.md)."""
     matrix = tensor(trace, name, head)
     row_kind, col_kind = AXES[name]
     index = labels(trace, row_kind, matrix.shape[0], lang)
@@ -341,13 +352,13 @@ def table(
         return None
     columns = labels(trace, col_kind, matrix.shape[1], lang)
     index = pd.Index(index, name=axis(lang, row_kind))  # the row labels' header: a screen reader names the column
-    shortest = numbers.short_float32 if matrix.dtype == torch.float32 else float
-    cells = [[shortest(v) if math.isfinite(v) else v for v in row] for row in matrix.tolist()]
-    return pd.DataFrame(cells, index=index, columns=columns, dtype="float64").style.format(_table_number)
+    float32 = matrix.dtype == torch.float32
+    cells = [[_table_number(numbers.shortest(v, float32)) for v in row] for row in matrix.tolist()]
+    return pd.DataFrame(cells, index=index, columns=columns, dtype=object)
 
 
 def _table_number(v: float) -> str:
-    """A table's number as short as it reads back (its own float32 or float64 value); a masked score as −∞."""
+    """A table's number as written by hand, with the keyboard's minus; a masked score as −∞."""
     return "−∞" if v == -math.inf else numbers.written(v).replace("−", "-")
 
 

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from attention import available_devices, figures, gpu_unavailable_reason
-from attention.app import compute, frame, session
+from attention.app import charts, compute, frame, session
 from attention.app.language import lang, t
 from attention.i18n import render
 
@@ -35,6 +35,6 @@ if len(traces) > 1:
     for column, (name, other) in zip(st.columns(len(traces)), traces.items(), strict=True):
         column.caption(name)
         if (numbers := figures.table(other, "outputs", lang=lang())) is not None:
-            column.dataframe(numbers, key=f"table_outputs_{name}")
+            charts.numbers(numbers, f"table_outputs_{name}", where=column)
         if name != "cpu":
             column.write(t("devices.difference", difference=(other.outputs - cpu).abs().max().item()))

@@ -6,7 +6,7 @@ import streamlit as st
 from attention import figures
 from attention.app import charts, editors, frame, live, session
 from attention.app.explain import go_explain
-from attention.app.language import lang, t
+from attention.app.language import t
 from attention.core import Trace
 
 
@@ -22,9 +22,9 @@ def inputs(trace: Trace) -> None:
     if cell := charts.chart(outputs, "chart_outputs", where=right, clickable=True):
         go_explain(trace, "outputs", None, cell)  # a click on a cell: its explanation
     # Up to 16 × 16 the numbers are in the heatmap's cells (and its text version): a table only past that
-    numbers = figures.table(trace, "outputs", lang=lang()) if max(trace.outputs.shape) > figures.TEXT_MAX_SIDE else None
+    numbers = charts.table(trace, "outputs") if max(trace.outputs.shape) > figures.TEXT_MAX_SIDE else None
     if numbers is not None:
-        right.dataframe(numbers, key="table_outputs")
+        charts.numbers(numbers, "table_outputs", where=right)
     for column, name in zip(st.columns(3), ("w_query", "w_key", "w_value"), strict=True):
         with column:
             editors.matrix_editor(s, name, t("inputs.weight", name=name))

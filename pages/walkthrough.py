@@ -1,62 +1,62 @@
-"""Walkthrough page: the eight steps one at a time, each with its formula, its code and its tensors."""
+"""Walkthrough page: the eight steps one at a time, each with its formula, its code and its tensors; a live page
+(a step change or a click reruns it alone, not the sidebar)."""
 
 import streamlit as st
 
 from attention import figures, script, teach
-from attention.app import charts, compute, frame, pickers, session
+from attention.app import charts, compute, frame, live, pickers, session
 from attention.app.explain import go_explain
 from attention.app.language import lang, t
 from attention.app.text import plain, prose
-from attention.core import formula, step_names
+from attention.core import Trace, formula, step_names
 from attention.i18n import render
 
-trace = frame.trace()
-names, picked = step_names(trace.case), pickers.step_picker()
-step = trace.step(names[picked - 1])  # RoPE's too, for a case with it (3b)
 
-st.header(t("walkthrough.header", number=pickers.step_number(names, picked), title=t(f"step.{step.name}.title")))
-st.write(t(f"step.{step.name}.explanation"))
-st.latex(formula(step.name, trace.case, lang()))  # its words in the reader's language
-for number, why in enumerate(teach.whys(trace, step.name, lang())):  # the step's why, then its options'
-    st.markdown(f"**{t('why.label')}** · {prose(why)}" if number == 0 else prose(why))
-st.code(script.shown(trace.case, step.name), language="python", wrap_lines=True)  # the reader's code
-for note in step.notes:
-    if getattr(note, "key", None) != "note.override":  # the why above says it: the article rounds for readability
-        st.info(plain(render(lang(), note)))
-st.caption(t("editor.click_hint"))  # a click on a cell leads to its arithmetic on the Explain page
+def walkthrough(trace: Trace) -> None:
+    names, picked = step_names(trace.case), pickers.step_picker()
+    step = trace.step(names[picked - 1])  # RoPE's too, for a case with it (3b)
 
-has_head = any(trace.axes(name)[0] == "head" for name in step.tensors)
-head = pickers.head_picker(trace, "walkthrough_head") if has_head else None
-for name, tensor in step.tensors.items():
-    h = head if trace.axes(name)[0] == "head" else None
-    shape = " × ".join(map(str, tensor.shape))
-    dtype = str(tensor.dtype).removeprefix("torch.")
-    st.subheader(t("walkthrough.tensor", name=name, shape=shape, dtype=dtype, device=step.device))
-    if name == "weighted":
-        st.caption(t("walkthrough.weighted_rows"))
-        if cell := charts.chart(charts.figure(figures.weighted_heatmap, trace, h), f"chart_{name}", clickable=True):
-            go_explain(trace, name, h, cell)  # a click on a cell: its explanation
-        continue
-    chart, table = st.columns([3, 2])
-    figure = charts.figure(figures.tensor_heatmap, trace, name, h)
-    if cell := charts.chart(figure, f"chart_{name}", where=chart, clickable=True):
-        go_explain(trace, name, h, cell)
-    if (numbers := figures.table(trace, name, h, lang=lang())) is not None:
-        table.dataframe(numbers, key=f"table_{name}")
+    st.header(t("walkthrough.header", number=pickers.step_number(names, picked), title=t(f"step.{step.name}.title")))
+    st.write(t(f"step.{step.name}.explanation"))
+    st.latex(formula(step.name, trace.case, lang()))  # its words in the reader's language
+    for number, why in enumerate(teach.whys(trace, step.name, lang())):  # the step's why, then its options'
+        st.markdown(f"**{t('why.label')}** · {prose(why)}" if number == 0 else prose(why))
+    st.code(script.shown(trace.case, step.name), language="python", wrap_lines=True)  # the reader's code
+    for note in step.notes:
+        if getattr(note, "key", None) != "note.override":  # the why above says it: the article rounds for readability
+            st.info(plain(render(lang(), note)))
+    st.caption(t("editor.click_hint"))  # a click on a cell leads to its arithmetic on the Explain page
 
-if step.name in ("softmax", "outputs") and trace.case.options.weights_override is not None:
-    exact = compute.exact(session.current(), trace)
-    name = "weights" if step.name == "softmax" else "outputs"
-    st.subheader(t("walkthrough.rounding"))
-    left, right = st.columns(2)
-    exact_title = t("walkthrough.exact_title", name=name)
-    charts.chart(charts.figure(figures.tensor_heatmap, exact, name, title=exact_title), "chart_exact", where=left)
-    difference = figures.heatmap(
-        trace[name] - exact[name],
-        figures.labels(trace, "query", trace.case.n),
-        figures.labels(trace, figures.AXES[name][1], trace[name].shape[1]),
-        *figures.AXES[name],
-        title=t("walkthrough.difference_title", name=name),
-        lang=lang(),
-    )
-    charts.chart(difference, "chart_difference", where=right)
+    has_head = any(trace.axes(name)[0] == "head" for name in step.tensors)
+    head = pickers.head_picker(trace, "walkthrough_head") if has_head else None
+    for name, tensor in step.tensors.items():
+        h = head if trace.axes(name)[0] == "head" else None
+        shape = " × ".join(map(str, tensor.shape))
+        dtype = str(tensor.dtype).removeprefix("torch.")
+        st.subheader(t("walkthrough.tensor", name=name, shape=shape, dtype=dtype, device=step.device))
+        if name == "weighted":
+            st.caption(t("walkthrough.weighted_rows"))
+            if cell := charts.chart(charts.figure(figures.weighted_heatmap, trace, h), f"chart_{name}", clickable=True):
+                go_explain(trace, name, h, cell)  # a click on a cell: its explanation
+            continue
+        chart, table = st.columns([3, 2])
+        figure = charts.figure(figures.tensor_heatmap, trace, name, h)
+        if cell := charts.chart(figure, f"chart_{name}", where=chart, clickable=True):
+            go_explain(trace, name, h, cell)
+        if (numbers := charts.table(trace, name, h)) is not None:
+            charts.numbers(numbers, f"table_{name}", where=table)
+
+    if step.name in ("softmax", "outputs") and trace.case.options.weights_override is not None:
+        exact = compute.exact(session.current(), trace)
+        name = "weights" if step.name == "softmax" else "outputs"
+        st.subheader(t("walkthrough.rounding"))
+        left, right = st.columns(2)
+        exact_title = t("walkthrough.exact_title", name=name)
+        charts.chart(charts.figure(figures.tensor_heatmap, exact, name, title=exact_title), "chart_exact", where=left)
+        difference_title = t("walkthrough.difference_title", name=name)
+        difference = charts.figure(figures.difference_heatmap, trace, exact, name, title=difference_title)
+        charts.chart(difference, "chart_difference", where=right)
+
+
+frame.trace()  # (a page run outside the frame goes through it first)
+live.page(walkthrough)

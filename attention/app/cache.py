@@ -8,6 +8,7 @@ stays, and a new entry that cannot fit beside it is handed out without being kep
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from collections.abc import Callable, Hashable
 from typing import TypeVar
 
@@ -32,6 +33,7 @@ class Derived:
         self.budget, self.bytes = budget, 0
         self._items: dict[Hashable, tuple[object, int]] = {}
         self._pinned: Hashable | None = None
+        self.made: Counter[Hashable] = Counter()  # things made, by kind (a key's first part): what runs rebuild
 
     def get(self, key: Hashable, make: Callable[[], T], expected: int = 0) -> T:
         """The thing made of `key`: kept from before, or made now (and kept while the budget allows). `expected`,
@@ -41,6 +43,7 @@ class Derived:
             return self._items[key][0]
         self._make_room(expected, keep=key)
         value = make()
+        self.made[key[0] if isinstance(key, tuple) else key] += 1
         self._items[key] = (value, nbytes(value))
         self.bytes += self._items[key][1]
         self._make_room(0, keep=key)

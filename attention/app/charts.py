@@ -17,8 +17,10 @@ from .text import plain
 
 def figure(make: Callable[..., go.Figure], trace: Trace, *args, **kwargs) -> go.Figure:
     """make(trace, *args, **kwargs, lang=…), kept while the case and the language are the same: a rerun that
-    changes no number draws without rebuilding. Not to be changed afterwards (figures.highlight makes its own)."""
-    key = ("figure", make.__name__, trace.case, trace.device, args, tuple(sorted(kwargs.items())), lang())
+    changes no number draws without rebuilding (a trace among the arguments counts as its case). Not to be changed
+    afterwards (figures.highlight makes its own)."""
+    parts = tuple(a.case if isinstance(a, Trace) else a for a in args)
+    key = ("figure", make.__name__, trace.case, trace.device, parts, tuple(sorted(kwargs.items())), lang())
     return session.current().derived.get(key, lambda: make(trace, *args, **kwargs, lang=lang()))
 
 
@@ -30,7 +32,7 @@ def chart(fig: go.Figure, key: str, where=st, clickable: bool = False) -> tuple[
         "toImageButtonOptions": {"format": session.current().image_format, "filename": key.removeprefix("chart_")},
         "displaylogo": False,
     } | _plotly_locale()
-    title, summary, table = figures.describe(fig, lang(), label=table_label)
+    title, summary, table = _described(fig)
     box = where.container(gap=None) if clickable else where  # the chart and the component that hears its clicks
     box.plotly_chart(fig, key=key, width="stretch", config=config, alt=summary)
     picked = None
@@ -45,6 +47,26 @@ def chart(fig: go.Figure, key: str, where=st, clickable: bool = False) -> tuple[
         if table is not None:
             version.table(table, alt=t("a11y.table_alt", title=title, row_kind=table.index.name or ""))
     return picked
+
+
+def table(trace: Trace, name: str, head: int | None = None):
+    """figures.table of a recorded tensor, kept like a figure (a step shown again does not rebuild its tables)."""
+    key = ("table", trace.case, trace.device, name, head, lang())
+    return session.current().derived.get(key, lambda: figures.table(trace, name, head, lang=lang()))
+
+
+def numbers(table, key: str, where=st) -> None:
+    """A table of figures.table (numbers written as text) with its numbers right-aligned, as a column of numbers is."""
+    right = {column: st.column_config.TextColumn(alignment="right") for column in table.columns}
+    where.dataframe(table, key=key, column_config=right)
+
+
+def _described(fig: go.Figure) -> tuple:
+    """figures.describe(fig) in the reader's language, kept on the figure: a kept figure is described once."""
+    memo = fig.__dict__.setdefault("_described", {})
+    if lang() not in memo:
+        memo[lang()] = figures.describe(fig, lang(), label=table_label)
+    return memo[lang()]
 
 
 def table_label(label: str) -> str:

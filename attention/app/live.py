@@ -1,6 +1,6 @@
 """Live pages: a page's editors and everything that shows their numbers, its banners too, as one fragment, so that
-an edit (or a step of a drag) reruns that alone, not the sidebar and the frame around it (bench/browser.md: a
-third of a whole run in the browser). When an edit changes what the frame around shows, the whole app reruns."""
+an edit (or a step of a drag, or the walkthrough's next step) reruns that alone, not the sidebar and the frame around
+it (bench/server.md). When an edit changes what the frame around shows, the whole app reruns."""
 
 from __future__ import annotations
 
@@ -41,5 +41,6 @@ def _run(s: Session, body: Callable[[Trace], None]) -> None:
 
 def outside(s: Session) -> tuple:
     """What the frame around a live page shows that its editors can change: the sidebar's controls and sizes (a
-    file opened by a page's uploader), the language, and, while the share panel is open, the case it links to."""
-    return s.controls, s.generation, s.lang, s.case if st.session_state.get(SHARE_PANEL) else None
+    file opened by a page's uploader), the language, and, while the share panel is open, the case and step it links
+    to."""
+    return s.controls, s.generation, s.lang, (s.case, s.step) if st.session_state.get(SHARE_PANEL) else None

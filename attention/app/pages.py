@@ -22,7 +22,7 @@ class Page:
 
 PAGES = (
     Page("pages/overview.py", "page.overview", ":material/home:", ""),
-    Page("pages/walkthrough.py", "page.walkthrough", ":material/stairs:", "walkthrough"),
+    Page("pages/walkthrough.py", "page.walkthrough", ":material/stairs:", "walkthrough", live=True),
     Page("pages/inputs.py", "page.inputs", ":material/edit:", "inputs", live=True),
     Page("pages/broadcasting.py", "page.broadcasting", ":material/view_in_ar:", "broadcasting"),
     Page("pages/one_query.py", "page.one_query", ":material/my_location:", "one-query"),

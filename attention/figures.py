@@ -352,14 +352,14 @@ def table(
         return None
     columns = labels(trace, col_kind, matrix.shape[1], lang)
     index = pd.Index(index, name=axis(lang, row_kind))  # the row labels' header: a screen reader names the column
-    float32 = matrix.dtype == torch.float32
-    cells = [[_table_number(numbers.shortest(v, float32)) for v in row] for row in matrix.tolist()]
+    cells = [[_table_number(v) for v in row] for row in matrix.numpy()]
     return pd.DataFrame(cells, index=index, columns=columns, dtype=object)
 
 
-def _table_number(v: float) -> str:
-    """A table's number as written by hand, with the keyboard's minus; a masked score as −∞."""
-    return "−∞" if v == -math.inf else numbers.written(v).replace("−", "-")
+def _table_number(v: np.floating) -> str:
+    """A table's number as short as it reads back as its own float32 or float64 (numpy's str of it is that
+    shortest decimal: numbers.short_float32's, made in C), written by hand with the keyboard's minus; −∞ masked."""
+    return "−∞" if v == -math.inf else numbers.written(float(str(v))).replace("−", "-")
 
 
 def broadcast_panels(trace: Trace, key: int, head: int | None = None, lang: str = "en") -> dict[str, go.Figure]:

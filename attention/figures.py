@@ -422,9 +422,10 @@ def step_times(traces: dict[str, Trace], lang: str = "en") -> pd.DataFrame:
 DESCRIBE_MAX_CELLS = 256  # a text version lists every value up to this many cells; past it, a summary per row
 
 
-def describe(fig: go.Figure, lang: str = "en", label=str) -> tuple[str, str, pd.DataFrame | None]:
+def describe(fig: go.Figure, lang: str = "en", label=str, table: bool = True) -> tuple[str, str, pd.DataFrame | None]:
     """A heatmap in words for screen readers: its title; a summary (shape, axes, range, masked cells); its values as
-    a table, or past DESCRIBE_MAX_CELLS each row's range (None past DESCRIBE_MAX_CELLS rows too).
+    a table, or past DESCRIBE_MAX_CELLS each row's range (None past DESCRIBE_MAX_CELLS rows too, or without `table`:
+    the summary names the chart on every run, the table is made only when its text version is opened).
 
     `label` writes a row or column label (typed by the user) into the table. A big matrix drawn as an image carries
     its numbers' summary in layout.meta, since its numbers are not in the figure.
@@ -449,6 +450,8 @@ def describe(fig: go.Figure, lang: str = "en", label=str) -> tuple[str, str, pd.
     if stats["masked"]:
         summary.append(text(lang, "a11y.masked_count", count=stats["masked"], masked=masked))
     if z is not None and z.size <= DESCRIBE_MAX_CELLS:
+        if not table:
+            return title, " ".join(summary), None
         cells = [[masked if np.isnan(v) else numbers.cell(v) for v in row] for row in z]
         table = pd.DataFrame(cells, index=pd.Index(map(label, rows), name=row_kind), columns=list(map(label, cols)))
         return title, " ".join(summary), table
@@ -457,6 +460,8 @@ def describe(fig: go.Figure, lang: str = "en", label=str) -> tuple[str, str, pd.
         summary.append(text(lang, "a11y.summary_only", cells=cells))
         return title, " ".join(summary), None
     summary.append(text(lang, "a11y.per_row", cells=cells))
+    if not table:
+        return title, " ".join(summary), None
     per_row = {
         text(lang, "a11y.row_min"): [masked if v is None else numbers.cell(v) for v in stats["row_low"]],
         text(lang, "a11y.row_max"): [masked if v is None else numbers.cell(v) for v in stats["row_high"]],

@@ -32,7 +32,7 @@ def chart(fig: go.Figure, key: str, where=st, clickable: bool = False) -> tuple[
         "toImageButtonOptions": {"format": session.current().image_format, "filename": key.removeprefix("chart_")},
         "displaylogo": False,
     } | _plotly_locale()
-    title, summary, table = _described(fig)
+    title, summary, _ = _described(fig, table=False)
     box = where.container(gap=None) if clickable else where  # the chart and the component that hears its clicks
     box.plotly_chart(fig, key=key, width="stretch", config=config, alt=summary)
     picked = None
@@ -44,7 +44,7 @@ def chart(fig: go.Figure, key: str, where=st, clickable: bool = False) -> tuple[
     version = st.expander(t("a11y.text_version", title=title), key=f"{key}_text", on_change="rerun")
     if version.open:
         version.text(summary)  # plain text: labels are typed by the user
-        if table is not None:
+        if (table := _described(fig, table=True)[2]) is not None:
             version.table(table, alt=t("a11y.table_alt", title=title, row_kind=table.index.name or ""))
     return picked
 
@@ -61,12 +61,12 @@ def numbers(table, key: str, where=st) -> None:
     where.dataframe(table, key=key, column_config=right)
 
 
-def _described(fig: go.Figure) -> tuple:
+def _described(fig: go.Figure, table: bool) -> tuple:
     """figures.describe(fig) in the reader's language, kept on the figure: a kept figure is described once."""
-    memo = fig.__dict__.setdefault("_described", {})
-    if lang() not in memo:
-        memo[lang()] = figures.describe(fig, lang(), label=table_label)
-    return memo[lang()]
+    memo, key = fig.__dict__.setdefault("_described", {}), (lang(), table)
+    if key not in memo:
+        memo[key] = figures.describe(fig, lang(), label=table_label, table=table)
+    return memo[key]
 
 
 def table_label(label: str) -> str:

@@ -97,6 +97,9 @@ def heatmap(
             "margin": {"l": 10, "r": 10, "t": 90, "b": 10},
             "xaxis": {**axes[0], "side": "top", "automargin": True, "title": {"text": words["col"]}},
             "yaxis": {**axes[1], "autorange": "reversed", "automargin": True, "title": {"text": words["row"]}},
+            # Streamlit draws a chart in its own theme, over any template: Plotly's default one (7 KB of the 7.6 KB of a
+            # 3 × 3 heatmap) was copied and written out for every chart of every run (bench/profile.md)
+            "template": "none",
             "meta": {"rows": len(rows), "cols": len(cols), "image": image}
             | ({"stats": _stats(z, _unique(rows), _unique(cols))} if image else {}),  # for describe()
         },

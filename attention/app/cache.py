@@ -52,6 +52,8 @@ class Derived:
         return value
 
     def _make_room(self, more: int, keep: Hashable) -> None:
+        if self.bytes + more <= self.budget:
+            return
         for old in [k for k in self._items if k not in (keep, self._pinned)]:  # the least recently used first
             if self.bytes + more <= self.budget:
                 break
@@ -81,8 +83,8 @@ def nbytes(value: object) -> int:
         return _tensor_bytes([value])
     if isinstance(value, go.Figure):
         return sum(_figure_part(getattr(trace, name, None)) for trace in value.data for name in _FIGURE_ARRAYS)
-    if isinstance(value, pd.DataFrame):  # of numbers written as text (figures.table): ~60 bytes a short str
-        return int(value.memory_usage(deep=False).sum()) + 60 * value.size
+    if isinstance(value, pd.DataFrame):  # of numbers written as text (figures.table): a pointer and a short str
+        return 68 * value.size  # a cell (pandas' memory_usage costs more than the estimate is worth)
     if isinstance(value, str | bytes):
         return len(value)
     if isinstance(value, tuple | list):

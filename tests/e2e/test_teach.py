@@ -77,10 +77,10 @@ def test_a_masked_case_shows_minus_infinity_and_never_none(page: Page) -> None:
     from attention import parse_case
 
     open_page(page, f"/walkthrough?step=4&case={case_to_link(parse_case(MASKED_CASE))}")
-    # The tables draw on a canvas (−∞ there); their accessible copy holds the raw value, which reads as minus infinity
-    page.locator("[role=gridcell]", has_text="-Infinity").first.wait_for(state="attached")
+    # The tables draw on a canvas; their accessible copy holds the same text as the canvas: −∞ (minus infinity)
+    page.locator("[role=gridcell]", has_text="−∞").first.wait_for(state="attached")
     texts = page.locator("[role=gridcell]").all_text_contents()
-    assert "-Infinity" in texts and "None" not in texts, texts
+    assert "−∞" in texts and "None" not in texts and "-Infinity" not in texts, texts
     chart = page.locator(".js-plotly-plot").nth(1)  # scores: the masked one
     assert "−∞" in chart.locator("text").all_text_contents()
     for registered in PAGES:

@@ -101,6 +101,11 @@ class Case:
     def d_v(self) -> int:
         return len(self.w_value[0])
 
+    @property
+    def d_head(self) -> int:
+        """A query (and key) head's width: d_k split over the heads."""
+        return self.d_k // self.options.heads
+
 
 def default_tokens(n: int) -> tuple[str, ...]:
     return tuple(f"Input {i + 1}" for i in range(n))

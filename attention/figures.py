@@ -307,7 +307,7 @@ def _key_query(n_q: int, row: int) -> tuple[int, int]:
 def _own_shape(trace: Trace, name: str) -> tuple[int, ...]:
     """A recorded tensor's shape without its head axis (see Trace.axes)."""
     shape = tuple(trace[name].shape)
-    return shape[1:] if trace.axes(name)[0] == "head" else shape
+    return shape[1:] if trace.has_head(name) else shape
 
 
 def weighted_heatmap(trace: Trace, head: int | None = None, lang: str = "en") -> go.Figure:

@@ -20,9 +20,9 @@ def multi_head(trace: Trace) -> None:
         st.info(t("multi_head.one_head"))
     g, d_key = case.options.kv_heads or h, len(case.w_key[0])  # grouped-query attention: g key/value heads
     keys = f"({case.n}, {d_key}) | ({g}, {case.n}, {d_key // g})"
-    qk = f"| `queries`, `keys` | ({case.n}, {case.d_k}) | ({h}, {case.n}, {case.d_k // h}) |"
+    qk = f"| `queries`, `keys` | ({case.n}, {case.d_k}) | ({h}, {case.n}, {case.d_head}) |"
     if g != h:
-        qk = f"| `queries` | ({case.n}, {case.d_k}) | ({h}, {case.n}, {case.d_k // h}) |\n| `keys` | {keys} |"
+        qk = f"| `queries` | ({case.n}, {case.d_k}) | ({h}, {case.n}, {case.d_head}) |\n| `keys` | {keys} |"
     st.markdown(
         f"""
 | {t("multi_head.tensor")} | {t("multi_head.shape")} | {t("multi_head.per_head")} |

@@ -25,10 +25,10 @@ for note in step.notes:
         st.info(plain(render(lang(), note)))
 st.caption(t("editor.click_hint"))  # a click on a cell leads to its arithmetic on the Explain page
 
-has_head = any(trace.axes(name)[0] == "head" for name in step.tensors)
+has_head = any(trace.has_head(name) for name in step.tensors)
 head = pickers.head_picker(trace, "walkthrough_head") if has_head else None
 for name, tensor in step.tensors.items():
-    h = head if trace.axes(name)[0] == "head" else None
+    h = head if trace.has_head(name) else None
     shape = " × ".join(map(str, tensor.shape))
     dtype = str(tensor.dtype).removeprefix("torch.")
     st.subheader(t("walkthrough.tensor", name=name, shape=shape, dtype=dtype, device=step.device))

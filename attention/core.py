@@ -81,6 +81,14 @@ def step_of(case: Case, said: str) -> str | None:
     return None
 
 
+def step_near(case: Case, name: str, by: int = 0, wrap: bool = False) -> str:
+    """The case's step `by` steps from `name` (one it lacks, RoPE after a case with it, counts as the step it is part
+    of): at the ends it stays, or with `wrap` goes round from the last to the first."""
+    names = step_names(case)
+    here = names.index(name) if name in names else names.index("qkv") if name == ROPE else 0
+    return names[(here + by) % len(names) if wrap else min(len(names) - 1, max(0, here + by))]
+
+
 @dataclass(frozen=True)
 class Step:
     """One step of the walkthrough: what it is, the code that ran, and the tensors it made (on the CPU)."""

@@ -7,14 +7,13 @@ from attention.app import charts, compute, frame, pickers, session
 from attention.app.explain import go_explain
 from attention.app.language import lang, t
 from attention.app.text import plain, prose
-from attention.core import formula, step_names
+from attention.core import formula
 from attention.i18n import render
 
 trace = frame.trace()
-names, picked = step_names(trace.case), pickers.step_picker()
-step = trace.step(names[picked - 1])  # RoPE's too, for a case with it (3b)
+step = trace.step(pickers.step_picker(trace))  # RoPE's too, for a case with it (3b)
 
-st.header(t("walkthrough.header", number=pickers.step_number(names, picked), title=t(f"step.{step.name}.title")))
+st.header(t("walkthrough.header", number=step.label, title=t(f"step.{step.name}.title")))
 st.write(t(f"step.{step.name}.explanation"))
 st.latex(formula(step.name, trace.case, lang()))  # its words in the reader's language
 for number, why in enumerate(teach.whys(trace, step.name, lang())):  # the step's why, then its options'

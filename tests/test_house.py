@@ -35,11 +35,11 @@ def layer(path: Path) -> str:
     return "figures" if relative == Path("attention/figures.py") else "core"
 
 
-def imports(path: Path, package: str | None = None) -> list[tuple[str, int]]:
+def imports(path: Path, package: str | None = None, nodes: list | None = None) -> list[tuple[str, int]]:
     """(the module imported, its line): relative imports resolved against the file's package (attention.…)."""
     package = package or ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
     out = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(path.read_text())) if nodes is None else nodes:
         if isinstance(node, ast.Import):
             out += [(alias.name, node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -125,3 +125,91 @@ def test_the_page_registry_is_the_one_list_of_pages():
     for path in [ROOT / "app.py", ROOT / "tests" / "apptest.py", ROOT / "bench" / "app.py"]:
         text = path.read_text()
         assert "pages/walkthrough.py" not in text and '"walkthrough",' not in text, f"{path.name} lists pages itself"
+
+
+def runtime_imports(path: Path, package: str | None = None) -> list[str]:
+    """The project's modules a file imports when it runs, deferred ones inside functions too; not those under
+    `if TYPE_CHECKING:` (read by type checkers alone)."""
+    tree = ast.parse(path.read_text())
+    hidden = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for child in node.body
+        for inner in ast.walk(child)
+    }
+    kept = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom) and id(n) not in hidden]
+    return [module for module, _ in imports(path, package, kept) if module.startswith("attention.app")]
+
+
+def module_of(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import circle of the graph (module -> the modules it imports), each once, from its first module."""
+    found, done = [], set()
+
+    def visit(module: str, path: list[str]) -> None:
+        for other in sorted(graph.get(module, ())):
+            if other in path:
+                circle = path[path.index(other) :]
+                if frozenset(circle) not in done:
+                    done.add(frozenset(circle))
+                    found.append([*circle, other])
+            elif other not in checked:
+                visit(other, [*path, other])
+        checked.add(module)
+
+    checked: set[str] = set()
+    for module in sorted(graph):
+        visit(module, [module])
+    return found
+
+
+def app_graph() -> dict[str, set[str]]:
+    """The Streamlit side's imports: a module imports a package's __init__ too when it imports something in it."""
+    graph = {}
+    for path in sorted(ROOT.glob("attention/app/**/*.py")):
+        found = set()
+        for module in runtime_imports(path):
+            while module not in {module_of(p) for p in ROOT.glob("attention/app/**/*.py")} and "." in module:
+                module = module.rsplit(".", 1)[0]  # a name imported from a module: the module
+            found.add(module)
+        graph[module_of(path)] = found - {module_of(path)}
+    return graph
+
+
+def test_the_streamlit_side_has_no_import_circle():
+    assert circles(app_graph()) == []
+
+
+def test_the_circle_check_finds_a_circle_hidden_by_a_deferred_import(tmp_path):
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    module = tmp_path / "loader.py"
+    module.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .state import S\n"
+                      "def f():\n    from .language import lang\n")  # fmt: skip
+    assert runtime_imports(module, package="attention.app") == ["attention.app.language"]
+
+
+# Who may ask which origin or model a case has: the origins and the models themselves (and their own room).
+ASKERS = {"attention/models.py", "attention/app/model_room.py", "tests"}
+ASKING = ("isinstance(", '== "real"', "== 'real'", '"smollm2"', '"minilm"', "spec.name ==", "ModelHead", "is_real")
+
+
+def test_no_file_outside_the_origins_and_models_asks_which_it_is():
+    asking = []
+    for path in SOURCES:
+        name = path.relative_to(ROOT).as_posix()
+        if name in ASKERS or name.startswith(("attention/app/origins/", "attention/models/")):
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            words = [w for w in ASKING if w in line and not (w == "isinstance(" and _plain_type(line))]
+            asking += [f"{name}:{number}: {line.strip()}" for _ in words[:1]]
+    assert not asking, asking
+
+
+def _plain_type(line: str) -> bool:
+    """An isinstance that asks for a value's plain type (a str, a tuple, a Message), not an origin's kind."""
+    return "origin" not in line.lower() and "source" not in line and "Model" not in line

@@ -127,11 +127,11 @@ def test_a_value_no_widget_can_hold_is_refused_with_a_notice(session, name, valu
 def test_a_link_restores_case_step_and_language_and_bad_parts_are_refused(session):
     case = with_options(random_case(4, 3, 2, 2, seed=1), temperature=2.0)
     session.open_link({"case": case_to_link(case), "step": "6", "lang": "zh"})
-    assert (session.case, session.step, session.lang, session.notices) == (case, 6, "zh", [])
+    assert (session.case, session.step, session.lang, session.notices) == (case, "weighted", "zh", [])  # an old 6
     assert session.controls.temperature == 2.0 and session.controls.n == 4
     fresh = Session.start()
     fresh.open_link({"case": "garbage", "step": "9", "lang": "xx"})
-    assert fresh.case == article() and fresh.step == 1 and fresh.lang == "en"
+    assert fresh.case == article() and fresh.step == "inputs" and fresh.lang == "en"
     assert [n.key for n in fresh.notices] == ["notice.link_refused", "notice.bad_step", "notice.bad_lang"]
 
 
@@ -170,11 +170,20 @@ def test_w_out_comes_and_goes(session):
     assert session.case.options.w_out is None
 
 
-def test_the_step_stays_within_the_walkthrough(session):
-    session.go_to(99)
-    assert session.step == 8
-    session.go_to(0)
-    assert session.step == 1
+def test_the_step_stays_within_the_walkthrough_by_name(session):
+    session.go_to("repeat", by=3)
+    assert session.step == "repeat"
+    session.go_to("inputs", by=-1)
+    assert session.step == "inputs"
+    session.go_to("repeat", by=1, wrap=True)  # the player: after the last, the first
+    assert session.step == "inputs"
+    session.go_to("rope")  # a step the article lacks: the step it is part of
+    assert session.step == "qkv"
+    session.open_link({"step": "scores"})
+    assert session.step == "scores" and not session.notices
+    session.load(random_case(3, 4, 4, 4, seed=1, rope_base=100.0))
+    session.go_to("qkv", by=1)
+    assert session.step == "rope"
 
 
 def test_the_rounded_softmax_is_used_only_where_it_fits_and_one_step_leads_back(session):

@@ -20,6 +20,7 @@ from ..case import (
     Case,
 )
 from ..i18n import excerpt
+from .origins import PRESETS
 
 Grid = tuple[tuple[object, ...], ...]  # rows of cells as typed: numbers, or whatever a client sent
 NUMBERS = ("x", "w_query", "w_key", "w_value")  # the case's own matrices; the other grids are options
@@ -36,7 +37,7 @@ MAX_SEED = 2**31 - 1
 class Controls:
     """The sidebar's choices, each held by a widget of the same name."""
 
-    preset: str = "article"  # presets.PRESETS
+    preset: str = "article"  # origins.PRESETS: which kind of origin the sidebar makes
     seed: int = 0  # the random preset's, and random new cells' after a resize
     n: int = 3
     d_in: int = 4
@@ -85,7 +86,7 @@ def allowed(name: str, value: object) -> bool:
         return isinstance(value, bool)
     if name == "device":
         return isinstance(value, str) and DEVICE_PATTERN.fullmatch(value) is not None
-    choices = {"preset": presets.PRESETS, "fill": FILLS, "scale": SCALES, "dtype": DTYPES}
+    choices = {"preset": PRESETS, "fill": FILLS, "scale": SCALES, "dtype": DTYPES}
     choices["mask"] = MASKS  # custom: the inputs' own matrix (a loaded case's, or the causal one to edit)
     return name in choices and value in choices[name]
 
@@ -169,6 +170,11 @@ def causal(n: int) -> Grid:
     share two floats (a million of them at n = 1024 would be 24 MB of their own)."""
     one, zero = 1.0, 0.0
     return tuple(tuple(one if j <= i else zero for j in range(n)) for i in range(n))
+
+
+def identity(d: int) -> Grid:
+    """The d × d identity: where w_out starts, changing nothing."""
+    return tuple(tuple(float(i == j) for j in range(d)) for i in range(d))
 
 
 def typed(value: object) -> object:

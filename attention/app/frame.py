@@ -12,7 +12,7 @@ import streamlit as st
 
 from ..core import Trace
 from ..i18n import msg, render
-from . import compute, editors, navigation, questions, real, reconnect, session, share, sidebar
+from . import compute, editors, navigation, questions, reconnect, session, share, sidebar
 from .language import t
 from .pages import PAGES
 from .state import Session
@@ -36,8 +36,7 @@ def run(pages: list | None = None) -> None:
     of `pages`: a benchmark's frame around an empty page)."""
     first_run = session.current() is None
     s = session.started()
-    sidebar.read(s)  # the widgets' and editors' new values, before any widget is drawn
-    real.read(s)
+    sidebar.read(s)  # the widgets' (and the origin's room's) and editors' new values, before any widget is drawn
     editors.read(s)
     questions.answer(s)  # a question's link from the overview
     trace = compute.current(s)
@@ -81,12 +80,11 @@ def banners(s: Session, trace: Trace) -> None:
     for notice in notices:
         st.warning(plain(render(lang, notice)), icon=":material/info:")
     row = st.container(horizontal=True, wrap=False, vertical_alignment="center", height=STATUS_PX, border=False)
-    model = compute.model_check(s, trace)  # a real model's head: checked against the model's own output
-    check, kind = (compute.check(s, trace), "verify") if model is None else (model, "verify_model")
+    own = compute.origin_check(s, trace)  # a model's head: checked against the model's own output instead
+    check, kind = (compute.check(s, trace), "verify") if own is None else (own, s.origin.verify)
     where = "" if trace.device == "cpu" else t("verify.computed_on", device=trace.device)
     note = "" if compute.exact(s, trace) is trace else t("verify.exact_note")
-    oracle = check.oracle if model is None else render(lang, check.oracle)
-    said = {"oracle": oracle, "difference": check.difference, "note": note, "where": where}
+    said = {"oracle": render(lang, check.oracle), "difference": check.difference, "note": note, "where": where}
     if check.agrees:
         badge = row.popover(t(f"{kind}.badge"), icon=":material/verified:", key="check", width=BADGE_PX)
         badge.caption(t(f"{kind}.agrees", **said))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..core import STEP_NAMES, Trace
+from ..core import Trace
 from . import explain
 from .language import t
 from .state import Session
@@ -45,7 +45,7 @@ def answer(session: Session) -> None:
         explain.pick("outputs", (_output_row(case.n), min(1, d_out - 1)))  # the article's output 3: its 7.8
     elif ask == "causal":
         session.choose(mask="causal")
-        session.go_to(STEP_NAMES.index("outputs") + 1)
+        session.go_to("outputs")  # step 7 by its name: on a RoPE case too, where it is the 8th of nine
 
 
 def _score_cell(n: int) -> tuple[int, int]:

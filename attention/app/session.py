@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ..i18n import language_for
-from . import realcase, weights
+from . import loaded, origins
 from .state import Session
 
 KEY = "session"
@@ -20,7 +20,7 @@ def started() -> Session:
     """The session model, made on the tab's first run from the article, the browser's language and the link."""
     if KEY not in st.session_state:
         session = Session.start(language_for(st.context.locale))
-        session.loader = weights.model  # the real models' weights, shared by the server's sessions
-        session.open_link({k: st.query_params.get(k) for k in ("case", "step", "lang", *realcase.LINK)})
+        session.loader = lambda name: loaded.model(name, session.lang)  # shared by the server's sessions
+        session.open_link({k: st.query_params.get(k) for k in ("step", "lang", *origins.PARAMS)})
         st.session_state[KEY] = session
     return st.session_state[KEY]

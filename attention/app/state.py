@@ -7,17 +7,19 @@ case every page shows or leave it as it was with the error that says why.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from .. import files, models, presets
 from ..case import CASE_FORMAT, Case, CaseError, Options, parse_case, with_options
-from ..core import ROUNDED_WITHIN, step_names
+from ..core import ROUNDED_WITHIN, STEP_NAMES, step_names, step_near, step_of
 from ..devices import resolve_device
 from ..i18n import LANGUAGES, Message, clip, excerpt, msg
-from . import choices, realcase, typed
+from ..models import Model
+from . import choices, origins, typed
 from .cache import Derived
 from .choices import NUMBERS, SIZES, Controls, Inputs
+from .origins import Article, File, Origin
 
 Cells = Mapping[tuple[int, int], object]  # (row, column) -> a cell's value as typed
 OPTION_GRIDS = {"options.mask": "mask", "options.w_out": "w_out", "options.weights_override": "rounded"}
@@ -31,7 +33,7 @@ class Session:
     inputs: Inputs
     case: Case
     error: CaseError | None = None  # why the inputs as typed are not a case; None: they are `case`
-    step: int = 1  # the walkthrough's step, 1-based
+    step: str = STEP_NAMES[0]  # the walkthrough's step, by its name (core.step_names)
     lang: str = "en"
     image_format: str = "png"  # what a chart's toolbar saves
     notices: list[Message] = field(default_factory=list)  # said once, at the top of the next page drawn
@@ -41,59 +43,62 @@ class Session:
     widgets: dict = field(default_factory=dict, repr=False)  # what the sidebar's widgets showed when last drawn
     runs: int = 0  # runs drawn in this tab: the last element of each tells a dragged editor to send on (grid.pace)
     derived: Derived = field(default_factory=Derived, repr=False, compare=False)  # see cache.py
-    real: realcase.Real | None = None  # a real model's head, while it is the case or what an edited case came from
-    loader: realcase.Loader = field(default=models.loaded, repr=False, compare=False)  # the app's: st.cache_resource
+    source: Origin | None = None  # where the last whole case came from (see origin; Session.start sets it)
+    loader: Callable[[str], Model] = field(default=models.loaded, repr=False, compare=False)  # the app's: loaded.py
     _numbers: Case | None = field(default=None, repr=False)  # the inputs' matrices, checked, with no options
+    _origin: tuple | None = field(default=None, repr=False, compare=False)  # (case, source, origin): the last answer
 
     @classmethod
     def start(cls, lang: str = "en") -> Session:
         """A new session on the article's numbers."""
-        article = presets.article()
-        session = cls(Controls(), Inputs.of(article), article, lang=lang if lang in LANGUAGES else "en")
+        article, lang = presets.article(), lang if lang in LANGUAGES else "en"
+        session = cls(Controls(), Inputs.of(article), article, lang=lang, source=Article(article))
         session._check(numbers=True)
         return session
 
+    @property
+    def origin(self) -> Origin:
+        """Where the case came from: its source while the case is as it made it, else edited from it (one rule)."""
+        return _origin(self)
+
     # Whole cases
 
-    def load(self, case: Case, keep_device: bool = False) -> None:
-        """Put a whole case in: its matrices, sizes and options (the preset, seed and fill stay as chosen)."""
+    def load(self, case: Case, origin: Origin | None = None, keep_device: bool = False, checked: bool = False) -> None:
+        """Put a whole case in from its origin (None: numbers handed in); the preset, seed and fill stay as chosen."""
+        keep_device = keep_device or checked
         device = self.controls.device if keep_device else device_here(case.options.device, self.notices)
         self.controls = replace(Controls.of(case, keep=self.controls), device=device)
-        self.inputs, self.real = Inputs.of(case), None
+        self.inputs, self.source = Inputs.of(case), origin or Origin(case)
         self.generation += 1
-        self._check(numbers=True)
+        if checked:  # a model's numbers, checked as tensors (models.py): not again, number by number
+            o = case.options  # grouped key/value heads set how wide w_key is: the numbers keep them (see _numbers)
+            self._numbers = replace(
+                case, options=Options(heads=o.heads, kv_heads=o.kv_heads) if o.kv_heads else Options()
+            )
+        self._check(numbers=not checked)
+        if checked:  # the case as the session made it (on its device), which the origin compares with
+            self.source = replace(self.source, case=self.case)
 
-    def load_model_case(self, case: Case) -> None:
-        """A real model's head (models checked its numbers as tensors: not again, number by number); the device
-        stays. The caller (realcase.show) keeps what it came from."""
-        self.controls, self.inputs = Controls.of(case, keep=self.controls), Inputs.of(case)
-        self.generation += 1
-        o = case.options  # grouped key/value heads set how wide w_key is: the numbers keep them (see _numbers)
-        self._numbers = replace(case, options=Options(heads=o.heads, kv_heads=o.kv_heads) if o.kv_heads else Options())
-        self._check(numbers=False)
+    def refuse(self, error: CaseError, source: Origin | None = None) -> None:
+        """A case its origin could not make: the last valid one stays, with why (and the source as it now stands)."""
+        self.error, self.source = error, source or self.source
 
     def reset(self) -> None:
-        """The chosen preset again, dropping edits (a preset has numbers, not a device: the chosen one stays)."""
-        c = self.controls
-        if c.preset == "real":  # the model's head again (its default on the first choice)
-            return realcase.show(self, self.loader, self.real.choice if self.real else realcase.Choice.default())
-        random = presets.random_case(c.n, c.d_in, c.d_k, c.d_v, seed=c.seed) if c.preset == "random" else None
-        self.load(random or presets.article(), keep_device=True)
+        """The chosen preset's origin makes its case again, dropping edits (the chosen device stays)."""
+        origins.PRESETS[self.controls.preset].start(self)
 
     def back_to_article(self) -> None:
         """The article's numbers and options (its preset) again; the device stays."""
         self.controls = replace(self.controls, preset="article")
-        self.load(presets.article(), keep_device=True)
+        Article.start(self)
 
     def open_link(self, params: Mapping[str, str | None]) -> None:
-        """A shared link (?case=…&step=…&lang=…, or a real model's ?model=…&text=…&layer=…&head=…) restores its
-        case, step and language; a bad part is refused with a notice, and the rest is kept."""
-        open_link(self, params)
+        open_link(self, params)  # a shared link: its case, step and language
 
     def import_file(self, name: str, data: bytes) -> None:
         """An uploaded case file; a bad one changes nothing and says why."""
         try:
-            self.load(files.load_case(data))
+            self.load(case := files.load_case(data), File(case, clip(name)))
             self.notices.append(msg("notice.opened", name=clip(name)))
         except CaseError as e:
             self.notices.append(msg("notice.not_opened", name=clip(name), error=e.message))
@@ -101,9 +106,8 @@ class Session:
     # The sidebar's choices
 
     def choose(self, **changes: object) -> None:
-        """New sidebar choices: a new preset (or seed of the random one) loads that preset, new sizes resize the
-        matrices keeping their numbers, new options are checked alone. A value no widget can hold (a forged client
-        sends anything) is refused with a notice, and the choice stays."""
+        """New sidebar choices: a new preset (or seed) loads it, new sizes resize, new options are checked alone."""
+        # a value no widget can hold (a forged client sends anything) is refused with a notice, and the choice stays
         before, accepted = self.controls, {}
         for name, value in changes.items():
             if getattr(before, name) == value:
@@ -151,21 +155,19 @@ class Session:
 
     def use_w_out(self, on: bool) -> None:
         """Add the output projection w_out (d_v × d_v, the identity to start with), or remove it."""
-        d_v = len(self.inputs.w_value[0])
-        identity = tuple(tuple(float(i == j) for j in range(d_v)) for i in range(d_v))
-        self.inputs = replace(self.inputs, w_out=identity if on else None)
+        self.inputs = replace(self.inputs, w_out=choices.identity(len(self.inputs.w_value[0])) if on else None)
         self._check(numbers=False)
 
     # View state
 
-    def go_to(self, step: int) -> None:
-        self.step = min(len(step_names(self.case)), max(1, step))
+    def go_to(self, step: str, by: int = 0, wrap: bool = False) -> None:
+        """A step by its name, or `by` steps from it (core.step_near); the player goes round (`wrap`)."""
+        self.step = step_near(self.case, step, by, wrap)
 
     # Checking
 
     def _check(self, numbers: bool) -> None:
-        """Check the inputs as typed, the matrices too when they changed (150,000 numbers at the limits): a valid
-        result becomes the case; an invalid one keeps the last valid case and says why."""
+        """Check the inputs as typed (the matrices when they changed): a valid case becomes the case, else why not."""
         try:
             if numbers or self._numbers is None:
                 self._numbers = None
@@ -178,22 +180,24 @@ class Session:
 def open_link(session: Session, params: Mapping[str, str | None]) -> None:
     """A shared link (?case=…&step=…&lang=…) restores its case, step and language; a bad part is refused with a
     notice, and the rest is kept."""
-    if token := params.get("case"):
-        try:
-            session.load(files.case_from_link(token))
-        except CaseError as e:
-            session.notices.append(msg("notice.link_refused", error=e.message))
-    else:  # a real model's head: ?model=…&text=…&layer=…&head=…
-        realcase.open_link(session, params, session.loader)
-    step, language, steps = params.get("step"), params.get("lang"), len(step_names(session.case))
-    if step and step in {str(i) for i in range(1, steps + 1)}:
-        session.step = int(step)
+    any(kind.opens(session, params) for kind in origins.LINKED)  # ?case=…, or a model's ?model=…&text=…
+    step, language = params.get("step"), params.get("lang")
+    if step and (name := step_of(session.case, step)) is not None:  # step=scores; old links' 1 … 8 (9), and 3b
+        session.step = name
     elif step:
-        session.notices.append(msg("notice.bad_step", steps=steps))
+        session.notices.append(msg("notice.bad_step", steps=len(step_names(session.case))))
     if language and language in LANGUAGES:
         session.lang = language
     elif language:
         session.notices.append(msg("notice.bad_lang", languages=", ".join(LANGUAGES)))
+
+
+def _origin(session: Session) -> Origin:
+    """The session's origin, kept while its case and source are (made() compares cases: 110,000 numbers)."""
+    kept = session._origin
+    if kept is None or kept[0] is not session.case or kept[1] is not session.source:
+        session._origin = kept = (session.case, session.source, origins.edited(session.source, session.case))
+    return kept[2]
 
 
 def _numbers(inputs: Inputs, controls: Controls) -> Case:

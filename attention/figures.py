@@ -17,7 +17,6 @@ import torch
 from pandas.io.formats.style import Styler
 
 from . import numbers
-from .case import MAX_D
 from .core import AXES, Trace
 from .explain import Cells
 from .i18n import text
@@ -44,16 +43,9 @@ def labels(trace: Trace, kind: str, size: int, lang: str = "en") -> list[str]:
     if kind in TOKEN_KINDS:
         return list(trace.case.tokens[:size])
     out = [str(i + 1) for i in range(size)]
-    if kind == "feature" and size == trace.case.d_in and bias_feature(trace):
+    if kind == "feature" and size == trace.case.d_in and trace.case.options.bias:  # the case says so: no guess
         out[-1] = text(lang, "axis.bias")
     return out
-
-
-def bias_feature(trace: Trace) -> bool:
-    """Whether x's last feature is the ones column of a real model's biases (models.py: MiniLM's q/k/v biases as
-    the weights' last row): a case wider than a hand-made one may be (64), whose last column is all ones."""
-    case = trace.case
-    return case.d_in > MAX_D and all(row[-1] == 1 for row in case.x)
 
 
 def axis(lang: str, kind: str) -> str:

@@ -3,14 +3,14 @@
 import streamlit as st
 
 from attention import figures
-from attention.app import charts, frame, model_room, questions, session
+from attention.app import charts, frame, model_room, questions, tab
 from attention.app.language import lang, t
 from attention.i18n import render
 
 trace = frame.trace()
 st.title(t("app.title"))
 st.write(t("overview.intro"))
-if (title := session.current().origin.title()) is not None:  # a model's head, or a case edited from one
+if (title := tab.current().origin.title()) is not None:  # a model's head, or a case edited from one
     st.info(t("real.case", title=render(lang(), title)), icon=":material/neurology:")
 left, right = st.columns([2, 3])
 with left:
@@ -27,5 +27,5 @@ with right:
     charts.chart(charts.figure(figures.tensor_heatmap, trace, "outputs"), "chart_outputs")
     if trace.case.options.weights_override is not None:
         st.caption(t("overview.rounded"))
-    model_room.next_tokens(session.current())
-model_room.heads(session.current())
+    model_room.next_tokens(tab.current())
+model_room.heads(tab.current())

@@ -3,9 +3,9 @@
 import streamlit as st
 
 from attention import figures, script, teach
-from attention.app import charts, compute, frame, pickers, session
-from attention.app.explain import go_explain
+from attention.app import charts, compute, frame, pickers, tab
 from attention.app.language import lang, t
+from attention.app.picked import go_explain
 from attention.app.text import plain, prose
 from attention.core import formula
 from attention.i18n import render
@@ -44,7 +44,7 @@ for name, tensor in step.tensors.items():
         table.dataframe(numbers, key=f"table_{name}")
 
 if step.name in ("softmax", "outputs") and trace.case.options.weights_override is not None:
-    exact = compute.exact(session.current(), trace)
+    exact = compute.exact(tab.current(), trace)
     name = "weights" if step.name == "softmax" else "outputs"
     st.subheader(t("walkthrough.rounding"))
     left, right = st.columns(2)

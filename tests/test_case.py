@@ -52,7 +52,7 @@ BAD = [
     (edit("w_value.2", [1, 2]), "w_value, row 3: has 2 numbers, expected 3 like row 1"),
     (edit("x.0", 5), "x, row 1 (Input 1): must be a list of numbers"),
     (edit("x", []), "x: must be a non-empty list of rows"),
-    # a sentence of up to 64 tokens may be as wide as a real model (576: attention/models.py); a longer input 64
+    # a sentence of up to 64 tokens may be as wide as a real model (576: attention/models/); a longer input 64
     (edit("x", [[]] * 3), "x: has 0 columns, expected between 1 and 576"),
     (edit("x", [[1.0] * 4] * 1025), "x: has 1025 rows, expected between 1 and 1024"),
     (edit("x", [[1.0] * 577] * 3), "x: has 577 columns, expected between 1 and 576"),

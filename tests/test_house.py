@@ -13,7 +13,7 @@ STDLIB = set(sys.stdlib_module_names)
 # Each layer and the outside packages it may import, besides the standard library and the layers below it.
 LAYERS = {
     "core": {"torch"},
-    # the real models' loaders (attention/models.py): beside the core, with the readers of the models' files
+    # the real models' loaders (attention/models/): beside the core, with the readers of the models' files
     "models": {"torch", "gguf", "safetensors", "tokenizers"},
     "figures": {"numpy", "pandas", "plotly", "torch"},
     "app": {"streamlit", "numpy", "pandas", "plotly", "torch"},
@@ -30,7 +30,7 @@ def layer(path: Path) -> str:
         return "pages"
     if relative.parts[:2] == ("attention", "app"):
         return "app"
-    if relative == Path("attention/models.py"):
+    if relative.parts[:2] == ("attention", "models"):
         return "models"
     return "figures" if relative == Path("attention/figures.py") else "core"
 
@@ -54,7 +54,7 @@ def module_layer(module: str) -> str | None:
     """The layer of one of the project's modules (None: an outside package)."""
     if module == "attention.figures":
         return "figures"
-    if module == "attention.models":
+    if module == "attention.models" or module.startswith("attention.models."):
         return "models"
     if module.startswith("attention.app"):
         return "app"
@@ -194,8 +194,14 @@ def test_the_circle_check_finds_a_circle_hidden_by_a_deferred_import(tmp_path):
 
 
 # Who may ask which origin or model a case has: the origins and the models themselves (and their own room).
-ASKERS = {"attention/models.py", "attention/app/model_room.py", "tests"}
+ASKERS = {"attention/app/model_room.py"}
 ASKING = ("isinstance(", '== "real"', "== 'real'", '"smollm2"', '"minilm"', "spec.name ==", "ModelHead", "is_real")
+
+
+def asks(line: str) -> bool:
+    """Whether a line asks which origin or model a case has (an isinstance of a plain type, a str, asks neither)."""
+    kind = "origin" in line.lower() or "source" in line or "Model" in line
+    return any(w in line for w in ASKING if w != "isinstance(") or ("isinstance(" in line and kind)
 
 
 def test_no_file_outside_the_origins_and_models_asks_which_it_is():
@@ -204,12 +210,30 @@ def test_no_file_outside_the_origins_and_models_asks_which_it_is():
         name = path.relative_to(ROOT).as_posix()
         if name in ASKERS or name.startswith(("attention/app/origins/", "attention/models/")):
             continue
-        for number, line in enumerate(path.read_text().splitlines(), start=1):
-            words = [w for w in ASKING if w in line and not (w == "isinstance(" and _plain_type(line))]
-            asking += [f"{name}:{number}: {line.strip()}" for _ in words[:1]]
+        lines = enumerate(path.read_text().splitlines(), start=1)
+        asking += [f"{name}:{number}: {line.strip()}" for number, line in lines if asks(line)]
     assert not asking, asking
 
 
-def _plain_type(line: str) -> bool:
-    """An isinstance that asks for a value's plain type (a str, a tuple, a Message), not an origin's kind."""
-    return "origin" not in line.lower() and "source" not in line and "Model" not in line
+def test_the_asking_check_catches_the_old_ways_of_asking():
+    for line in (
+        'if session.controls.preset == "real":',
+        'bert=self.spec.name == "minilm"',
+        "if isinstance(session.origin, ModelHead):",
+        "own = realcase.is_real(session)",
+    ):
+        assert asks(line), line
+    assert not asks("return value if isinstance(value, str) else excerpt(value)")
+
+
+def test_the_readmes_layout_lists_every_file_of_the_package():
+    readme = (ROOT / "README.md").read_text()
+    layout = readme.split("## Layout", 1)[1].split("```")[1]
+    files = [*ROOT.glob("attention/**/*.py"), *ROOT.glob("attention/app/web/*"), *ROOT.glob("pages/*.py")]
+    unlisted = [
+        f.relative_to(ROOT).as_posix()
+        for f in files
+        if "__pycache__" not in f.parts and not any(f"{part}" in layout for part in [f.name])
+    ]
+    folders = {f.parent.name + "/" for f in files if f.parent != ROOT} - {"web/"}
+    assert not unlisted and all(folder in layout for folder in folders), (unlisted, folders)

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from attention import attend, case_to_dict, parse_case
-from attention.app import state
+from attention.app import session as state
 from attention.app.choices import Controls
-from attention.app.state import Session
+from attention.app.session import Session
 from attention.files import case_to_link, dump_case
 from attention.presets import article, random_case, with_options
 from tests.apptest import ARTICLE_OUTPUTS, MASKED_CASE
@@ -208,7 +208,7 @@ def test_any_number_of_heads_works_in_one_step_from_the_article(session):
 
 
 def test_a_loaded_case_with_rope_and_grouped_heads_keeps_them_through_edits_and_a_link(session):
-    """RoPE and grouped key/value heads (a real model's head, attention/models.py) have no widget: a loaded case
+    """RoPE and grouped key/value heads (a real model's head, attention/models/) have no widget: a loaded case
     keeps them through an edit, a new option and a link, and an edit's outputs follow."""
     case = random_case(5, 6, 8, 6, seed=2, heads=4, kv_heads=2, rope_base=100.0, positions=[3, 4, 5, 6, 7])
     session.load(case)

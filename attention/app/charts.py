@@ -10,7 +10,7 @@ import streamlit as st
 
 from .. import figures
 from ..core import Trace
-from . import clicks, session
+from . import clicks, tab
 from .language import lang, t
 from .text import plain
 
@@ -19,7 +19,7 @@ def figure(make: Callable[..., go.Figure], trace: Trace, *args, **kwargs) -> go.
     """make(trace, *args, **kwargs, lang=…), kept while the case and the language are the same: a rerun that
     changes no number draws without rebuilding. Not to be changed afterwards (figures.highlight makes its own)."""
     key = ("figure", make.__name__, trace.case, trace.device, args, tuple(sorted(kwargs.items())), lang())
-    return session.current().derived.get(key, lambda: make(trace, *args, **kwargs, lang=lang()))
+    return tab.current().derived.get(key, lambda: make(trace, *args, **kwargs, lang=lang()))
 
 
 def chart(fig: go.Figure, key: str, where=st, clickable: bool = False) -> tuple[int, int] | None:
@@ -27,7 +27,7 @@ def chart(fig: go.Figure, key: str, where=st, clickable: bool = False) -> tuple[
     its text version, made only while it is open (closed, it costs one element a chart). A clickable one returns
     the cell (row, column of its z) a click picked in this run (clicks.py), or None."""
     config = {
-        "toImageButtonOptions": {"format": session.current().image_format, "filename": key.removeprefix("chart_")},
+        "toImageButtonOptions": {"format": tab.current().image_format, "filename": key.removeprefix("chart_")},
         "displaylogo": False,
     } | _plotly_locale()
     title, summary, table = figures.describe(fig, lang(), label=table_label)

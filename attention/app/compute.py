@@ -11,7 +11,7 @@ from .. import core, oracles
 from ..case import Case, with_options
 from ..core import Trace, attend
 from ..i18n import clip, msg
-from .state import Session
+from .session import Session
 
 BIG = 32 * 2**20  # bytes of a trace past which the memory of the traces already dropped is freed first
 
@@ -83,6 +83,6 @@ def check(session: Session, trace: Trace) -> oracles.Check:
 
 def origin_check(session: Session, trace: Trace) -> oracles.Check | None:
     """The check only the case's origin can make (a model's head: against the model's own output of that head,
-    attention/models.py), kept while the case is; None when it has none."""
+    attention/models/), kept while the case is; None when it has none."""
     origin = session.origin
     return session.derived.get(("origin check", trace.case, type(origin)), lambda: origin.check(trace))

@@ -1,6 +1,6 @@
 """The frame every page runs in: the session brought up to date, the sidebar, the banners, the URL, then the page.
 
-One edit travels one way: widget → session (state.py) → case → trace (compute.py) → figures → page. The banners
+One edit travels one way: widget → session (session.py) → case → trace (compute.py) → figures → page. The banners
 (notices, the error, the check against PyTorch) and the share panel are drawn here, once a run, above the page.
 """
 
@@ -12,10 +12,10 @@ import streamlit as st
 
 from ..core import Trace
 from ..i18n import msg, render
-from . import compute, editors, navigation, questions, reconnect, session, share, sidebar
+from . import compute, editors, navigation, questions, reconnect, share, sidebar, tab
 from .language import t
 from .pages import PAGES
-from .state import Session
+from .session import Session
 from .text import plain
 
 # Focus made visible where Streamlit's own indicator is not: a radio option or checkbox/toggle hides its real
@@ -34,8 +34,8 @@ LIVE = {p.url_path for p in PAGES if p.live}  # pages that draw the banners in t
 def run(pages: list | None = None) -> None:
     """app.py's whole body: bring the session up to date, draw the frame, run the chosen page of the registry (or
     of `pages`: a benchmark's frame around an empty page)."""
-    first_run = session.current() is None
-    s = session.started()
+    first_run = tab.current() is None
+    s = tab.started()
     sidebar.read(s)  # the widgets' (and the origin's room's) and editors' new values, before any widget is drawn
     editors.read(s)
     questions.answer(s)  # a question's link from the overview
@@ -62,7 +62,7 @@ def trace() -> Trace:
     """The trace every page shows: the session's case, computed (or kept) by the frame before the page runs."""
     if not framed():  # Streamlit ran this page alone (see navigation.leave_pages_folder_mode)
         navigation.leave_pages_folder_mode()
-    return compute.current(session.current())
+    return compute.current(tab.current())
 
 
 def framed() -> bool:

@@ -13,7 +13,7 @@ from ..models import SPECS
 from .language import t
 from .origins import model
 from .origins.model import Choice
-from .state import Session
+from .session import Session
 from .text import plain
 
 KEYS = {"real_model": "model", "real_text": "sentence", "real_layer": "layer", "real_head": "head"}

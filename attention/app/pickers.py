@@ -8,7 +8,7 @@ import streamlit as st
 
 from .. import i18n
 from ..core import Trace
-from . import session
+from . import tab
 from .language import t
 
 PACES = (0.5, 1.0, 2.0, 3.0, 5.0)  # seconds per step
@@ -20,7 +20,7 @@ def step_picker(trace: Trace) -> str:
     """The steps to pick from, then one row with previous / next and the player (a row that stays a row on a
     phone, where columns would stack ◀ above the picker and ▶ below it). The step is the session's, by its name, so
     it survives a visit to another page and travels in a link."""
-    s = session.current()
+    s = tab.current()
     names, language = tuple(step.name for step in trace.steps), s.lang  # with RoPE, its step after step 3 (3b)
     labels = {step.name: step.label for step in trace.steps}
     s.go_to(s.step)  # a step this case lacks (RoPE, after a case with it): the step it is part of
@@ -59,7 +59,7 @@ def _player(row, s) -> None:
 
 
 def _advance(seconds: float) -> None:
-    s = session.current()
+    s = tab.current()
     if s.next_step_at is None:
         s.next_step_at = time.monotonic() + seconds
     if time.monotonic() >= s.next_step_at:
@@ -70,7 +70,7 @@ def _advance(seconds: float) -> None:
 
 def head_picker(trace: Trace, key: str) -> int | None:
     """Which head to show, when there are several."""
-    h, language = trace.case.options.heads, session.current().lang
+    h, language = trace.case.options.heads, tab.current().lang
     if h == 1:
         return None
     head = st.radio(

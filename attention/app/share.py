@@ -11,7 +11,7 @@ from ..core import STEP_NAMES, Trace
 from . import compute, origins
 from .choices import IMAGE_FORMATS
 from .language import t
-from .state import Session
+from .session import Session
 
 TRACE_FILE_MAX_NUMBERS = 1_000_000  # a trace file is written in Python, number by number: ~1 s per million
 

@@ -12,10 +12,10 @@ from ..i18n import LANGUAGES
 from . import model_room, origins
 from .choices import CONTROLS, FILLS, MASKS, MAX_SEED, SCALES, SIZES
 from .language import t
-from .state import Session
+from .session import Session
 
 LANGUAGE = "lang"  # the language picker's key; the controls' widgets have the controls' names
-ROOMS = {"model": model_room}  # an origin's sidebar section (Origin.section) under its preset: its read and draw
+ROOMS = {"model": (model_room.read, model_room.draw)}  # an origin's sidebar room (Origin.section): read, draw
 
 
 def read(session: Session) -> None:
@@ -29,11 +29,11 @@ def read(session: Session) -> None:
         session.lang = changed.pop(LANGUAGE)
     session.choose(**{k: v for k, v in changed.items() if k != LANGUAGE})
     if (room := _room(session)) is not None:
-        room.read(session)
+        room[0](session)
 
 
-def _room(session: Session):
-    """The room of the preset's origin, drawn under the preset (None: it has none)."""
+def _room(session: Session) -> tuple | None:
+    """The room of the preset's origin, drawn under the preset: its read and draw (None: it has none)."""
     section = origins.PRESETS[session.controls.preset].section
     return None if section is None else ROOMS[section]
 
@@ -53,7 +53,7 @@ def draw(session: Session) -> None:
             key="preset",
         )  # fmt: skip
         if (room := _room(session)) is not None:
-            room.draw(session)
+            room[1](session)
         st.subheader(t("sidebar.options"))  # what a learner changes first: in view without scrolling
         _options(session, language)
         with st.expander(t("sidebar.sizes"), expanded=False):

@@ -1,6 +1,6 @@
 """Where a case comes from: the kinds of origin the session can hold, and the registry of the sidebar's presets.
 
-A new source of cases (another model family is an adapter in attention/models.py instead; a data set of
+A new source of cases (another model family is an adapter in attention/models/ instead; a data set of
 sentences, say) is one file here: a frozen dataclass of Origin (origin.py) that says how it makes its case (start)
 and what only it knows (made, title, link, script, check, section); and one line below when a preset makes it.
 """

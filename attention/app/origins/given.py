@@ -12,7 +12,7 @@ from ...i18n import msg
 from .origin import Origin
 
 if TYPE_CHECKING:
-    from ..state import Session
+    from ..session import Session
 
 
 @dataclass(frozen=True)

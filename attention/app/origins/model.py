@@ -19,7 +19,7 @@ from ...script import real_script
 from .origin import Origin
 
 if TYPE_CHECKING:
-    from ..state import Session
+    from ..session import Session
 
 Loader = Callable[[str], Model]
 LINK = ("model", "text", "layer", "head")  # a model's view in a link: ?model=smollm2&text=…&layer=3&head=5
@@ -94,7 +94,7 @@ class ModelHead(Origin):
         return run.head_output(c.layer - 1, c.head - 1)
 
     def check(self, trace: Trace) -> oracles.Check:
-        """Whether the eight steps agree with the model's own output of that head (attention/models.py)."""
+        """Whether the eight steps agree with the model's own output of that head (attention/models/)."""
         difference = (trace.outputs.detach().cpu().double() - self.own_output().double()).abs().max().item()
         return oracles.Check(self.choice.title(), difference, difference <= AGREES_WITHIN)
 

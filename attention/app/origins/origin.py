@@ -17,7 +17,7 @@ from ...i18n import Message, msg
 from ...script import to_script
 
 if TYPE_CHECKING:
-    from ..state import Session
+    from ..session import Session
 
 
 @dataclass(frozen=True)

@@ -396,7 +396,7 @@ def step_times(traces: dict[str, Trace], lang: str = "en") -> pd.DataFrame:
     """Milliseconds per step on each device, side by side."""
     return pd.DataFrame(
         {device: [s.seconds * 1e3 for s in trace.steps] for device, trace in traces.items()},
-        index=[f"{s.number} {text(lang, f'step.{s.name}.title')}" for s in next(iter(traces.values())).steps],
+        index=[f"{s.label} {text(lang, f'step.{s.name}.title')}" for s in next(iter(traces.values())).steps],
     )
 
 

@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from .. import files, i18n
-from ..core import STEP_NAMES, Trace
+from ..core import STEP_NAMES, Trace, step_near
 from . import compute, origins
 from .choices import IMAGE_FORMATS
 from .language import t
@@ -29,7 +29,8 @@ def keep_url(session: Session, trace: Trace) -> None:
     token = link_token(session, trace) if named is None else None
     for name in origins.PARAMS:
         _set(params, name, token if name == "case" else (named or {}).get(name))
-    _set(params, "step", session.step if session.step != STEP_NAMES[0] else None)
+    step = step_near(trace.case, session.step)  # RoPE's, on a case without it: the step it is part of
+    _set(params, "step", step if step != STEP_NAMES[0] else None)
     browser = i18n.language_for(st.context.locale)
     _set(params, "lang", session.lang if (session.lang, browser) != (i18n.DEFAULT,) * 2 else None)
 

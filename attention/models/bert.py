@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -12,6 +13,7 @@ import torch
 from .tokens import word_piece
 
 
+@dataclass(frozen=True)  # a value: equal to any other of its family (a copied spec is the same spec)
 class Bert:
     """An encoder without a mask or RoPE: its biases are the weights' last row, for x's last column of ones."""
 

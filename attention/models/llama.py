@@ -4,6 +4,7 @@ torch (RMSNorm, RoPE from the core, grouped-query attention, SwiGLU), and where 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -12,6 +13,7 @@ from ..core import rope
 from .tokens import byte_level
 
 
+@dataclass(frozen=True)  # a value: equal to any other of its family (a copied spec is the same spec)
 class Llama:
     """A causal decoder with RoPE: its case has a causal mask and rope_base, no bias column."""
 

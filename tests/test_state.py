@@ -8,6 +8,7 @@ import torch
 from attention import attend, case_to_dict, parse_case
 from attention.app import session as state
 from attention.app.choices import Controls
+from attention.app.origins import Article, Edited, File, Link, Random
 from attention.app.session import Session
 from attention.files import case_to_link, dump_case
 from attention.presets import article, random_case, with_options
@@ -225,3 +226,19 @@ def test_a_loaded_case_with_rope_and_grouped_heads_keeps_them_through_edits_and_
     session.choose(n=4)  # fewer tokens: the positions no longer fit and are dropped; RoPE stays
     assert session.error is None
     assert (session.case.options.rope_base, session.case.options.positions) == (100.0, None)
+
+
+def test_the_origin_says_where_the_case_came_from_and_an_edit_makes_it_edited_from_it(session):
+    assert isinstance(session.origin, Article) and session.origin.link() == {} and session.origin.title() is None
+    session.edit("x", 1, 1, 5.0)
+    edited = session.origin
+    assert isinstance(edited, Edited) and edited.source is session.source and edited.link() is None
+    session.edit("x", 1, 1, 2.0)  # the article's number again: its own case, as it made it
+    assert session.origin is session.source
+    session.choose(preset="random", seed=3)
+    assert isinstance(session.origin, Random) and session.origin.seed == 3 and session.origin.link() is None
+    session.import_file("mine.json", dump_case(random_case(seed=4)).encode())
+    assert isinstance(session.origin, File) and session.origin.name == "mine.json"
+    session.open_link({"case": case_to_link(random_case(seed=5))})
+    assert isinstance(session.origin, Link) and session.origin.case == random_case(seed=5)
+    assert "# Step 1" in session.origin.script(session.case) and session.origin.check(attend(session.case)) is None

@@ -63,7 +63,7 @@ def draw(session: Session) -> None:
     left, right = st.columns(2)
     left.number_input(t("real.layer"), 1, spec.layers, step=1, key="real_layer", help=t("real.layer_help"))
     right.number_input(t("real.head"), 0, spec.heads, step=1, key="real_head", help=t("real.head_help"))
-    if head is not None and not head.made(session.case):  # edited from it: say so, and the way back
+    if head is not None and session.origin is not head:  # edited from it: say so, and the way back
         st.info(plain(render(language, session.origin.title())), icon=":material/edit:")
         st.button(t("real.back"), key="real_back", on_click=session.reset, width="stretch")
 
@@ -82,7 +82,7 @@ def heads(session: Session) -> None:
     """Every head of the layer as a small map of its weights; a head's button opens it."""
     if (last := model.shown(session)) is None:
         return
-    c, tokens, made = last.choice, last.run.tokens, last.made(session.case)
+    c, tokens, made = last.choice, last.run.tokens, session.origin is last  # not edited since
     st.header(t("real.heads", layer=c.layer, model=SPECS[c.model].title))
     st.caption(t("real.heads_help"))
     every = layer_weights(session, last)

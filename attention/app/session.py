@@ -180,7 +180,9 @@ class Session:
 def open_link(session: Session, params: Mapping[str, str | None]) -> None:
     """A shared link (?case=…&step=…&lang=…) restores its case, step and language; a bad part is refused with a
     notice, and the rest is kept."""
-    any(kind.opens(session, params) for kind in origins.LINKED)  # ?case=…, or a model's ?model=…&text=…
+    for kind in origins.LINKED:  # ?case=…, or a model's ?model=…&text=…: the first kind the link names opens it
+        if kind.opens(session, params):
+            break
     step, language = params.get("step"), params.get("lang")
     if step and (name := step_of(session.case, step)) is not None:  # step=scores; old links' 1 … 8 (9), and 3b
         session.step = name

@@ -10,7 +10,7 @@ from .case import MAX_D, MAX_N, CaseError
 from .core import attend
 from .devices import available_devices, gpu_unavailable_reason
 from .files import dump_case, dump_trace, load_case
-from .presets import preset
+from .presets import PRESETS, preset
 
 
 class _Parser(argparse.ArgumentParser):
@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = _Parser(prog=_prog(), description=__doc__.split(":")[0])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p = commands.add_parser("preset", help="print a case: the article's example, or seeded random numbers")
-    p.add_argument("name", choices=("article", "random"))
+    p.add_argument("name", choices=PRESETS)
     for flag, default, high in (("--n", 3, MAX_N), ("--d-in", 4, MAX_D), ("--d-k", 3, MAX_D), ("--d-v", 3, MAX_D)):
         p.add_argument(flag, type=_size(high), default=default, help=f"1 to {high} (default {default}; random only)")
     p.add_argument("--seed", type=_size(2**31 - 1, low=0), default=0, help="random only (default 0)")

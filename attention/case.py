@@ -18,7 +18,7 @@ Matrix = tuple[tuple[float, ...], ...]
 # (n, n, d_v) is 256 MiB in float32, and a trace takes well under a second on two CPU cores.
 MAX_N = 1024  # tokens
 MAX_D = 64  # d_in, d_k, d_v and d_out
-# A real model's head (attention/models.py) reads the model's whole width: up to this many columns while n is at
+# A real model's head (attention/models/) reads the model's whole width: up to this many columns while n is at
 # most MAX_WIDE_N (a sentence), which keeps a case within 1.4 million numbers (README, "Limits")
 MAX_WIDE_D, MAX_WIDE_N = 576, 64
 MIN_ROPE_BASE, MAX_ROPE_BASE = 2.0, 1e7  # RoPE's base: 10,000 in the paper, 100,000 in SmolLM2
@@ -62,6 +62,7 @@ class Options:
     positions: tuple[int, ...] | None = None  # each token's position for RoPE; None: 0, 1, …, n − 1
     kv_heads: int | None = None  # grouped-query attention: this many key/value heads, each shared by heads / kv_heads
     # query heads (query head i uses key/value head i // (heads / kv_heads)); None: one per query head
+    bias: bool = False  # x's last feature is a column of ones that brings in the weights' last row: their biases
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,11 @@ class Case:
     @property
     def d_v(self) -> int:
         return len(self.w_value[0])
+
+    @property
+    def d_head(self) -> int:
+        """A query (and key) head's width: d_k split over the heads."""
+        return self.d_k // self.options.heads
 
 
 def default_tokens(n: int) -> tuple[str, ...]:
@@ -333,8 +339,14 @@ def _options(value: object, n: int, widths: Widths, tokens: tuple[str, ...]) -> 
     rope_base, positions = _rope(o.rope_base, o.positions, n, widths.d_k // heads, tokens)
     return replace(
         o, temperature=temperature, mask=mask, w_out=w_out, weights_override=override, rope_base=rope_base,
-        positions=positions, kv_heads=kv_heads,
+        positions=positions, kv_heads=kv_heads, bias=_flag(o.bias, "options.bias"),
     )  # fmt: skip
+
+
+def _flag(value: object, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise CaseError(where, msg("error.bias", value=excerpt(value)))
+    return value
 
 
 def _kv_heads(kv_heads: object, heads: int, widths: Widths) -> int | None:

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import inspect
 import math
 import operator
-import textwrap
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -29,6 +27,8 @@ STEP_NAMES = ("inputs", "weights", "qkv", "scores", "softmax", "weighted", "outp
 # RoPE (rotary position embedding, as in Llama-style models) happens between step 3's projections and step 4's
 # scores: a case with rope_base gets this step there, numbered 3 like the projections it turns (the article has none)
 ROPE = "rope"
+# Each step's label, as the article counts them: RoPE is part of step 3 ("3b"), the steps after it keep theirs
+LABELS = {name: str(number) for number, name in enumerate(STEP_NAMES, start=1)} | {ROPE: "3b"}
 
 # What each axis of a recorded tensor is; with heads > 1, the tensors in PER_HEAD have the head axis first.
 AXES = {
@@ -68,6 +68,27 @@ def step_names(case: Case) -> tuple[str, ...]:
     return (*STEP_NAMES[:after], ROPE, *STEP_NAMES[after:])
 
 
+def step_of(case: Case, said: str) -> str | None:
+    """The step a link or a person names: by its name ("scores"), its label ("3b"), or, as links held it before
+    steps had names, its place among the case's steps from 1 ("4"); None when the case has no such step."""
+    names = step_names(case)
+    if said in names:
+        return said
+    if said == LABELS[ROPE]:
+        return ROPE if ROPE in names else None
+    if said.isascii() and said.isdigit() and len(said) < 3 and 1 <= int(said) <= len(names):  # not "²", not 9⁵⁰⁰⁰
+        return names[int(said) - 1]
+    return None
+
+
+def step_near(case: Case, name: str, by: int = 0, wrap: bool = False) -> str:
+    """The case's step `by` steps from `name` (one it lacks, RoPE after a case with it, counts as the step it is part
+    of): at the ends it stays, or with `wrap` goes round from the last to the first."""
+    names = step_names(case)
+    here = names.index(name) if name in names else names.index("qkv") if name == ROPE else 0
+    return names[(here + by) % len(names) if wrap else min(len(names) - 1, max(0, here + by))]
+
+
 @dataclass(frozen=True)
 class Step:
     """One step of the walkthrough: what it is, the code that ran, and the tensors it made (on the CPU)."""
@@ -77,11 +98,15 @@ class Step:
     title: str
     explanation: str
     formula: str  # LaTeX
-    code: str  # the lines of this module that computed the tensors
     tensors: Mapping[str, torch.Tensor]
     device: str  # where the tensors were computed
     seconds: float  # time on that device, synchronised
     notes: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """The step's number as the article counts them: "3b" for RoPE."""
+        return LABELS[self.name]
 
 
 @dataclass(frozen=True)
@@ -104,10 +129,14 @@ class Trace:
         """What each axis of a recorded tensor is (see AXES), with "head" first when it has a head axis."""
         return ("head", *AXES[name]) if name in PER_HEAD and self.case.options.heads > 1 else AXES[name]
 
+    def has_head(self, name: str) -> bool:
+        """Whether a recorded tensor's first axis is the head (several heads, a tensor of PER_HEAD)."""
+        return self.axes(name)[0] == "head"
+
     def view(self, name: str, head: int | None = None) -> torch.Tensor:
         """A recorded tensor, or its slice of one head; a tensor without a head axis (or head None) as it is."""
         tensor = self[name]
-        return tensor if head is None or self.axes(name)[0] != "head" else tensor[head]
+        return tensor if head is None or not self.has_head(name) else tensor[head]
 
     def __getitem__(self, tensor: str) -> torch.Tensor:
         """A recorded tensor by its name, whichever step made it."""
@@ -139,24 +168,19 @@ def attend(case: Case) -> Trace:
     device, dtype = resolve_device(o.device), getattr(torch, o.dtype)
     n, h, g = case.n, o.heads, o.kv_heads or o.heads
     scale, temperature = scale_factor(case), o.temperature
-    allowed = _allowed(o.mask, n, device)  # (n, n) bool or None
-    override = None if o.weights_override is None else torch.tensor(o.weights_override, dtype=dtype, device=device)
-    w_out = None if o.w_out is None else torch.tensor(o.w_out, dtype=dtype, device=device)
+    allowed, override, w_out = option_tensors(case, device)  # (n, n) bool, (n, n), (d_v, d_out), or None each
     warm_up(str(device))  # the first run of an operation in a process is slow: not a step's time
     recorder = _Recorder(device, step_names(case))
     record = recorder.record
-    # Each "# step N: name (shown)" comment starts the code a page shows for that step: _step_code() cuts the
-    # lines from it to the step's record(...) call.
-
-    # step 1: inputs (shown)
+    # step 1: inputs
     x = torch.tensor(case.x, dtype=dtype, device=device)  # (n, d_in)
     record("inputs", x=x)
-    # step 2: weights (shown)
+    # step 2: weights
     w_query = torch.tensor(case.w_query, dtype=dtype, device=device)  # (d_in, d_k)
     w_key = torch.tensor(case.w_key, dtype=dtype, device=device)  # (d_in, d_k)
     w_value = torch.tensor(case.w_value, dtype=dtype, device=device)  # (d_in, d_v)
     record("weights", w_query=w_query, w_key=w_key, w_value=w_value)
-    # step 3: qkv (shown)
+    # step 3: qkv
     queries = x @ w_query  # (n, d_k)
     keys = x @ w_key  # (n, d_k), or (n, d_k/h · g) with g key/value heads
     values = x @ w_value  # (n, d_v)
@@ -167,7 +191,7 @@ def attend(case: Case) -> Trace:
         keys, values = keys.repeat_interleave(h // g, dim=0), values.repeat_interleave(h // g, dim=0)  # (h, n, d/h)
     record("qkv", **_unrotated(o.rope_base, queries=queries, keys=keys), values=values)
     if o.rope_base is not None:
-        # step 3b: rope (shown)
+        # step 3b: rope
         t = positions(case)  # (n,): each token's position
         queries = rope(queries, t, o.rope_base)  # (h?, n, d_k): pair p of token i turned by the angle t_i · θ_p
         keys = rope(keys, t, o.rope_base)  # the same turns: a score then depends on t_i − t_j alone
@@ -178,7 +202,7 @@ def attend(case: Case) -> Trace:
     outputs = steps_4_to_7(
         queries, keys, values, allowed=allowed, override=override, record=record, whole=whole, **options
     )
-    # step 8: repeat (shown)
+    # step 8: repeat
     by_query = []
     for i in range(min(n, REPEAT_MAX_N)):
         query_i = queries[..., i : i + 1, :]  # (h?, 1, d_k)
@@ -206,25 +230,25 @@ def steps_4_to_7(
     whole: bool = True,
 ) -> Tensor:
     """Steps 4-7 for a block of queries: all of them (the matrix form) or one at a time (step 8)."""
-    # step 4: scores (shown)
+    # step 4: scores
     scores_raw = queries @ keys.mT  # (h?, n_q, n_k)
     scores = scores_raw * (scale / temperature)  # a new tensor: changed in place below (at the limits each is 64 MiB)
     if allowed is not None:  # a 0 in the mask: the query may not attend to that key
         scores.masked_fill_(~allowed, float("-inf"))
     record("scores", scores_raw=scores_raw, scores=scores)
-    # step 5: softmax (shown)
+    # step 5: softmax
     weights_exact = torch.softmax(scores, dim=-1)  # (h?, n_q, n_k)
     if allowed is not None:  # a fully masked row is all NaN: zeros instead, as fused attention gives
         weights_exact.nan_to_num_(nan=0.0)
     weights = weights_exact if override is None else override  # (h?, n_q, n_k)
     record("softmax", weights_exact=weights_exact, weights=weights)
-    # step 6: weighted (shown)
+    # step 6: weighted
     if whole:  # every product at once: (h?, n_k, 1, d_v) * (h?, n_k, n_q, 1) -> (h?, n_k, n_q, d_v)
         weighted = values[..., :, None, :] * weights.mT[..., :, :, None]
     else:  # too many numbers to hold: the same products, made a slice at a time when they are looked at
         weighted = Broadcast(values, weights)
     record("weighted", weighted=weighted)
-    # step 7: outputs (shown)
+    # step 7: outputs
     head_outputs = weighted.sum(dim=-3) if whole else weights @ values  # (h?, n_q, d_v/h): summed over the keys
     concat = head_outputs.transpose(0, 1).flatten(1) if head_outputs.dim() == 3 else head_outputs  # (n_q, d_v)
     outputs = concat if w_out is None else concat @ w_out  # (n_q, d_out)
@@ -296,10 +320,7 @@ def _step_7_parts(head_outputs: Tensor, concat: Tensor, w_out: Tensor | None) ->
 def one_query(trace: Trace, i: int) -> dict[str, Tensor]:
     """Steps 4-7 for query i alone, as step 8 runs them, with every tensor recorded (on the CPU)."""
     case, o = trace.case, trace.case.options
-    dtype = getattr(torch, o.dtype)
-    allowed = _allowed(o.mask, case.n, torch.device("cpu"))
-    override = None if o.weights_override is None else torch.tensor(o.weights_override, dtype=dtype)
-    w_out = None if o.w_out is None else torch.tensor(o.w_out, dtype=dtype)
+    allowed, override, w_out = option_tensors(case, torch.device("cpu"))
     recorded: dict[str, Tensor] = {}
     query_i = trace["queries"][..., i : i + 1, :]
     steps_4_to_7(
@@ -340,11 +361,18 @@ def _with_head(trace: Trace, name: str) -> Tensor:
 
 def _options_of(case: Case) -> dict:
     """Steps 4-7's options for a case, on the CPU, without w_out (which comes after the heads are joined)."""
-    o = case.options
-    dtype = getattr(torch, o.dtype)
-    override = None if o.weights_override is None else torch.tensor(o.weights_override, dtype=dtype)
-    allowed = _allowed(o.mask, case.n, torch.device("cpu"))
-    return {"scale": scale_factor(case), "temperature": o.temperature, "allowed": allowed, "override": override}
+    allowed, override, _ = option_tensors(case, torch.device("cpu"))
+    options = {"scale": scale_factor(case), "temperature": case.options.temperature}
+    return options | {"allowed": allowed, "override": override}
+
+
+def option_tensors(case: Case, device: torch.device) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+    """The options that are matrices, as tensors on the device: which keys each query may attend to (the mask),
+    the weights override and w_out; None for each the case does not have."""
+    o, dtype = case.options, getattr(torch, case.options.dtype)
+    override = None if o.weights_override is None else torch.tensor(o.weights_override, dtype=dtype, device=device)
+    w_out = None if o.w_out is None else torch.tensor(o.w_out, dtype=dtype, device=device)
+    return _allowed(o.mask, case.n, device), override, w_out
 
 
 def _row(matrix: torch.Tensor | None, i: int) -> torch.Tensor | None:
@@ -379,41 +407,20 @@ class _Recorder:
         self.last = self._now()  # the copy to the CPU is not the step's time
 
 
-def _step_code() -> dict[str, str]:
-    """The lines under each '# step N: name (shown)' comment of attend and steps_4_to_7, up to its record call."""
-    code: dict[str, list[str]] = {}
-    current = None
-    for line in (inspect.getsource(attend) + inspect.getsource(steps_4_to_7)).splitlines():
-        stripped = line.strip()
-        if stripped.startswith("# step ") and stripped.endswith(" (shown)"):
-            current = stripped.removesuffix(" (shown)").split(": ")[1]
-            code[current] = []
-        elif stripped.startswith(("record(", "# steps ", "return ")):
-            current = None
-        elif current:
-            code[current].append(line)
-    if set(code) != {*STEP_NAMES, ROPE}:
-        raise RuntimeError(f"core.py shows code for {sorted(code)}, not for every step")
-    return {name: textwrap.dedent("\n".join(lines)) for name, lines in code.items()}
-
-
-STEP_CODE = _step_code()
-
-
 def scale_factor(case: Case) -> float:
     """The number the raw scores are multiplied by: 1 in the article, 1/√(d_k per head) in textbook attention."""
     scale = case.options.scale
-    return {"none": 1.0, "sqrt_dk": 1 / math.sqrt(case.d_k // case.options.heads)}.get(scale, scale)
+    return {"none": 1.0, "sqrt_dk": 1 / math.sqrt(case.d_head)}.get(scale, scale)
 
 
 def _trace(case: Case, device: torch.device, records: dict, outputs: torch.Tensor) -> Trace:
     steps = []
     for name in step_names(case):
-        number = STEP_NAMES.index("qkv" if name == ROPE else name) + 1  # RoPE is part of step 3
+        number = STEP_NAMES.index("qkv" if name == ROPE else name) + 1  # RoPE is part of step 3 (its label: 3b)
         tensors, seconds = records[name]
         steps.append(
             Step(
-                number, name, TITLES[name], EXPLANATIONS[name], formula(name, case), STEP_CODE[name],
+                number, name, TITLES[name], EXPLANATIONS[name], formula(name, case),
                 MappingProxyType(tensors), str(device), seconds, tuple(_notes(name, case, tensors, outputs)),
             )
         )  # fmt: skip
@@ -463,18 +470,18 @@ def formula(name: str, case: Case, lang: str = "en") -> str:
         )
     if name == "qkv":
         g = o.kv_heads or h
-        sizes = f"{case.d_k // h}, {case.d_k // h}, {case.d_v // g}"
+        sizes = f"{case.d_head}, {case.d_head}, {case.d_v // g}"
         split = rf",\quad {words('heads', heads=h)}\ {sizes}\ {words('columns')}" if h > 1 else ""
         shared = rf",\quad {words('kv_heads', kv_heads=g, group=h // g)}" if g < h else ""
         return rf"Q = X W_Q,\quad K = X W_K,\quad V = X W_V{split}{shared}"
     if name == ROPE:  # the rotation R_t turns pair p of a query or key at position t by the angle t·θ_p
-        theta = rf"\theta_p = {o.rope_base:g}^{{-2p/{case.d_k // h}}}"
+        theta = rf"\theta_p = {o.rope_base:g}^{{-2p/{case.d_head}}}"
         q = r"\begin{pmatrix} q_{2p} \\ q_{2p+1} \end{pmatrix}"
         turn = r"\begin{pmatrix} \cos t\theta_p & -\sin t\theta_p \\ \sin t\theta_p & \cos t\theta_p \end{pmatrix}"
         pair = rf"{q} \leftarrow {turn} {q}"
         return rf"{pair},\quad {theta},\quad k\ {words('likewise')}"
     if name == "scores":
-        scale = {"none": "", "sqrt_dk": rf"\frac{{1}}{{\sqrt{{{case.d_k // h}}}}}\,"}.get(o.scale)
+        scale = {"none": "", "sqrt_dk": rf"\frac{{1}}{{\sqrt{{{case.d_head}}}}}\,"}.get(o.scale)
         scale = rf"{o.scale:g}\," if scale is None else scale
         temperature = "" if o.temperature == 1 else rf" \,/\, {o.temperature:g}"
         mask = rf",\quad S_{{ij}} = -\infty\ {words('where')}\ M_{{ij}} = 0" if o.mask is not None else ""

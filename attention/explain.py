@@ -83,7 +83,7 @@ def explain(trace: Trace, tensor: str, index: tuple[int, ...], lang: str = "en")
     if tensor not in names:
         raise ValueError(f"cannot explain {tensor!r}: this trace records {', '.join(names)}")
     index = _check_index(trace, tensor, index)
-    head, rest = (index[0], index[1:]) if trace.axes(tensor)[0] == "head" else (None, index)
+    head, rest = (index[0], index[1:]) if trace.has_head(tensor) else (None, index)
     made = EXPLAINERS[tensor](Context.of(trace), tensor, head, rest)
     parts = {name: tuple(_cells(axis) for axis in cells) for name, cells in made.parts.items()}
     title, lines = str(render(lang, made.title)), tuple(str(render(lang, line)) for line in made.lines)
@@ -359,7 +359,7 @@ def scores(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) ->
             lines.append(msg("explain.scores_recorded", raw=c.num(raw), value=c.num(value)))
         return Derivation(title, tuple(lines), parts, head)
     if o.scale == "sqrt_dk":
-        d = c.trace.case.d_k // o.heads
+        d = c.trace.case.d_head
         why, symbol = msg("explain.scaled_sqrt_head" if o.heads > 1 else "explain.scaled_sqrt", d=d), f"1/√{d}"
     else:
         why, symbol = msg("explain.scaled_by", scale=approx(scale)), approx(scale)

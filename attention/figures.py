@@ -16,7 +16,6 @@ import plotly.graph_objects as go
 import torch
 
 from . import numbers
-from .case import MAX_D
 from .core import AXES, Trace
 from .explain import Cells
 from .i18n import text
@@ -43,16 +42,9 @@ def labels(trace: Trace, kind: str, size: int, lang: str = "en") -> list[str]:
     if kind in TOKEN_KINDS:
         return list(trace.case.tokens[:size])
     out = [str(i + 1) for i in range(size)]
-    if kind == "feature" and size == trace.case.d_in and bias_feature(trace):
+    if kind == "feature" and size == trace.case.d_in and trace.case.options.bias:  # the case says so: no guess
         out[-1] = text(lang, "axis.bias")
     return out
-
-
-def bias_feature(trace: Trace) -> bool:
-    """Whether x's last feature is the ones column of a real model's biases (models.py: MiniLM's q/k/v biases as
-    the weights' last row): a case wider than a hand-made one may be (64), whose last column is all ones."""
-    case = trace.case
-    return case.d_in > MAX_D and all(row[-1] == 1 for row in case.x)
 
 
 def axis(lang: str, kind: str) -> str:
@@ -319,7 +311,7 @@ def _key_query(n_q: int, row: int) -> tuple[int, int]:
 def _own_shape(trace: Trace, name: str) -> tuple[int, ...]:
     """A recorded tensor's shape without its head axis (see Trace.axes)."""
     shape = tuple(trace[name].shape)
-    return shape[1:] if trace.axes(name)[0] == "head" else shape
+    return shape[1:] if trace.has_head(name) else shape
 
 
 def weighted_heatmap(trace: Trace, head: int | None = None, lang: str = "en") -> go.Figure:
@@ -418,7 +410,7 @@ def step_times(traces: dict[str, Trace], lang: str = "en") -> pd.DataFrame:
     """Milliseconds per step on each device, side by side."""
     return pd.DataFrame(
         {device: [s.seconds * 1e3 for s in trace.steps] for device, trace in traces.items()},
-        index=[f"{s.number} {text(lang, f'step.{s.name}.title')}" for s in next(iter(traces.values())).steps],
+        index=[f"{s.label} {text(lang, f'step.{s.name}.title')}" for s in next(iter(traces.values())).steps],
     )
 
 

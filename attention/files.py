@@ -14,6 +14,7 @@ from .case import Case, CaseError, case_to_dict, parse_case
 from .core import Broadcast, Trace
 from .i18n import msg
 from .numbers import short_float32
+from .script import shown
 
 TRACE_FORMAT = "attention-trace/1"
 MAX_LINK_CHARS = 16_000  # a link's case token; browsers and servers take URLs of 32 KB and more
@@ -81,7 +82,7 @@ def trace_to_dict(trace: Trace) -> dict:
             "title": step.title,
             "explanation": step.explanation,
             "formula": step.formula,
-            "code": step.code,
+            "code": shown(trace.case, step.name),  # the exported script's lines, as the page shows them
             "device": step.device,
             "seconds": step.seconds,
             "notes": list(step.notes),

@@ -19,7 +19,7 @@ def trace_html(trace: Trace, digits: int = 4) -> str:
     heads = f", {o.heads} heads" if o.heads > 1 else ""
     steps = "".join(
         "<tr>"
-        f"<td>{step.number}</td><td>{_e(step.title)}</td>"
+        f"<td>{step.label}</td><td>{_e(step.title)}</td>"
         f"<td>{'<br>'.join(f'<code>{_e(name)}</code> {_shape(t)}' for name, t in step.tensors.items())}</td>"
         f"<td>{'<br>'.join(_e(str(note)) for note in step.notes)}</td>"
         "</tr>"

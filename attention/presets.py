@@ -15,7 +15,7 @@ ARTICLE_W_QUERY = ((1, 0, 1), (1, 0, 0), (0, 0, 1), (0, 1, 1))
 ARTICLE_W_VALUE = ((0, 2, 0), (0, 3, 0), (1, 0, 3), (1, 1, 0))
 ARTICLE_ROUNDED_WEIGHTS = ((0.0, 0.5, 0.5), (0.0, 1.0, 0.0), (0.0, 0.9, 0.1))  # "for readability"
 
-PRESETS = ("article", "random", "real")  # real: a real model's head on a sentence (attention/app/realcase.py)
+PRESETS = ("article", "random")  # what preset() builds (the app's presets are its origins: attention/app/origins)
 
 
 def article() -> Case:
@@ -53,6 +53,9 @@ def random_case(n: int = 3, d_in: int = 4, d_k: int = 3, d_v: int = 3, seed: int
 
 
 def preset(name: str, **sizes) -> Case:
+    """One of PRESETS: the article's case, or a random one at these sizes."""
+    if name not in PRESETS:
+        raise ValueError(f"{name!r} is not one of {', '.join(PRESETS)}")
     return article() if name == "article" else random_case(**sizes)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .case import Case, Matrix
-from .core import ROPE, TITLES, step_names
+from .core import LABELS, ROPE, TITLES, step_names
 
 MAX_LABEL_CHARS = 80  # a label in a comment is cut here (labels are user text; the case limits them to 40)
 SHOWN_ROWS = 16  # rows of a matrix a page shows in a step's code (the exported script has them all)
@@ -18,12 +18,9 @@ def to_script(case: Case) -> str:
         "import torch",
     ]
     lines = list(header)
-    number = 0
     for name, block in blocks(case).items():
-        number += name != ROPE  # RoPE is step 3's second half: "Step 3b"
-        label = f"{number}b" if name == ROPE else str(number)
         note = {"inputs": " (one row per token)"}.get(name, "")
-        lines += ["", f"# Step {label}: {TITLES[name]}{note}", *block]
+        lines += ["", f"# Step {LABELS[name]}: {TITLES[name]}{note}", *block]
     return "\n".join(lines) + "\n"
 
 
@@ -101,8 +98,8 @@ def _weights(case: Case) -> list[str]:
 def _qkv(case: Case) -> list[str]:
     o, h = case.options, case.options.heads
     g = o.kv_heads or h
-    d_key = case.d_k // h * g  # w_key's width: fewer columns when query heads share key/value heads
-    rotated = " (turned by RoPE in step 3b)" if o.rope_base is not None else ""
+    d_key = case.d_head * g  # w_key's width: fewer columns when query heads share key/value heads
+    rotated = f" (turned by RoPE in step {LABELS[ROPE]})" if o.rope_base is not None else ""
     lines = [
         f"keys = x @ w_key  # (n, d_k) = ({case.n}, {d_key})",
         f"queries = x @ w_query  # (n, d_k) = ({case.n}, {case.d_k})",
@@ -111,7 +108,7 @@ def _qkv(case: Case) -> list[str]:
     if h > 1 and g == h:
         lines += [
             "# Split the columns into heads, as nn.MultiheadAttention does: head i takes the i-th block of columns,",
-            f"# so queries and keys become (h, n, d_k/h) = ({h}, {case.n}, {case.d_k // h}) and values "
+            f"# so queries and keys become (h, n, d_k/h) = ({h}, {case.n}, {case.d_head}) and values "
             f"(h, n, d_v/h) = ({h}, {case.n}, {case.d_v // h})",
             f"heads = {h}",
             "queries, keys, values = (t.unflatten(-1, (heads, -1)).transpose(0, 1) for t in (queries, keys, values))",
@@ -133,7 +130,7 @@ def _qkv(case: Case) -> list[str]:
 
 def _rope(case: Case) -> list[str]:
     o = case.options
-    d = case.d_k // o.heads
+    d = case.d_head
     positions = "torch.arange(len(x))" if o.positions is None else f"torch.tensor({list(o.positions)})"
     return [
         "# RoPE: pair p of a query or key (its dims 2p and 2p+1) is turned by the angle t·θ_p, t the token's",
@@ -228,7 +225,7 @@ def _score_options(case: Case, scores: str, mask: str) -> list[tuple[str, str]]:
     """Step 4's lines after the dot products, in the core's order (scale, temperature, mask last): (code, why)."""
     o, out = case.options, []
     if o.scale == "sqrt_dk":
-        d = case.d_k // o.heads
+        d = case.d_head
         out.append((f"{scores} = {scores} * (1 / math.sqrt({d}))", f"scaled dot product: × 1/√d_k, d_k = {d} per head"))
     elif o.scale != "none":
         out.append((f"{scores} = {scores} * {float(o.scale)!r}", "the case's scale factor"))

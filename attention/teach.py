@@ -13,7 +13,7 @@ from .i18n import text
 def sqrt_dk_effect(trace: Trace, head: int | None = None) -> dict[str, float]:
     """What dividing by √d_k does to this trace's raw scores (one head's): their spread (standard deviation over the
     keys each query may see) and the largest weight of a row on average, without and with the division."""
-    d = trace.case.d_k // trace.case.options.heads
+    d = trace.case.d_head
     raw = trace.view("scores_raw", head).double()
     seen = torch.isfinite(trace.view("scores", head))  # a masked key is not part of a query's softmax
 

@@ -15,7 +15,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
 sys.path.insert(0, str(ROOT))  # the app's page registry, read in main(): a cold child imports no more than it must
-STEPS = {"walkthrough": 1, "walkthrough step 4": 4, "walkthrough step 6": 6}  # the page's heavy steps, named apart
+# the page's heavy steps, named apart (a row's name keeps the article's number; the picker takes the step's name)
+STEPS = {"walkthrough": "inputs", "walkthrough step 4": "scores", "walkthrough step 6": "weighted"}
 RERUNS, COLD_RUNS = 15, 3
 N, D = 1024, 64  # the app's MAX_N and MAX_D
 IMPORTS = "import numpy, pandas, plotly.graph_objects, streamlit, torch\n"  # what the app imports, drawing nothing

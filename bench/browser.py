@@ -16,7 +16,7 @@ from playwright.sync_api import expect, sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the app is not installed; the e2e helpers live here
 from attention import attend
-from attention.app.state import Session
+from attention.app.session import Session
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, ROOT, START_TIMEOUT, VIEWPORT, _free_port, _healthy
 from tests.e2e.test_browser import READY, TIMEOUT_MS, cell, heatmaps, wait_ready
 

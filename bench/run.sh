@@ -7,4 +7,5 @@ cd "$(dirname "$0")/.."
 python bench/core.py
 python bench/app.py
 python bench/browser.py
+python bench/server.py
 python bench/load.py

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from attention import available_devices, figures, gpu_unavailable_reason
-from attention.app import charts, compute, frame, session
+from attention.app import charts, compute, frame, tab
 from attention.app.language import lang, t
 from attention.i18n import render
 
@@ -25,7 +25,7 @@ if reason := gpu_unavailable_reason():
     st.info(t("devices.gpu_unavailable", reason=reason))
 st.write(t("devices.ran_on", device=trace.device, dtype=trace.case.options.dtype))
 
-traces = {d.name: compute.on_device(session.current(), trace, d.name) for d in devices}
+traces = {d.name: compute.on_device(tab.current(), trace, d.name) for d in devices}
 st.subheader(t("devices.times"))
 st.dataframe(figures.step_times(traces, lang()), key="table_times")
 

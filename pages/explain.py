@@ -2,8 +2,7 @@
 
 import streamlit as st
 
-from attention.app import charts, frame
-from attention.app import explain as widgets
+from attention.app import charts, frame, picked
 from attention.app.language import lang, t
 from attention.app.text import plain
 from attention.explain import explain, explainable
@@ -17,14 +16,14 @@ name = st.selectbox(
     t("explain.tensor"), names, index=names.index("scores_raw"), key="explain_tensor", persist_state="session",
     placeholder=t("widget.placeholder"),
 )  # fmt: skip
-widgets.apply_click(trace, name)
-index = widgets.cell_picker(trace, name)
+picked.apply_click(trace, name)
+index = picked.cell_picker(trace, name)
 explanation = explain(trace, name, index, lang())
-charts.chart(widgets.explained_figure(trace, name, index), widgets.CHART, clickable=True)
+charts.chart(picked.explained_figure(trace, name, index), picked.CHART, clickable=True)
 
 st.subheader(plain(explanation.title), anchor=False)
 st.code("\n".join(explanation.lines), language=None, wrap_lines=True)
 st.caption(t("explain.outlined"))
 parts = explanation.parts.items()
 for column, (part, cells) in zip(st.columns(len(parts) or 1), parts, strict=False):
-    charts.chart(widgets.part_figure(trace, part, explanation.head, cells), f"explain_part_{part}", where=column)
+    charts.chart(picked.part_figure(trace, part, explanation.head, cells), f"explain_part_{part}", where=column)

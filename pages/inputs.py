@@ -4,14 +4,14 @@ mask and the article's rounded weights cell by cell; a live page (an edit reruns
 import streamlit as st
 
 from attention import figures
-from attention.app import charts, editors, frame, live, session
-from attention.app.explain import go_explain
+from attention.app import charts, editors, frame, live, tab
 from attention.app.language import t
+from attention.app.picked import go_explain
 from attention.core import Trace
 
 
 def inputs(trace: Trace) -> None:
-    s = session.current()
+    s = tab.current()
     st.header(t("inputs.header"))
     st.write(t("inputs.intro"))
     left, right = st.columns([3, 2])  # x and the outputs side by side: a drag on x is seen where it lands

@@ -4,7 +4,7 @@ live page (an edit of w_out reruns it alone)."""
 import streamlit as st
 
 from attention import figures
-from attention.app import charts, compute, editors, frame, live, pickers, session
+from attention.app import charts, compute, editors, frame, live, pickers, tab
 from attention.app.language import t
 from attention.app.text import prose
 from attention.core import Trace
@@ -15,14 +15,14 @@ def multi_head(trace: Trace) -> None:
     st.header(t("multi_head.header"))
     st.write(t("multi_head.intro"))
     st.markdown(prose(t("why.heads")))
-    editors.w_out_switch(session.current())
+    editors.w_out_switch(tab.current())
     if h == 1:
         st.info(t("multi_head.one_head"))
     g, d_key = case.options.kv_heads or h, len(case.w_key[0])  # grouped-query attention: g key/value heads
     keys = f"({case.n}, {d_key}) | ({g}, {case.n}, {d_key // g})"
-    qk = f"| `queries`, `keys` | ({case.n}, {case.d_k}) | ({h}, {case.n}, {case.d_k // h}) |"
+    qk = f"| `queries`, `keys` | ({case.n}, {case.d_k}) | ({h}, {case.n}, {case.d_head}) |"
     if g != h:
-        qk = f"| `queries` | ({case.n}, {case.d_k}) | ({h}, {case.n}, {case.d_k // h}) |\n| `keys` | {keys} |"
+        qk = f"| `queries` | ({case.n}, {case.d_k}) | ({h}, {case.n}, {case.d_head}) |\n| `keys` | {keys} |"
     st.markdown(
         f"""
 | {t("multi_head.tensor")} | {t("multi_head.shape")} | {t("multi_head.per_head")} |
@@ -46,7 +46,7 @@ def multi_head(trace: Trace) -> None:
         charts.chart(charts.figure(figures.tensor_heatmap, trace, "concat"), "chart_concat")
     st.subheader("outputs")
     charts.chart(charts.figure(figures.tensor_heatmap, trace, "outputs"), "chart_outputs")
-    check = compute.check(session.current(), trace)  # with the exact softmax: the rounding is not attention
+    check = compute.check(tab.current(), trace)  # with the exact softmax: the rounding is not attention
     if check.oracle != "nn.MultiheadAttention":
         st.caption(t("multi_head.no_oracle"))
     elif check.agrees:

@@ -2,23 +2,22 @@
 
 import streamlit as st
 
-from attention import STEP_NAMES, figures
-from attention.app import charts, frame, questions, real, session
-from attention.app.language import t
-from attention.core import ROPE, step_names
+from attention import figures
+from attention.app import charts, frame, model_room, questions, tab
+from attention.app.language import lang, t
+from attention.i18n import render
 
 trace = frame.trace()
 st.title(t("app.title"))
 st.write(t("overview.intro"))
-if (title := real.title(session.current())) is not None:  # a real model's head, or a case edited from one
-    st.info(t("real.case", title=title), icon=":material/neurology:")
+if (title := tab.current().origin.title()) is not None:  # a model's head, or a case edited from one
+    st.info(t("real.case", title=render(lang(), title)), icon=":material/neurology:")
 left, right = st.columns([2, 3])
 with left:
     st.header(t("overview.steps"))  # h2 under the h1 title: headings go down one level at a time
-    for number, name in enumerate(STEP_NAMES, start=1):
-        st.markdown(f"{number}. `{name}` · {t(f'step.{name}.title')}")
-        if name == "qkv" and ROPE in step_names(trace.case):  # a real decoder's RoPE: part of step 3
-            st.markdown(f"- 3b `{ROPE}` · {t('step.rope.title')}")
+    for step in trace.steps:  # a decoder's RoPE is part of step 3: listed under it as 3b
+        number = f"{step.label}." if step.label.isdigit() else f"- {step.label}"
+        st.markdown(f"{number} `{step.name}` · {t(f'step.{step.name}.title')}")
     st.page_link("pages/walkthrough.py", label=t("overview.walk"), icon=":material/stairs:")
     st.page_link("pages/inputs.py", label=t("overview.edit"), icon=":material/edit:")
     st.header(t("overview.questions"))
@@ -28,5 +27,5 @@ with right:
     charts.chart(charts.figure(figures.tensor_heatmap, trace, "outputs"), "chart_outputs")
     if trace.case.options.weights_override is not None:
         st.caption(t("overview.rounded"))
-    real.next_tokens(session.current())
-real.heads(session.current())
+    model_room.next_tokens(tab.current())
+model_room.heads(tab.current())

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from attention import figures, presets, teach
-from attention.app import charts, compute, frame, session, temperature
+from attention.app import charts, compute, frame, tab, temperature
 from attention.app.language import lang, t
 from attention.app.text import plain, prose
 from attention.i18n import render
@@ -15,7 +15,7 @@ st.markdown(prose(t("why.sqrt_dk", **teach.sqrt_dk_effect(trace))))
 # Only the variants' outputs, made from this trace's queries, keys and values head by head: at the limits a whole
 # trace for each of five variants would not fit a session's memory.
 cases = presets.variants(trace.case)
-outputs = {v: compute.variant_outputs(session.current(), trace, case) for v, case in cases.items()}
+outputs = {v: compute.variant_outputs(tab.current(), trace, case) for v, case in cases.items()}
 names = {v: render(lang(), presets.variant_name(v, trace.case)) for v in outputs}
 st.dataframe(figures.variant_table(outputs, names, presets.EXACT, lang()), key="table_variants")
 span = min(float(o.min()) for o in outputs.values()), max(float(o.max()) for o in outputs.values())  # one scale

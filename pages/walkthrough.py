@@ -4,19 +4,18 @@
 import streamlit as st
 
 from attention import figures, script, teach
-from attention.app import charts, compute, frame, live, pickers, session
-from attention.app.explain import go_explain
+from attention.app import charts, compute, frame, live, pickers, tab
 from attention.app.language import lang, t
+from attention.app.picked import go_explain
 from attention.app.text import plain, prose
-from attention.core import Trace, formula, step_names
+from attention.core import Trace, formula
 from attention.i18n import render
 
 
 def walkthrough(trace: Trace) -> None:
-    names, picked = step_names(trace.case), pickers.step_picker()
-    step = trace.step(names[picked - 1])  # RoPE's too, for a case with it (3b)
+    step = trace.step(pickers.step_picker(trace))  # RoPE's too, for a case with it (3b)
 
-    st.header(t("walkthrough.header", number=pickers.step_number(names, picked), title=t(f"step.{step.name}.title")))
+    st.header(t("walkthrough.header", number=step.label, title=t(f"step.{step.name}.title")))
     st.write(t(f"step.{step.name}.explanation"))
     st.latex(formula(step.name, trace.case, lang()))  # its words in the reader's language
     for number, why in enumerate(teach.whys(trace, step.name, lang())):  # the step's why, then its options'
@@ -27,10 +26,10 @@ def walkthrough(trace: Trace) -> None:
             st.info(plain(render(lang(), note)))
     st.caption(t("editor.click_hint"))  # a click on a cell leads to its arithmetic on the Explain page
 
-    has_head = any(trace.axes(name)[0] == "head" for name in step.tensors)
+    has_head = any(trace.has_head(name) for name in step.tensors)
     head = pickers.head_picker(trace, "walkthrough_head") if has_head else None
     for name, tensor in step.tensors.items():
-        h = head if trace.axes(name)[0] == "head" else None
+        h = head if trace.has_head(name) else None
         shape = " × ".join(map(str, tensor.shape))
         dtype = str(tensor.dtype).removeprefix("torch.")
         st.subheader(t("walkthrough.tensor", name=name, shape=shape, dtype=dtype, device=step.device))
@@ -47,7 +46,7 @@ def walkthrough(trace: Trace) -> None:
             charts.numbers(numbers, f"table_{name}", where=table)
 
     if step.name in ("softmax", "outputs") and trace.case.options.weights_override is not None:
-        exact = compute.exact(session.current(), trace)
+        exact = compute.exact(tab.current(), trace)
         name = "weights" if step.name == "softmax" else "outputs"
         st.subheader(t("walkthrough.rounding"))
         left, right = st.columns(2)

@@ -9,8 +9,8 @@ from streamlit.testing.v1 import AppTest
 
 from attention.app import compute, editors, typed
 from attention.app.pages import PAGES as REGISTRY
-from attention.app.session import KEY
-from attention.app.state import Session
+from attention.app.session import Session
+from attention.app.tab import KEY
 from attention.core import Trace
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")

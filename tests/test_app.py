@@ -42,7 +42,7 @@ def test_exact_softmax_switch_and_the_difference_shown(at):
     np.testing.assert_allclose(charts(at)["outputs"], exact, atol=1e-6)
     at.toggle(key="use_rounded").set_value(True).run()
     at.switch_page("pages/walkthrough.py").run()
-    session(at).step = 7
+    session(at).step = "outputs"
     at.run()
     shown = charts(at)
     np.testing.assert_allclose(shown["outputs: rounded − exact"], np.array(ARTICLE_OUTPUTS) - exact, atol=1e-5)
@@ -63,7 +63,7 @@ def test_a_seeded_edit_changes_every_step(at):
     assert [i.value for i in at.info if "rounded softmax was made for its own numbers" in i.value]
     assert not np.allclose(outputs, ARTICLE_OUTPUTS)
     at.switch_page("pages/walkthrough.py").run()  # the edit travels to the other pages
-    session(at).step = 4
+    session(at).step = "scores"
     at.run()
     np.testing.assert_allclose(charts(at)["scores"], (x @ w_query) @ (x @ w_key).T, atol=1e-5)
 
@@ -143,7 +143,7 @@ def test_walkthrough_steps_forward_and_back_by_key(at):
     assert "Step 3" in at.header[0].value
     at.button(key="previous").click().run()
     assert "Step 2" in at.header[0].value
-    at.radio(key="step_picker").set_value(6).run()
+    at.radio(key="step_picker").set_value("weighted").run()
     assert "Step 6" in at.header[0].value
     at.switch_page("pages/inputs.py").run()
     at.switch_page("pages/walkthrough.py").run()
@@ -172,7 +172,7 @@ def test_two_heads_render_on_every_page_with_a_head_picker(at):
         assert not at.exception, (page, at.exception)
         assert not at.error
     at.switch_page("pages/walkthrough.py").run()
-    at.radio(key="step_picker").set_value(4).run()
+    at.radio(key="step_picker").set_value("scores").run()
     at.radio(key="walkthrough_head").set_value(1).run()
     np.testing.assert_allclose(charts(at)["scores"], current_trace(at)["scores"][1].numpy())
 

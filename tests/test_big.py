@@ -95,15 +95,15 @@ def big_app() -> AppTest:
     return at.run()
 
 
-@pytest.mark.parametrize("step", [6, 7, 8])
+@pytest.mark.parametrize("step", ["weighted", "outputs", "repeat"])
 def test_walkthrough_steps_6_to_8_at_big_n_say_what_was_not_kept(big_app, step):
     session(big_app).step = step
     big_app.switch_page("pages/walkthrough.py").run()
     assert not big_app.exception and not big_app.error
     notes = " ".join(i.value for i in big_app.info)
-    if step == 6:
+    if step == "weighted":
         assert "would hold 640,000 numbers" in notes
-    if step == 8:
+    if step == "repeat":
         assert "for queries 1-16 of 100" in notes
     assert big_app.get("plotly_chart")
 
@@ -191,7 +191,7 @@ def test_a_broadcast_takes_any_integer_as_a_head_and_keeps_float64():
 
 
 def test_a_new_option_checks_the_options_alone_and_a_cell_edit_checks_everything(monkeypatch):
-    from attention.app import state
+    from attention.app import session as state
 
     calls = []
     real = state.parse_case

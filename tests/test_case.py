@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from attention import CaseError, attend, case_to_dict, parse_case, resolve_device
+from attention import CaseError, attend, case_to_dict, figures, parse_case, resolve_device
 from attention.core import Broadcast
-from attention.files import MAX_LINK_CHARS, case_from_link, dump_case, dump_trace, load_case
+from attention.files import MAX_LINK_CHARS, case_from_link, case_to_link, dump_case, dump_trace, load_case
 from attention.presets import article, random_case
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,7 +52,7 @@ BAD = [
     (edit("w_value.2", [1, 2]), "w_value, row 3: has 2 numbers, expected 3 like row 1"),
     (edit("x.0", 5), "x, row 1 (Input 1): must be a list of numbers"),
     (edit("x", []), "x: must be a non-empty list of rows"),
-    # a sentence of up to 64 tokens may be as wide as a real model (576: attention/models.py); a longer input 64
+    # a sentence of up to 64 tokens may be as wide as a real model (576: attention/models/); a longer input 64
     (edit("x", [[]] * 3), "x: has 0 columns, expected between 1 and 576"),
     (edit("x", [[1.0] * 4] * 1025), "x: has 1025 rows, expected between 1 and 1024"),
     (edit("x", [[1.0] * 577] * 3), "x: has 577 columns, expected between 1 and 576"),
@@ -284,3 +284,13 @@ def test_a_link_whose_field_unpacks_to_millions_of_characters_gets_a_short_messa
     with pytest.raises(CaseError) as e:
         case_from_link(token)
     assert str(e.value).startswith("format: must be 'attention-case/1', not 'xxx") and len(str(e.value)) < 150
+
+
+def test_the_bias_option_labels_xs_last_column_and_travels_in_a_file_and_a_link():
+    case = random_case(3, 4, 3, 3, seed=1, bias=True)
+    assert case.options.bias and case_to_dict(case)["options"] == {"bias": True}
+    assert load_case(dump_case(case)) == case and case_from_link(case_to_link(case)) == case
+    assert figures.labels(attend(case), "feature", 4)[-1] == "1 (bias)"
+    assert figures.labels(attend(random_case(3, 4, 3, 3, seed=1)), "feature", 4)[-1] == "4"
+    with pytest.raises(CaseError, match=r"options\.bias: is 'yes', not true or false"):
+        parse_case({**case_to_dict(case), "options": {"bias": "yes"}})

@@ -6,8 +6,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from attention import attend
-from attention.app import editors, state, typed
-from attention.app.state import Session
+from attention.app import editors, typed
+from attention.app import session as state
+from attention.app.session import Session
 from attention.presets import article
 from tests.apptest import ARTICLE_OUTPUTS, charts, component_data, current_trace, edit, forge, session
 
@@ -210,7 +211,7 @@ def test_a_big_grid_is_an_image_with_one_picked_cell_to_edit(at):
 
 def test_a_click_on_a_walkthrough_heatmap_leads_to_its_explanation(at):
     at.switch_page("pages/walkthrough.py").run()
-    at.radio(key="step_picker").set_value(5).run()
+    at.radio(key="step_picker").set_value("softmax").run()
     at.session_state["chart_weights_click"] = {"cell": [1, 2]}
     at.run()
     assert at.selectbox(key="explain_tensor").value == "weights"  # the Explain page, on that cell

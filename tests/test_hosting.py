@@ -129,12 +129,12 @@ def test_no_user_data_in_module_globals_or_shared_caches(at):
     paths = [*ROOT.glob("attention/**/*.py"), *ROOT.glob("pages/*.py"), ROOT / "app.py"]
     sources = {p.relative_to(ROOT).as_posix(): p.read_text() for p in paths}
     assert not any("\nglobal " in s or "    global " in s for s in sources.values())
-    # st.cache_resource only for the real models' weights (shared by every session, keyed by a model's name alone)
+    # st.cache_resource only for the real models' parameters (shared by every session, keyed by a model's name alone)
     assert [name for name, s in sources.items() if "cache_resource(" in s or "@st.cache_resource" in s] == [
-        "attention/app/weights.py"
+        "attention/app/loaded.py"
     ]
-    assert sources["attention/app/weights.py"].count("@st.cache_resource") == 1
-    assert "def _model(name: str) -> models.Model:" in sources["attention/app/weights.py"]
+    assert sources["attention/app/loaded.py"].count("@st.cache_resource") == 1
+    assert "def _model(name: str) -> models.Model:" in sources["attention/app/loaded.py"]
 
 
 def test_a_gpu_that_fails_mid_run_falls_back_to_the_cpu_and_keeps_the_numbers(monkeypatch, at):

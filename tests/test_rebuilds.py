@@ -39,9 +39,8 @@ def test_a_step_change_makes_the_new_steps_figures_and_nothing_else(figures_made
         s.derived.made.clear()
         figures_made.clear()
         app.button(key="next").click().run()
-        shown = app.session_state["step_picker"]
         tensors = len(app.get("plotly_chart"))
-        assert shown == step and not app.exception
+        assert s.step == names[step - 1] and not app.exception
         made = s.derived.made
         assert set(made) <= {"figure", "table"}, f"step {step} made {dict(made)}"  # no trace, no check
         assert made["figure"] <= tensors and made["table"] <= tensors and len(figures_made) <= tensors, dict(made)
@@ -62,7 +61,7 @@ def test_an_edit_makes_one_trace_one_check_and_the_figures_that_show_it(figures_
         made = dict(s.derived.made)
         assert made.pop("trace") == 1 and made.pop("check") == 1, dict(s.derived.made)  # one trace, checked once
         assert made.pop("figure") == 1 and len(figures_made) == 1  # the outputs: the one chart /inputs draws
-        assert set(made) <= {"link", "is article"}, made  # the URL's link, the sidebar's "article?" (both small)
+        assert set(made) <= {"link", "is article", "origin check"}, made  # the URL's link; the origin's own (none)
 
 
 def test_a_rerun_that_changes_nothing_makes_nothing(figures_made):

@@ -38,8 +38,9 @@ def test_a_link_restores_the_case_and_step_on_every_page(page):
     at.switch_page(f"pages/{page}.py").run()
     assert not at.exception and not at.error
     assert current_trace(at).case == case
-    assert session(at).step == 5
-    assert at.query_params["case"] == case_to_link(case)  # the URL stays a link to this view
+    assert session(at).step == "softmax"  # an old link's 5: step 5
+    assert at.query_params["case"] == case_to_link(case)  # the URL stays a link to this view, its step by name
+    assert at.query_params["step"] == "softmax"
     if page == "walkthrough":
         assert "Step 5" in at.header[0].value
 
@@ -218,4 +219,4 @@ def test_the_overviews_questions_open_their_answers_in_one_click():
     output = open_link({"ask": "output"}).switch_page("pages/explain.py").run()
     assert output.code[0].value.endswith("= 7.8; float32 arithmetic gives 7.7999997")
     causal = open_link({"ask": "causal"}).switch_page("pages/walkthrough.py").run()
-    assert session(causal).step == 7 and current_trace(causal).outputs[0].tolist() == [1.0, 2.0, 3.0]
+    assert session(causal).step == "outputs" and current_trace(causal).outputs[0].tolist() == [1.0, 2.0, 3.0]

@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from attention import attend, case_to_dict, parse_case
-from attention.app import state
+from attention.app import session as state
 from attention.app.choices import Controls
-from attention.app.state import Session
+from attention.app.origins import Article, Edited, File, Link, Random
+from attention.app.session import Session
 from attention.files import case_to_link, dump_case
 from attention.presets import article, random_case, with_options
 from tests.apptest import ARTICLE_OUTPUTS, MASKED_CASE
@@ -127,11 +128,11 @@ def test_a_value_no_widget_can_hold_is_refused_with_a_notice(session, name, valu
 def test_a_link_restores_case_step_and_language_and_bad_parts_are_refused(session):
     case = with_options(random_case(4, 3, 2, 2, seed=1), temperature=2.0)
     session.open_link({"case": case_to_link(case), "step": "6", "lang": "zh"})
-    assert (session.case, session.step, session.lang, session.notices) == (case, 6, "zh", [])
+    assert (session.case, session.step, session.lang, session.notices) == (case, "weighted", "zh", [])  # an old 6
     assert session.controls.temperature == 2.0 and session.controls.n == 4
     fresh = Session.start()
     fresh.open_link({"case": "garbage", "step": "9", "lang": "xx"})
-    assert fresh.case == article() and fresh.step == 1 and fresh.lang == "en"
+    assert fresh.case == article() and fresh.step == "inputs" and fresh.lang == "en"
     assert [n.key for n in fresh.notices] == ["notice.link_refused", "notice.bad_step", "notice.bad_lang"]
 
 
@@ -170,11 +171,20 @@ def test_w_out_comes_and_goes(session):
     assert session.case.options.w_out is None
 
 
-def test_the_step_stays_within_the_walkthrough(session):
-    session.go_to(99)
-    assert session.step == 8
-    session.go_to(0)
-    assert session.step == 1
+def test_the_step_stays_within_the_walkthrough_by_name(session):
+    session.go_to("repeat", by=3)
+    assert session.step == "repeat"
+    session.go_to("inputs", by=-1)
+    assert session.step == "inputs"
+    session.go_to("repeat", by=1, wrap=True)  # the player: after the last, the first
+    assert session.step == "inputs"
+    session.go_to("rope")  # a step the article lacks: the step it is part of
+    assert session.step == "qkv"
+    session.open_link({"step": "scores"})
+    assert session.step == "scores" and not session.notices
+    session.load(random_case(3, 4, 4, 4, seed=1, rope_base=100.0))
+    session.go_to("qkv", by=1)
+    assert session.step == "rope"
 
 
 def test_the_rounded_softmax_is_used_only_where_it_fits_and_one_step_leads_back(session):
@@ -199,7 +209,7 @@ def test_any_number_of_heads_works_in_one_step_from_the_article(session):
 
 
 def test_a_loaded_case_with_rope_and_grouped_heads_keeps_them_through_edits_and_a_link(session):
-    """RoPE and grouped key/value heads (a real model's head, attention/models.py) have no widget: a loaded case
+    """RoPE and grouped key/value heads (a real model's head, attention/models/) have no widget: a loaded case
     keeps them through an edit, a new option and a link, and an edit's outputs follow."""
     case = random_case(5, 6, 8, 6, seed=2, heads=4, kv_heads=2, rope_base=100.0, positions=[3, 4, 5, 6, 7])
     session.load(case)
@@ -216,3 +226,19 @@ def test_a_loaded_case_with_rope_and_grouped_heads_keeps_them_through_edits_and_
     session.choose(n=4)  # fewer tokens: the positions no longer fit and are dropped; RoPE stays
     assert session.error is None
     assert (session.case.options.rope_base, session.case.options.positions) == (100.0, None)
+
+
+def test_the_origin_says_where_the_case_came_from_and_an_edit_makes_it_edited_from_it(session):
+    assert isinstance(session.origin, Article) and session.origin.link() == {} and session.origin.title() is None
+    session.edit("x", 1, 1, 5.0)
+    edited = session.origin
+    assert isinstance(edited, Edited) and edited.source is session.source and edited.link() is None
+    session.edit("x", 1, 1, 2.0)  # the article's number again: its own case, as it made it
+    assert session.origin is session.source
+    session.choose(preset="random", seed=3)
+    assert isinstance(session.origin, Random) and session.origin.seed == 3 and session.origin.link() is None
+    session.import_file("mine.json", dump_case(random_case(seed=4)).encode())
+    assert isinstance(session.origin, File) and session.origin.name == "mine.json"
+    session.open_link({"case": case_to_link(random_case(seed=5))})
+    assert isinstance(session.origin, Link) and session.origin.case == random_case(seed=5)
+    assert "# Step 1" in session.origin.script(session.case) and session.origin.check(attend(session.case)) is None

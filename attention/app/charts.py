@@ -10,7 +10,7 @@ import streamlit as st
 
 from .. import figures
 from ..core import Trace
-from . import clicks, session
+from . import clicks, tab
 from .language import lang, t
 from .text import plain
 
@@ -21,7 +21,7 @@ def figure(make: Callable[..., go.Figure], trace: Trace, *args, **kwargs) -> go.
     afterwards (figures.highlight makes its own)."""
     parts = tuple(a.case if isinstance(a, Trace) else a for a in args)
     key = ("figure", make.__name__, trace.case, trace.device, parts, tuple(sorted(kwargs.items())), lang())
-    return session.current().derived.get(key, lambda: make(trace, *args, **kwargs, lang=lang()))
+    return tab.current().derived.get(key, lambda: make(trace, *args, **kwargs, lang=lang()))
 
 
 def chart(fig: go.Figure, key: str, where=st, clickable: bool = False) -> tuple[int, int] | None:
@@ -29,7 +29,7 @@ def chart(fig: go.Figure, key: str, where=st, clickable: bool = False) -> tuple[
     its text version, made only while it is open (closed, it costs one element a chart). A clickable one returns
     the cell (row, column of its z) a click picked in this run (clicks.py), or None."""
     config = {
-        "toImageButtonOptions": {"format": session.current().image_format, "filename": key.removeprefix("chart_")},
+        "toImageButtonOptions": {"format": tab.current().image_format, "filename": key.removeprefix("chart_")},
         "displaylogo": False,
     } | _plotly_locale()
     title, summary, _ = _described(fig, table=False)
@@ -52,7 +52,7 @@ def chart(fig: go.Figure, key: str, where=st, clickable: bool = False) -> tuple[
 def table(trace: Trace, name: str, head: int | None = None):
     """figures.table of a recorded tensor, kept like a figure (a step shown again does not rebuild its tables)."""
     key = ("table", trace.case, trace.device, name, head, lang())
-    return session.current().derived.get(key, lambda: figures.table(trace, name, head, lang=lang()))
+    return tab.current().derived.get(key, lambda: figures.table(trace, name, head, lang=lang()))
 
 
 def numbers(table, key: str, where=st) -> None:

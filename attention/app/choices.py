@@ -20,6 +20,7 @@ from ..case import (
     Case,
 )
 from ..i18n import excerpt
+from .origins import PRESETS
 
 Grid = tuple[tuple[object, ...], ...]  # rows of cells as typed: numbers, or whatever a client sent
 NUMBERS = ("x", "w_query", "w_key", "w_value")  # the case's own matrices; the other grids are options
@@ -36,7 +37,7 @@ MAX_SEED = 2**31 - 1
 class Controls:
     """The sidebar's choices, each held by a widget of the same name."""
 
-    preset: str = "article"  # presets.PRESETS
+    preset: str = "article"  # origins.PRESETS: which kind of origin the sidebar makes
     seed: int = 0  # the random preset's, and random new cells' after a resize
     n: int = 3
     d_in: int = 4
@@ -85,7 +86,7 @@ def allowed(name: str, value: object) -> bool:
         return isinstance(value, bool)
     if name == "device":
         return isinstance(value, str) and DEVICE_PATTERN.fullmatch(value) is not None
-    choices = {"preset": presets.PRESETS, "fill": FILLS, "scale": SCALES, "dtype": DTYPES}
+    choices = {"preset": PRESETS, "fill": FILLS, "scale": SCALES, "dtype": DTYPES}
     choices["mask"] = MASKS  # custom: the inputs' own matrix (a loaded case's, or the causal one to edit)
     return name in choices and value in choices[name]
 
@@ -102,11 +103,12 @@ class Inputs:
     w_out: Grid | None = None
     mask: Grid | None = None  # an explicit 0/1 matrix (a loaded case's)
     rounded: Grid | None = None  # the article's rounded softmax (the case's weights_override)
-    # A real model's attention (attention/models.py), which no widget sets: kept as a loaded case (a file, a link)
+    # A real model's attention (attention/models/), which no widget sets: kept as a loaded case (a file, a link)
     # had them, else a check of the inputs would drop them. RoPE's base and positions; grouped key/value heads.
     rope_base: float | None = None
     positions: tuple[int, ...] | None = None
     kv_heads: int | None = None
+    bias: bool = False  # x's last column brings in the weights' biases (a model's): its label says so
 
     @classmethod
     def of(cls, case: Case) -> Inputs:
@@ -114,7 +116,7 @@ class Inputs:
         return cls(
             case.x, case.w_query, case.w_key, case.w_value, case.tokens,
             w_out=o.w_out, mask=o.mask if isinstance(o.mask, tuple) else None, rounded=o.weights_override,
-            rope_base=o.rope_base, positions=o.positions, kv_heads=o.kv_heads,
+            rope_base=o.rope_base, positions=o.positions, kv_heads=o.kv_heads, bias=o.bias,
         )  # fmt: skip
 
     def with_cells(self, name: str, cells: dict[tuple[int, int], object]) -> Inputs:
@@ -142,7 +144,7 @@ class Inputs:
         )
         w_out = grids["options"]["w_out"]
         kept = {} if c.n != len(self.x) else {"rounded": self.rounded, "mask": self.mask, "positions": self.positions}
-        kept |= {"rope_base": self.rope_base, "kv_heads": self.kv_heads}
+        kept |= {"rope_base": self.rope_base, "kv_heads": self.kv_heads, "bias": self.bias and c.d_in == len(self.x[0])}
         matrices = {name: _grid(grids[name]) for name in NUMBERS}
         return Inputs(**matrices, tokens=tuple(grids["tokens"]), w_out=None if w_out is None else _grid(w_out), **kept)
 
@@ -161,6 +163,7 @@ def options(c: Controls, i: Inputs) -> dict:
         "rope_base": i.rope_base,
         "positions": i.positions,
         "kv_heads": i.kv_heads,
+        "bias": i.bias,
     }
 
 
@@ -169,6 +172,11 @@ def causal(n: int) -> Grid:
     share two floats (a million of them at n = 1024 would be 24 MB of their own)."""
     one, zero = 1.0, 0.0
     return tuple(tuple(one if j <= i else zero for j in range(n)) for i in range(n))
+
+
+def identity(d: int) -> Grid:
+    """The d × d identity: where w_out starts, changing nothing."""
+    return tuple(tuple(float(i == j) for j in range(d)) for i in range(d))
 
 
 def typed(value: object) -> object:

@@ -11,8 +11,7 @@ from .. import core, oracles
 from ..case import Case, with_options
 from ..core import Trace, attend
 from ..i18n import clip, msg
-from . import realcase
-from .state import Session
+from .session import Session
 
 BIG = 32 * 2**20  # bytes of a trace past which the memory of the traces already dropped is freed first
 
@@ -82,15 +81,8 @@ def check(session: Session, trace: Trace) -> oracles.Check:
     return session.derived.get(("check", twin.case), lambda: oracles.check(twin.case, twin.outputs))
 
 
-def model_check(session: Session, trace: Trace) -> oracles.Check | None:
-    """While the case is a real model's head: whether the eight steps agree with the model's own output of that
-    head (its forward pass, attention/models.py); None for any other case."""
-    own = realcase.model_output(session)
-    if own is None:
-        return None
-
-    def make() -> oracles.Check:
-        difference = (trace.outputs.detach().cpu().double() - own.double()).abs().max().item()
-        return oracles.Check(session.real.choice.title(), difference, difference <= realcase.AGREES_WITHIN)
-
-    return session.derived.get(("model check", trace.case), make)
+def origin_check(session: Session, trace: Trace) -> oracles.Check | None:
+    """The check only the case's origin can make (a model's head: against the model's own output of that head,
+    attention/models/), kept while the case is; None when it has none."""
+    origin = session.origin
+    return session.derived.get(("origin check", trace.case, type(origin)), lambda: origin.check(trace))

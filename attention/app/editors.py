@@ -15,7 +15,7 @@ from ..core import AXES
 from . import charts, clicks, grid
 from .choices import GRIDS
 from .language import lang, t
-from .state import Session
+from .session import Session
 
 # Past this many cells (32 × 64) a grid is an image with one picked cell to edit: typing thousands of numbers by
 # hand makes no sense, and drawing thousands of inputs costs every rerun (bench/browser.md: the editor's draw).

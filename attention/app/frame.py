@@ -1,6 +1,6 @@
 """The frame every page runs in: the session brought up to date, the sidebar, the banners, the URL, then the page.
 
-One edit travels one way: widget → session (state.py) → case → trace (compute.py) → figures → page. The banners
+One edit travels one way: widget → session (session.py) → case → trace (compute.py) → figures → page. The banners
 (notices, the error, the check against PyTorch) and the share panel are drawn here, once a run, above the page.
 """
 
@@ -12,10 +12,10 @@ import streamlit as st
 
 from ..core import Trace
 from ..i18n import msg, render
-from . import compute, editors, navigation, process, questions, real, reconnect, session, share, sidebar
+from . import compute, editors, navigation, process, questions, reconnect, share, sidebar, tab
 from .language import t
 from .pages import PAGES
-from .state import Session
+from .session import Session
 from .text import plain
 
 # Focus made visible where Streamlit's own indicator is not: a radio option or checkbox/toggle hides its real
@@ -35,10 +35,9 @@ process.settle()  # once a process: this module is imported by its first run
 def run(pages: list | None = None) -> None:
     """app.py's whole body: bring the session up to date, draw the frame, run the chosen page of the registry (or
     of `pages`: a benchmark's frame around an empty page)."""
-    first_run = session.current() is None
-    s = session.started()
-    sidebar.read(s)  # the widgets' and editors' new values, before any widget is drawn
-    real.read(s)
+    first_run = tab.current() is None
+    s = tab.started()
+    sidebar.read(s)  # the widgets' (and the origin's room's) and editors' new values, before any widget is drawn
     editors.read(s)
     questions.answer(s)  # a question's link from the overview
     trace = compute.current(s)
@@ -64,7 +63,7 @@ def trace() -> Trace:
     """The trace every page shows: the session's case, computed (or kept) by the frame before the page runs."""
     if not framed():  # Streamlit ran this page alone (see navigation.leave_pages_folder_mode)
         navigation.leave_pages_folder_mode()
-    return compute.current(session.current())
+    return compute.current(tab.current())
 
 
 def framed() -> bool:
@@ -82,12 +81,11 @@ def banners(s: Session, trace: Trace) -> None:
     for notice in notices:
         st.warning(plain(render(lang, notice)), icon=":material/info:")
     row = st.container(horizontal=True, wrap=False, vertical_alignment="center", height=STATUS_PX, border=False)
-    model = compute.model_check(s, trace)  # a real model's head: checked against the model's own output
-    check, kind = (compute.check(s, trace), "verify") if model is None else (model, "verify_model")
+    own = compute.origin_check(s, trace)  # a model's head: checked against the model's own output instead
+    check, kind = (compute.check(s, trace), "verify") if own is None else (own, s.origin.verify)
     where = "" if trace.device == "cpu" else t("verify.computed_on", device=trace.device)
     note = "" if compute.exact(s, trace) is trace else t("verify.exact_note")
-    oracle = check.oracle if model is None else render(lang, check.oracle)
-    said = {"oracle": oracle, "difference": check.difference, "note": note, "where": where}
+    said = {"oracle": render(lang, check.oracle), "difference": check.difference, "note": note, "where": where}
     if check.agrees:
         badge = row.popover(t(f"{kind}.badge"), icon=":material/verified:", key="check", width=BADGE_PX)
         badge.caption(t(f"{kind}.agrees", **said))

@@ -13,16 +13,16 @@ import streamlit as st
 
 from ..case import MAX_ABS
 from ..i18n import render
-from . import state, typed
+from . import typed
 from .language import lang, t
-from .state import Session
+from .session import OPTION_GRIDS, Session, place
 
 WEB = Path(__file__).with_name("web")
 _editor = st.components.v2.component(
     "attention.matrix", css=(WEB / "grid.css").read_text(), js=(WEB / "grid.js").read_text()
 )
 _pace = st.components.v2.component("attention.pace", js=(WEB / "pace.js").read_text())
-SHOWN_NAMES = {v: k for k, v in state.OPTION_GRIDS.items()}  # the name messages give a grid: options.mask
+SHOWN_NAMES = {v: k for k, v in OPTION_GRIDS.items()}  # the name messages give a grid: options.mask
 TOKEN_ROWS = ("x", "mask", "rounded")  # grids whose rows are the tokens
 KINDS = {"mask": "zero_one", "rounded": "nonnegative"}  # how far a drag may take a cell; others: any number
 CELL = re.compile(r"(\d{1,5}),(\d{1,5})")  # an edit's cell, "row,column" from 0 (a forged client sends anything)
@@ -56,7 +56,7 @@ def data(session: Session, name: str, window: Window | None = None, hint: bool =
     square = name in ("mask", "rounded")  # query rows, key columns: both named after the tokens
     row_tokens = [typed.shown(tokens[i]) for i in rows] if name in TOKEN_ROWS else None
     column_tokens = [typed.shown(tokens[j]) for j in cols] if square else None
-    found = state.place(session.error)
+    found = place(session.error)
     mine = found is not None and found[0] in (name, "tokens" if name == "x" else name)
     return {
         "name": shown_name(name),

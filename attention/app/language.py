@@ -5,12 +5,12 @@ from __future__ import annotations
 import streamlit as st
 
 from .. import i18n
-from . import session
+from . import tab
 
 
 def lang() -> str:
     """The session's language; before its first run has made one, the browser's."""
-    current = session.current()
+    current = tab.current()
     return current.lang if current is not None else i18n.language_for(st.context.locale)
 
 

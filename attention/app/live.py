@@ -9,8 +9,8 @@ from collections.abc import Callable
 import streamlit as st
 
 from ..core import Trace
-from . import compute, editors, frame, session, share
-from .state import Session
+from . import compute, editors, frame, share, tab
+from .session import Session
 
 SHARE_PANEL = "share_panel"  # the share panel's expander key (share.py): open, it shows the case
 FRAMED = "live_framed_as"  # what the frame around showed in the last run of the whole app (outside)
@@ -18,7 +18,7 @@ FRAMED = "live_framed_as"  # what the frame around showed in the last run of the
 
 def page(body: Callable[[Trace], None]) -> None:
     """Draw the page's `body(trace)` under its banners, as a fragment that an edit in it reruns alone."""
-    s = session.current()
+    s = tab.current()
     st.fragment(lambda: _run(s, body))()
 
 

@@ -7,8 +7,8 @@ import time
 import streamlit as st
 
 from .. import i18n
-from ..core import ROPE, Trace, step_names
-from . import session
+from ..core import Trace
+from . import tab
 from .language import t
 
 PACES = (0.5, 1.0, 2.0, 3.0, 5.0)  # seconds per step
@@ -16,35 +16,31 @@ PACE_PX = 220  # the pace slider beside the player's switch
 KEEP = "session"  # page-local pickers keep their choice while another page is shown
 
 
-def step_picker() -> int:
+def step_picker(trace: Trace) -> str:
     """The steps to pick from, then one row with previous / next and the player (a row that stays a row on a
-    phone, where columns would stack ◀ above the picker and ▶ below it). The step is the session's, so it survives
-    a visit to another page and travels in a link."""
-    s = session.current()
-    names = step_names(s.case)  # with RoPE, its step after step 3 (numbered 3b here)
-    last, language = len(names), s.lang
-    s.go_to(s.step)  # a step past this case's last (a case without RoPE after one with it): its last
+    phone, where columns would stack ◀ above the picker and ▶ below it). The step is the session's, by its name, so
+    it survives a visit to another page and travels in a link."""
+    s = tab.current()
+    names, language = tuple(step.name for step in trace.steps), s.lang  # with RoPE, its step after step 3 (3b)
+    labels = {step.name: step.label for step in trace.steps}
+    s.go_to(s.step)  # a step this case lacks (RoPE, after a case with it): the step it is part of
     st.session_state.step_picker = s.step
     st.radio(
         t("walkthrough.step"),
-        range(1, last + 1),
-        format_func=lambda i: f"{step_number(names, i)} {i18n.text(language, f'step.{names[i - 1]}.short')}",
+        names,
+        format_func=lambda name: f"{labels[name]} {i18n.text(language, f'step.{name}.short')}",
         key="step_picker",
         horizontal=True,
         label_visibility="collapsed",
         on_change=lambda: s.go_to(st.session_state.step_picker),
     )
     row = st.container(horizontal=True, vertical_alignment="center")
-    row.button("◀", key="previous", on_click=lambda: s.go_to(s.step - 1), disabled=s.step == 1, shortcut="Left")
-    row.button("▶", key="next", on_click=lambda: s.go_to(s.step + 1), disabled=s.step == last, shortcut="Right")
+    row.button(
+        "◀", key="previous", on_click=lambda: s.go_to(s.step, by=-1), disabled=s.step == names[0], shortcut="Left"
+    )
+    row.button("▶", key="next", on_click=lambda: s.go_to(s.step, by=1), disabled=s.step == names[-1], shortcut="Right")
     _player(row, s)
     return s.step
-
-
-def step_number(names: tuple[str, ...], i: int) -> str:
-    """A step's number as the article counts them: RoPE is part of step 3 (3b), the steps after it keep theirs."""
-    rope = names.index(ROPE) + 1 if ROPE in names else None
-    return f"{i - 1}b" if i == rope else str(i - 1 if rope is not None and i > rope else i)
 
 
 def _player(row, s) -> None:
@@ -63,18 +59,18 @@ def _player(row, s) -> None:
 
 
 def _advance(seconds: float) -> None:
-    s = session.current()
+    s = tab.current()
     if s.next_step_at is None:
         s.next_step_at = time.monotonic() + seconds
     if time.monotonic() >= s.next_step_at:
         s.next_step_at = time.monotonic() + seconds
-        s.go_to(s.step % len(step_names(s.case)) + 1)  # after the last step, the first again
+        s.go_to(s.step, by=1, wrap=True)  # after the last step, the first again
         st.rerun(scope="app")
 
 
 def head_picker(trace: Trace, key: str) -> int | None:
     """Which head to show, when there are several."""
-    h, language = trace.case.options.heads, session.current().lang
+    h, language = trace.case.options.heads, tab.current().lang
     if h == 1:
         return None
     head = st.radio(

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..core import STEP_NAMES, Trace
-from . import explain
+from ..core import Trace
+from . import picked
 from .language import t
-from .state import Session
+from .session import Session
 from .text import plain
 
 ASK = "ask"  # the link's parameter: which question, answered once when its page opens
@@ -39,13 +39,13 @@ def answer(session: Session) -> None:
     st.query_params.pop(ASK)
     case, o = session.case, session.case.options
     if ask == "score":  # a score's index starts with its head when there are several: the first
-        explain.pick("scores_raw", ((0,) if o.heads > 1 else ()) + _score_cell(case.n))
+        picked.pick("scores_raw", ((0,) if o.heads > 1 else ()) + _score_cell(case.n))
     elif ask == "output":
         d_out = len(o.w_out[0]) if o.w_out else case.d_v
-        explain.pick("outputs", (_output_row(case.n), min(1, d_out - 1)))  # the article's output 3: its 7.8
+        picked.pick("outputs", (_output_row(case.n), min(1, d_out - 1)))  # the article's output 3: its 7.8
     elif ask == "causal":
         session.choose(mask="causal")
-        session.go_to(STEP_NAMES.index("outputs") + 1)
+        session.go_to("outputs")  # step 7 by its name: on a RoPE case too, where it is the 8th of nine
 
 
 def _score_cell(n: int) -> tuple[int, int]:

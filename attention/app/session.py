@@ -1,26 +1,263 @@
-"""This browser tab's session model, under one key of st.session_state (never shared between visitors)."""
+"""The session model: what one visitor typed and chose, the last valid case, and the operations on them.
+
+Plain Python, no Streamlit: the sidebar, the editors and a link call these operations, and tests drive them directly.
+Every change goes one way: an operation changes the inputs as typed, then they are checked, and either become the
+case every page shows or leave it as it was with the error that says why.
+"""
 
 from __future__ import annotations
 
-import streamlit as st
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 
-from ..i18n import language_for
-from . import realcase, weights
-from .state import Session
+from .. import files, models, presets
+from ..case import CASE_FORMAT, Case, CaseError, Options, parse_case, with_options
+from ..core import ROUNDED_WITHIN, STEP_NAMES, step_names, step_near, step_of
+from ..devices import resolve_device
+from ..i18n import LANGUAGES, Message, clip, excerpt, msg
+from ..models import Model
+from . import choices, origins, typed
+from .cache import Derived
+from .choices import NUMBERS, SIZES, Controls, Inputs
+from .origins import Article, File, Origin
 
-KEY = "session"
+Cells = Mapping[tuple[int, int], object]  # (row, column) -> a cell's value as typed
+OPTION_GRIDS = {"options.mask": "mask", "options.w_out": "w_out", "options.weights_override": "rounded"}
 
 
-def current() -> Session | None:
-    """The session model, or None before the frame's first run in this tab."""
-    return st.session_state.get(KEY)
+@dataclass
+class Session:
+    """One browser tab's state: the controls, the inputs as typed, and the last valid case, which every page shows."""
+
+    controls: Controls
+    inputs: Inputs
+    case: Case
+    error: CaseError | None = None  # why the inputs as typed are not a case; None: they are `case`
+    step: str = STEP_NAMES[0]  # the walkthrough's step, by its name (core.step_names)
+    lang: str = "en"
+    image_format: str = "png"  # what a chart's toolbar saves
+    notices: list[Message] = field(default_factory=list)  # said once, at the top of the next page drawn
+    generation: int = 0  # how often the matrices were replaced whole: an editor made before knows older grids
+    next_step_at: float | None = None  # the player's clock (time.monotonic) while it plays
+    rounding: Message | None = None  # why the article's rounded softmax, though chosen, is not used: None if it is
+    widgets: dict = field(default_factory=dict, repr=False)  # what the sidebar's widgets showed when last drawn
+    runs: int = 0  # runs drawn in this tab: the last element of each tells a dragged editor to send on (grid.pace)
+    derived: Derived = field(default_factory=Derived, repr=False, compare=False)  # see cache.py
+    source: Origin | None = None  # where the last whole case came from (see origin; Session.start sets it)
+    loader: Callable[[str], Model] = field(default=models.loaded, repr=False, compare=False)  # the app's: loaded.py
+    _numbers: Case | None = field(default=None, repr=False)  # the inputs' matrices, checked, with no options
+    _origin: tuple | None = field(default=None, repr=False, compare=False)  # (case, source, origin): the last answer
+
+    @classmethod
+    def start(cls, lang: str = "en") -> Session:
+        """A new session on the article's numbers."""
+        article, lang = presets.article(), lang if lang in LANGUAGES else "en"
+        session = cls(Controls(), Inputs.of(article), article, lang=lang, source=Article(article))
+        session._check(numbers=True)
+        return session
+
+    @property
+    def origin(self) -> Origin:
+        """Where the case came from: its source while the case is as it made it, else edited from it (one rule)."""
+        return _origin(self)
+
+    # Whole cases
+
+    def load(self, case: Case, origin: Origin | None = None, keep_device: bool = False, checked: bool = False) -> None:
+        """Put a whole case in from its origin (None: numbers handed in); the preset, seed and fill stay as chosen."""
+        keep_device = keep_device or checked
+        device = self.controls.device if keep_device else device_here(case.options.device, self.notices)
+        self.controls = replace(Controls.of(case, keep=self.controls), device=device)
+        self.inputs, self.source = Inputs.of(case), origin or Origin(case)
+        self.generation += 1
+        if checked:  # a model's numbers, checked as tensors (models/model.py): not again, number by number
+            o = case.options  # grouped key/value heads set how wide w_key is: the numbers keep them (see _numbers)
+            self._numbers = replace(
+                case, options=Options(heads=o.heads, kv_heads=o.kv_heads) if o.kv_heads else Options()
+            )
+        self._check(numbers=not checked)
+        if checked:  # the case as the session made it (on its device), which the origin compares with
+            self.source = replace(self.source, case=self.case)
+
+    def refuse(self, error: CaseError, source: Origin | None = None) -> None:
+        """A case its origin could not make: the last valid one stays, with why (and the source as it now stands)."""
+        self.error, self.source = error, source or self.source
+
+    def reset(self) -> None:
+        """The chosen preset's origin makes its case again, dropping edits (the chosen device stays)."""
+        origins.PRESETS[self.controls.preset].start(self)
+
+    def back_to_article(self) -> None:
+        """The article's numbers and options (its preset) again; the device stays."""
+        self.controls = replace(self.controls, preset="article")
+        Article.start(self)
+
+    def open_link(self, params: Mapping[str, str | None]) -> None:
+        open_link(self, params)  # a shared link: its case, step and language
+
+    def import_file(self, name: str, data: bytes) -> None:
+        """An uploaded case file; a bad one changes nothing and says why."""
+        try:
+            self.load(case := files.load_case(data), File(case, clip(name)))
+            self.notices.append(msg("notice.opened", name=clip(name)))
+        except CaseError as e:
+            self.notices.append(msg("notice.not_opened", name=clip(name), error=e.message))
+
+    # The sidebar's choices
+
+    def choose(self, **changes: object) -> None:
+        """New sidebar choices: a new preset (or seed) loads it, new sizes resize, new options are checked alone."""
+        # a value no widget can hold (a forged client sends anything) is refused with a notice, and the choice stays
+        before, accepted = self.controls, {}
+        for name, value in changes.items():
+            if getattr(before, name) == value:
+                continue
+            if choices.allowed(name, value):
+                accepted[name] = value
+            else:
+                self.notices.append(msg("notice.control_refused", name=name, value=excerpt(value)))
+        if not accepted:
+            return
+        self.controls = c = replace(before, **accepted)
+        if c.mask == "custom" and self.inputs.mask is None:  # a mask to edit by hand, from the causal one
+            self.inputs = replace(self.inputs, mask=choices.causal(c.n))
+        if c.preset_choice != before.preset_choice:
+            self.reset()
+        elif any(name in SIZES for name in accepted):
+            if c.n != len(self.inputs.x):  # the n × n matrices (rounded weights, a mask) no longer fit
+                self.controls = replace(c, use_rounded=False, mask="none" if c.mask == "custom" else c.mask)
+            self.inputs = self.inputs.resized(c)
+            self.generation += 1
+            self._check(numbers=True)
+        else:
+            self._check(numbers=False)
+
+    # Edits
+
+    def edit(self, name: str, row: int, column: int, value: object) -> None:
+        """One cell of a matrix, as typed (then checked); a cell the matrix does not have is left alone."""
+        self.edit_cells(name, {(row, column): value})
+
+    def edit_cells(self, name: str, cells: Cells) -> None:
+        """Cells of a grid as typed (a number's text becomes the number), checked once; the same ones change nothing."""
+        if name in choices.GRIDS and getattr(self.inputs, name) is not None:
+            edited = self.inputs.with_cells(name, {at: typed.cell(choices.typed(v)) for at, v in cells.items()})
+            if edited is not self.inputs:
+                self.inputs = edited
+                self._check(numbers=name in NUMBERS)
+
+    def relabel(self, row: int, label: object) -> None:
+        """A token label, as typed (then checked)."""
+        tokens, label = self.inputs.tokens, choices.typed(label)
+        if 0 <= row < len(tokens) and tokens[row] != label:
+            self.inputs = replace(self.inputs, tokens=(*tokens[:row], label, *tokens[row + 1 :]))
+            self._check(numbers=True)
+
+    def use_w_out(self, on: bool) -> None:
+        """Add the output projection w_out (d_v × d_v, the identity to start with), or remove it."""
+        self.inputs = replace(self.inputs, w_out=choices.identity(len(self.inputs.w_value[0])) if on else None)
+        self._check(numbers=False)
+
+    # View state
+
+    def go_to(self, step: str, by: int = 0, wrap: bool = False) -> None:
+        """A step by its name, or `by` steps from it (core.step_near); the player goes round (`wrap`)."""
+        self.step = step_near(self.case, step, by, wrap)
+
+    # Checking
+
+    def _check(self, numbers: bool) -> None:
+        """Check the inputs as typed (the matrices when they changed): a valid case becomes the case, else why not."""
+        try:
+            if numbers or self._numbers is None:
+                self._numbers = None
+                self._numbers = _numbers(self.inputs, self.controls)
+            (self.case, self.rounding), self.error = _with_options(self._numbers, self.controls, self.inputs), None
+        except CaseError as e:
+            self.error = as_typed(e, self.inputs)
 
 
-def started() -> Session:
-    """The session model, made on the tab's first run from the article, the browser's language and the link."""
-    if KEY not in st.session_state:
-        session = Session.start(language_for(st.context.locale))
-        session.loader = weights.model  # the real models' weights, shared by the server's sessions
-        session.open_link({k: st.query_params.get(k) for k in ("case", "step", "lang", *realcase.LINK)})
-        st.session_state[KEY] = session
-    return st.session_state[KEY]
+def open_link(session: Session, params: Mapping[str, str | None]) -> None:
+    """A shared link (?case=…&step=…&lang=…) restores its case, step and language; a bad part is refused with a
+    notice, and the rest is kept."""
+    for kind in origins.LINKED:  # ?case=…, or a model's ?model=…&text=…: the first kind the link names opens it
+        if kind.opens(session, params):
+            break
+    step, language = params.get("step"), params.get("lang")
+    if step and (name := step_of(session.case, step)) is not None:  # step=scores; old links' 1 … 8 (9), and 3b
+        session.step = name
+    elif step:
+        session.notices.append(msg("notice.bad_step", steps=len(step_names(session.case))))
+    if language and language in LANGUAGES:
+        session.lang = language
+    elif language:
+        session.notices.append(msg("notice.bad_lang", languages=", ".join(LANGUAGES)))
+
+
+def _origin(session: Session) -> Origin:
+    """The session's origin, kept while its case and source are (made() compares cases: 110,000 numbers)."""
+    kept = session._origin
+    if kept is None or kept[0] is not session.case or kept[1] is not session.source:
+        session._origin = kept = (session.case, session.source, origins.edited(session.source, session.case))
+    return kept[2]
+
+
+def _numbers(inputs: Inputs, controls: Controls) -> Case:
+    """The typed matrices checked, with no options but grouped key/value heads, which set how wide w_key is."""
+    grouped = {"heads": controls.heads, "kv_heads": inputs.kv_heads} if inputs.kv_heads else {}
+    matrices = {name: getattr(inputs, name) for name in NUMBERS}
+    return parse_case({"format": CASE_FORMAT, **matrices, "tokens": inputs.tokens, "options": grouped})
+
+
+def _with_options(numbers: Case, controls: Controls, inputs: Inputs) -> tuple[Case, Message | None]:
+    """The checked numbers with the options the controls describe, and why the article's rounded softmax, though
+    chosen, is not used: the article rounded one head's softmax for its own numbers, so with several heads, or
+    numbers and options whose softmax it would miss by more than ROUNDED_WITHIN, the exact softmax is used. Rounded
+    weights a person edited (or a file brought) are not the article's: they are used as they are."""
+    options = choices.options(controls, inputs)
+    if options["weights_override"] is None:
+        return with_options(numbers, **options), None
+    if controls.heads > 1:
+        return with_options(numbers, **options | {"weights_override": None}), msg(
+            "notice.rounded_heads", heads=controls.heads
+        )
+    case = with_options(numbers, **options)
+    if inputs.rounded != presets.ARTICLE_ROUNDED_WEIGHTS:
+        return case, None
+    gap = presets.rounding_gap(case)
+    if gap > ROUNDED_WITHIN:
+        return with_options(case, weights_override=None), msg("notice.rounded_stale", gap=gap)
+    return case, None
+
+
+def as_typed(error: CaseError, inputs: Inputs) -> CaseError:
+    """A cell's error in the words of what was typed: the core reads JSON and calls any text "not a number", but a
+    person who typed 1e400, −1 or 1,5 is told that it is past the limit, or which character to change."""
+    found = place(error)
+    if found is None or found[2] is None or getattr(error.problem, "key", "") != "error.not_a_number":
+        return error
+    name, row, column = found
+    value = getattr(inputs, name)[row][column]
+    return CaseError(error.where, typed.problem(value)) if isinstance(value, str) else error
+
+
+def place(error: CaseError | None) -> tuple[str, int, int | None] | None:
+    """Where an error is, as (the grid of Inputs, row, column) counted from 0, or ("tokens", label, None) for a token
+    label; None for a place that is no cell (an option, a size)."""
+    where = getattr(error, "where", None)
+    key, params = getattr(where, "key", None), getattr(where, "params", {})
+    if key == "where.label":
+        return "tokens", params["label"] - 1, None
+    if key != "where.column" or getattr(params["where"], "key", None) not in ("where.row", "where.row_token"):
+        return None
+    row = params["where"].params
+    return OPTION_GRIDS.get(row["name"], row["name"]), row["row"] - 1, params["column"] - 1
+
+
+def device_here(spec: str, notices: list[Message]) -> str:
+    """The device a case asks for, when it is here; else the CPU, with a notice."""
+    try:
+        return str(resolve_device(spec))
+    except CaseError as e:
+        notices.append(msg("notice.device_cpu", error=e.message))
+        return "cpu"

@@ -6,13 +6,12 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from .. import files, i18n, presets
-from ..core import Trace
-from ..script import real_script, to_script
-from . import compute, realcase
+from .. import files, i18n
+from ..core import STEP_NAMES, Trace, step_near
+from . import compute, origins
 from .choices import IMAGE_FORMATS
 from .language import t
-from .state import Session
+from .session import Session
 
 TRACE_FILE_MAX_NUMBERS = 1_000_000  # a trace file is written in Python, number by number: ~1 s per million
 
@@ -23,15 +22,15 @@ def link_token(session: Session, trace: Trace) -> str | None:
 
 
 def keep_url(session: Session, trace: Trace) -> None:
-    """Keep the URL a link to this view: a real model's head by its model, sentence, layer and head (not its
-    numbers), else the case (unless it is the article's or too long); the step, the language."""
-    params, real = st.query_params, realcase.link(session)
-    for name in realcase.LINK:
-        _set(params, name, None if real is None else real[name])
-    token = None if real is not None else link_token(session, trace)
-    is_article = session.derived.get(("is article", trace.case), lambda: trace.case == presets.article())
-    _set(params, "case", None if token is None or is_article else token)
-    _set(params, "step", str(session.step) if session.step != 1 else None)
+    """Keep the URL a link to this view: the case by what its origin names it with (a model's head by its model,
+    sentence, layer and head; the article by nothing), else by its numbers (unless too long); the step by its name,
+    the language."""
+    params, named = st.query_params, session.origin.link()
+    token = link_token(session, trace) if named is None else None
+    for name in origins.PARAMS:
+        _set(params, name, token if name == "case" else (named or {}).get(name))
+    step = step_near(trace.case, session.step)  # RoPE's, on a case without it: the step it is part of
+    _set(params, "step", step if step != STEP_NAMES[0] else None)
     browser = i18n.language_for(st.context.locale)
     _set(params, "lang", session.lang if (session.lang, browser) != (i18n.DEFAULT,) * 2 else None)
 
@@ -50,12 +49,11 @@ def panel(session: Session, trace: Trace) -> None:
     if not expander.open:
         return
     with expander:
-        real = realcase.link(session)
-        if real is None and link_token(session, trace) is None:
+        if session.origin.link() is None and link_token(session, trace) is None:
             st.caption(t("share.too_long", limit=files.MAX_LINK_CHARS))
         else:
             params = st.query_params  # the sentence is escaped; the rest is base64url, digits and names
-            query = urlencode({k: params[k] for k in ("case", *realcase.LINK, "step", "lang") if k in params})
+            query = urlencode({k: params[k] for k in (*origins.PARAMS, "step", "lang") if k in params})
             st.code(f"{st.context.url or ''}{'?' if query else ''}{query}", language=None, wrap_lines=True)
             st.caption(t("share.copy"))
         _downloads(session, trace)
@@ -78,9 +76,15 @@ def _downloads(session: Session, trace: Trace) -> None:
         on_click="ignore", key="get_trace", disabled=too_big)  # fmt: skip
     if too_big:
         st.caption(t("share.trace_too_big", numbers=trace.numbers))
-    real = realcase.link(session)  # a real head's script loads the model (its numbers are thousands)
-    script = (lambda: real_script(**real)) if real is not None else (lambda: to_script(case))
-    get(t("share.script"), script, "attention_case.py", "text/x-python", on_click="ignore", key="get_script")
+    origin = session.origin  # a model's head's script loads the model (its numbers are thousands)
+    get(
+        t("share.script"),
+        lambda: origin.script(case),
+        "attention_case.py",
+        "text/x-python",
+        on_click="ignore",
+        key="get_script",
+    )
 
 
 def _import(session: Session) -> None:

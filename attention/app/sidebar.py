@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import streamlit as st
 
-from .. import i18n, presets
+from .. import i18n
 from ..case import DTYPES, MAX_HEADS, MAX_SCALE, MAX_TEMPERATURE, MIN_SCALE, MIN_TEMPERATURE
 from ..devices import available_devices, gpu_unavailable_reason
 from ..i18n import LANGUAGES
-from . import real
+from . import model_room, origins
 from .choices import CONTROLS, FILLS, MASKS, MAX_SEED, SCALES, SIZES
 from .language import t
-from .state import Session
+from .session import Session
 
 LANGUAGE = "lang"  # the language picker's key; the controls' widgets have the controls' names
+ROOMS = {"model": (model_room.read, model_room.draw)}  # an origin's sidebar room (Origin.section): read, draw
 
 
 def read(session: Session) -> None:
@@ -27,6 +28,14 @@ def read(session: Session) -> None:
     if changed.get(LANGUAGE) in LANGUAGES:
         session.lang = changed.pop(LANGUAGE)
     session.choose(**{k: v for k, v in changed.items() if k != LANGUAGE})
+    if (room := _room(session)) is not None:
+        room[0](session)
+
+
+def _room(session: Session) -> tuple | None:
+    """The room of the preset's origin, drawn under the preset: its read and draw (None: it has none)."""
+    section = origins.PRESETS[session.controls.preset].section
+    return None if section is None else ROOMS[section]
 
 
 def draw(session: Session) -> None:
@@ -40,11 +49,11 @@ def draw(session: Session) -> None:
     with st.sidebar:
         st.selectbox(t("sidebar.language"), LANGUAGES, format_func=LANGUAGES.get, key=LANGUAGE)
         st.selectbox(
-            t("sidebar.preset"), presets.PRESETS, format_func=lambda p: i18n.text(language, f"preset.{p}"),
+            t("sidebar.preset"), origins.PRESETS, format_func=lambda p: i18n.text(language, f"preset.{p}"),
             key="preset",
         )  # fmt: skip
-        if session.controls.preset == "real":
-            real.draw(session)
+        if (room := _room(session)) is not None:
+            room[1](session)
         st.subheader(t("sidebar.options"))  # what a learner changes first: in view without scrolling
         _options(session, language)
         with st.expander(t("sidebar.sizes"), expanded=False):

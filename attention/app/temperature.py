@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from .. import figures, presets
-from . import charts, compute, session
+from . import charts, compute, tab
 from .language import lang, t
 from .pickers import KEEP
 from .text import prose
@@ -15,7 +15,7 @@ from .text import prose
 def explorer() -> None:
     """Step 5's weights of the first head at a chosen temperature, from the session's trace. It reads the trace
     itself, since Streamlit keeps a fragment (and what it holds) until the next full run is over."""
-    s = session.current()
+    s = tab.current()
     trace = compute.current(s)
     st.subheader(t("variants.temperature"))
     st.latex(r"A_{ij} = \frac{e^{S_{ij}/T}}{\sum_k e^{S_{ik}/T}}")

@@ -14,7 +14,7 @@ from playwright.sync_api import Locator, Page, expect
 
 from attention import attend, case_to_dict, parse_case
 from attention.app.pages import PAGES as REGISTRY
-from attention.app.state import Session
+from attention.app.session import Session
 from attention.files import case_to_link
 from attention.oracles import fused_outputs
 from attention.presets import article, with_options
@@ -246,7 +246,7 @@ def test_arrow_keys_step_through_the_walkthrough(page: Page) -> None:
     expect(page.locator("[data-testid=stMain] h2", has_text="Step 3").first).to_be_visible()
     page.keyboard.press("ArrowLeft")
     expect(page.locator("[data-testid=stMain] h2", has_text="Step 2").first).to_be_visible()
-    assert "step=2" in page.url  # the URL follows: a link to this step
+    assert "step=weights" in page.url  # the URL follows: a link to this step, by its name
 
 
 def test_html_and_script_in_a_token_label_show_as_text_and_run_nothing(page: Page) -> None:
@@ -304,13 +304,13 @@ def test_a_chinese_browser_gets_chinese_and_the_language_travels_in_the_link(bro
         page.locator("[data-testid=stMain] h2").first.click()
         page.keyboard.press("ArrowRight")  # a rerun: the language and the step are kept in the URL
         expect(page.locator("[data-testid=stMain] h2", has_text="第 2 步").first).to_be_visible()
-        assert "step=2" in page.url and "lang=zh" in page.url
+        assert "step=weights" in page.url and "lang=zh" in page.url
         sidebar.locator("[data-testid=stSelectbox]", has_text="语言").click()
         page.get_by_role("option", name="English").click()
         wait_ready(page)
         expect(page.locator("[data-testid=stMain] h2", has_text="Step 2 · Initialise weights").first).to_be_visible()
         expect(sidebar.locator("[data-testid=stSelectbox]", has_text="Preset")).to_be_visible()
-        assert "lang=en" in page.url and "step=2" in page.url  # a Chinese browser's choice of English is kept
+        assert "lang=en" in page.url and "step=weights" in page.url  # a Chinese browser's choice of English is kept
         assert_no_exception(page)
     finally:
         context.close()

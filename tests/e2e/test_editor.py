@@ -8,7 +8,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from attention import attend
-from attention.app.state import Session
+from attention.app.session import Session
 from tests.e2e.test_browser import (
     ARTICLE_OUTPUTS,
     assert_no_exception,

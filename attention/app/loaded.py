@@ -1,4 +1,4 @@
-"""The real models' weights, loaded once per server process and shared by every session: weights, not user data
+"""The models' parameters, loaded once per server process and shared by every session: parameters, not user data
 (a sentence's run and its cases stay in the session)."""
 
 from __future__ import annotations
@@ -14,12 +14,11 @@ def _model(name: str) -> models.Model:
     return models.loaded(name)  # raises ModelMissing (not cached) when its package is not installed
 
 
-def model(name: str) -> models.Model:
-    """The model, with a spinner while it loads the first time (SmolLM2 dequantizes its 4-bit weights: ~10 s)."""
+def model(name: str, lang: str) -> models.Model:
+    """The model, with a spinner in `lang` while it loads the first time (SmolLM2 dequantizes its 4-bit
+    parameters: ~10 s)."""
     if models.install_message(name) is not None:  # says how to install it, at once
         return models.load(name)
-    from .language import lang  # here: language imports session, which hands this loader to every new session
-
     spec = models.SPECS[name]
-    with st.spinner(render(lang(), msg("real.loading", model=spec.title)), show_time=True):
+    with st.spinner(render(lang, msg("real.loading", model=spec.title)), show_time=True):
         return _model(name)

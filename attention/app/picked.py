@@ -50,7 +50,7 @@ def cell_picker(trace: Trace, name: str) -> tuple[int, ...]:
 
 def split_head(trace: Trace, name: str, index: tuple[int, ...]) -> tuple[int | None, tuple[int, ...]]:
     """(the head, the rest of the index): the head is the index's first number when the tensor has a head axis."""
-    return (index[0], index[1:]) if trace.axes(name)[0] == "head" else (None, index)
+    return (index[0], index[1:]) if trace.has_head(name) else (None, index)
 
 
 def view(trace: Trace, name: str, head: int | None) -> go.Figure:
@@ -71,14 +71,14 @@ def apply_click(trace: Trace, name: str) -> None:
     """A click on this page's heatmap picks its cell: the pickers are set before they are drawn (a click is a
     trigger: it counts in one run only)."""
     if (clicked := clicks.clicked(CHART)) is not None:
-        head = st.session_state.get(_picker_key(name, 0), 0) if trace.axes(name)[0] == "head" else None
+        head = st.session_state.get(_picker_key(name, 0), 0) if trace.has_head(name) else None
         pick_clicked(trace, name, head, clicked, tensor=False)
 
 
 def pick_clicked(trace: Trace, name: str, head: int | None, clicked: tuple[int, int], tensor: bool = True) -> bool:
     """Explain a clicked cell of the tensor's 2-D view (of that head) next; a cell it does not have is left."""
     cell = figures.cell_at(trace, name, *clicked)
-    shape = trace[name].shape[1:] if trace.axes(name)[0] == "head" else trace[name].shape
+    shape = trace[name].shape[1:] if trace.has_head(name) else trace[name].shape
     if not all(i < size for i, size in zip(cell, shape, strict=True)):
         return False
     pick(name, (*(() if head is None else (head,)), *cell), tensor)
@@ -93,5 +93,5 @@ def go_explain(trace: Trace, name: str, head: int | None, clicked: tuple[int, in
 
 def part_figure(trace: Trace, part: str, head: int | None, cells: tuple) -> go.Figure:
     """A tensor that took part in the explained number, as the same 2-D view (the same head), its cells outlined."""
-    head = head if trace.axes(part)[0] == "head" else None
+    head = head if trace.has_head(part) else None
     return figures.highlight(view(trace, part, head), *figures.flat_cells(trace, part, cells))

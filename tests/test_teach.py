@@ -1,4 +1,4 @@
-"""The why of ÷√d_k in numbers: computed a few rows at a time, it says what the whole matrix of scores says."""
+"""The why of ÷√d_k in numbers: computed a head at a time, in place, it says what every score at once says."""
 
 import math
 
@@ -7,7 +7,7 @@ import torch
 
 from attention import attend
 from attention.presets import random_case
-from attention.teach import ROWS, sqrt_dk_effect
+from attention.teach import sqrt_dk_effect
 
 
 def whole(raw: torch.Tensor, seen: torch.Tensor, d: int) -> dict[str, float]:
@@ -29,7 +29,7 @@ def whole(raw: torch.Tensor, seen: torch.Tensor, d: int) -> dict[str, float]:
     ids=["4 heads, causal", "1 head", "2 heads, scaled"],
 )
 def test_the_effect_over_blocks_of_rows_is_the_effect_over_the_whole_matrix(options):
-    n = 2 * ROWS + 3  # blocks of rows, the last one short
+    n = 259  # heads of an odd size
     trace = attend(random_case(n, 8, 8, 8, seed=7, **options))
     d = 8 // trace.case.options.heads
     raw, seen = trace["scores_raw"], torch.isfinite(trace["scores"])

@@ -22,8 +22,8 @@ from ..core import Broadcast, Trace
 
 T = TypeVar("T")
 BUDGET = 256 * 2**20  # bytes a session keeps: one trace at the limits (192 MiB: README, "Hosting") and its figures
-# A session's peak above the server's own, on every page at the limits, with glibc's mmap threshold fixed as the
-# hosting recipe sets it (README, "Hosting"; tests/test_memory.py)
+# A session's peak above the server's own, on every page at the limits, with glibc's mmap threshold fixed (below)
+# (README, "Hosting"; tests/test_memory.py under AppTest, tests/e2e/test_server_memory.py on the real server)
 SESSION_BOUND = 288 * 2**20
 MMAP_THRESHOLD = 131072  # bytes: glibc's starting mmap threshold, which MALLOC_MMAP_THRESHOLD_=131072 also fixes
 M_MMAP_THRESHOLD = -3  # mallopt's parameter number for it (glibc's malloc.h)

@@ -19,7 +19,7 @@ def sqrt_dk_effect(trace: Trace, head: int | None = None) -> dict[str, float]:
     # (h, n, n) temporaries alive together, at the limits (16 heads of n = 1024) over 0.9 GB for four numbers.
     count, mean, squares, rows, top_raw, top_scaled = 0, 0.0, 0.0, 0, 0.0, 0.0
     for one in range(heads) if every else (head,):
-        raw = trace.view("scores_raw", one).double()  # (n, n): a copy of its own
+        raw = trace.view("scores_raw", one).to(torch.float64, copy=True)  # (n, n): changed in place below
         seen = torch.isfinite(trace.view("scores", one))  # a masked key is not part of a query's softmax
         kept = raw[seen]
         if m := kept.numel():  # Chan's pairwise update of the count, mean and sum of squared deviations

@@ -40,3 +40,11 @@ def test_the_effect_over_blocks_of_rows_is_the_effect_over_the_whole_matrix(opti
         assert got["d"] == d
         for name, value in want.items():
             assert got[name] == pytest.approx(value, rel=1e-10), (head, name)
+
+
+def test_the_trace_is_left_as_it_was_in_float64_too():
+    trace = attend(random_case(20, 4, 4, 4, seed=8, heads=2, dtype="float64", mask="causal"))
+    before = trace["scores_raw"].clone()
+    sqrt_dk_effect(trace)
+    sqrt_dk_effect(trace, 1)
+    assert torch.equal(trace["scores_raw"], before)  # its own float64 numbers: worked on in a copy

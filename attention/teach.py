@@ -11,26 +11,42 @@ from .i18n import text
 
 
 def sqrt_dk_effect(trace: Trace, head: int | None = None) -> dict[str, float]:
-    """What dividing by √d_k does to this trace's raw scores (one head's): their spread (standard deviation over the
-    keys each query may see) and the largest weight of a row on average, without and with the division."""
-    d = trace.case.d_head
-    raw = trace.view("scores_raw", head).double()
-    seen = torch.isfinite(trace.view("scores", head))  # a masked key is not part of a query's softmax
-
-    def spread_and_top(scores: torch.Tensor) -> tuple[float, float]:
-        hidden = scores.masked_fill(~seen, float("-inf"))
-        rows = seen.any(dim=-1)
-        top = torch.softmax(hidden[rows], dim=-1).max(dim=-1).values.mean().item() if rows.any() else 0.0
-        return scores[seen].std(correction=0).item() if seen.sum() > 1 else 0.0, top
-
-    (spread_raw, top_raw), (spread_scaled, top_scaled) = spread_and_top(raw), spread_and_top(raw / math.sqrt(d))
+    """What dividing by √d_k does to this trace's raw scores (one head's, or every head's): their spread (standard
+    deviation over the keys each query may see) and the largest weight of a row on average, without and with it."""
+    d, heads = trace.case.d_head, trace.case.options.heads
+    every = head is None and trace.has_head("scores_raw")
+    # A head at a time, each temporary changed in place: every head's float64 scores at once made several
+    # (h, n, n) temporaries alive together, at the limits (16 heads of n = 1024) over 0.9 GB for four numbers.
+    count, mean, squares, rows, top_raw, top_scaled = 0, 0.0, 0.0, 0, 0.0, 0.0
+    for one in range(heads) if every else (head,):
+        raw = trace.view("scores_raw", one).to(torch.float64, copy=True)  # (n, n): changed in place below
+        seen = torch.isfinite(trace.view("scores", one))  # a masked key is not part of a query's softmax
+        kept = raw[seen]
+        if m := kept.numel():  # Chan's pairwise update of the count, mean and sum of squared deviations
+            delta, total = kept.mean().item() - mean, count + m
+            squares += kept.var(correction=0).item() * m + delta**2 * count * m / total
+            count, mean = total, mean + delta * m / total
+        del kept
+        some = seen.any(dim=-1)
+        rows += int(some.sum())
+        scaled = raw / math.sqrt(d)
+        top_raw, top_scaled = top_raw + _top_weights(raw, seen, some), top_scaled + _top_weights(scaled, seen, some)
+    spread = math.sqrt(squares / count) if count > 1 else 0.0
     return {
         "d": d,
-        "spread_raw": spread_raw,
-        "spread_scaled": spread_scaled,
-        "top_raw": top_raw,
-        "top_scaled": top_scaled,
+        "spread_raw": spread,
+        "spread_scaled": spread / math.sqrt(d),  # a standard deviation scales with its numbers
+        "top_raw": top_raw / rows if rows else 0.0,
+        "top_scaled": top_scaled / rows if rows else 0.0,
     }
+
+
+def _top_weights(scores: torch.Tensor, seen: torch.Tensor, some: torch.Tensor) -> float:
+    """The sum over the rows that see some key of each row's largest softmax weight, 1 / Σ_j e^(s_j − max s),
+    made in `scores` itself (changed in place)."""
+    scores.masked_fill_(~seen, float("-inf"))
+    scores.sub_(scores.amax(dim=-1, keepdim=True)).exp_()  # a row that sees no key is NaN here: left out below
+    return scores.sum(dim=-1).reciprocal_()[some].sum().item()
 
 
 def whys(trace: Trace, step: str, lang: str = "en", head: int | None = None) -> list[str]:

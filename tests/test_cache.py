@@ -1,5 +1,12 @@
 """The session's cache of derived things: made once per key, least recently used out first, within its budget."""
 
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 import torch
 
 from attention import attend
@@ -44,3 +51,37 @@ def test_a_traces_bytes_count_shared_tensors_once():
     assert exact["weights"].data_ptr() == exact["weights_exact"].data_ptr()
     tensors = [t for step in exact.steps for name, t in step.tensors.items() if name != "weights"]
     assert nbytes(exact) == sum(t.untyped_storage().nbytes() for t in tensors)
+
+
+# In a fresh interpreter without MALLOC_MMAP_THRESHOLD_: a 16 MiB block freed (glibc then raises its mmap threshold
+# past 4 MiB), then sixteen 4 MiB tensors with small ones between them, freed: MiB still resident.
+FRAGMENTS = """
+import sys, torch
+if sys.argv[1] == "app":
+    from attention.app import cache
+    assert cache.RETURNS_BIG_BLOCKS
+def rss():
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmRSS")) * 1024
+big = torch.ones(4 * 2**20)
+del big
+before, kept, blocks = rss(), [], []
+for _ in range(16):
+    blocks.append(torch.ones(2**20))
+    kept.append(torch.ones(64))  # between the big ones: the heap cannot shrink past these
+del blocks
+print((rss() - before) / 2**20)
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mmap threshold")
+def test_the_app_gives_freed_big_blocks_back_without_the_malloc_variable():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+
+    def resident(mode: str) -> float:
+        run = subprocess.run([sys.executable, "-c", FRAGMENTS, mode], capture_output=True, text=True, env=env)
+        assert run.returncode == 0, run.stderr[-2000:]
+        return float(run.stdout.split()[-1])
+
+    assert resident("plain") > 32  # glibc's default keeps them in its heap (the case the app guards against)
+    assert resident("app") < 4  # with the app imported, each was a mapping of its own, given back when freed

@@ -7,7 +7,9 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -55,12 +57,27 @@ def fresh_server(tmp_path: Path) -> Iterator[str]:
 
 
 def _serve(folder: Path) -> Iterator[str]:
+    with serving(folder) as served:
+        yield served.url
+
+
+@dataclass(frozen=True)
+class Served:
+    """A running `streamlit run`: its base URL and its process id (to read its memory)."""
+
+    url: str
+    pid: int
+
+
+@contextmanager
+def serving(folder: Path, env: Mapping[str, str] | None = None) -> Iterator[Served]:
+    """`streamlit run app.py` on a free port (in `env`, else this process's environment) until the block ends."""
     port = _free_port()
     log_path = folder / "server.log"  # a file, not a pipe: a full pipe would block it
     command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true"]
     command += ["--server.port", str(port), "--server.address", "127.0.0.1"]
     log = log_path.open("wb")
-    process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + START_TIMEOUT
@@ -71,7 +88,7 @@ def _serve(folder: Path) -> Iterator[str]:
             if time.monotonic() > deadline:
                 pytest.fail(f"streamlit was not healthy at {url} after {START_TIMEOUT} s")
             time.sleep(0.25)
-        yield url
+        yield Served(url, process.pid)
     finally:
         process.terminate()  # only the server this fixture started, by its PID
         try:

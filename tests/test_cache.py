@@ -58,8 +58,8 @@ def test_a_traces_bytes_count_shared_tensors_once():
 FRAGMENTS = """
 import sys, torch
 if sys.argv[1] == "app":
-    from attention.app import cache
-    assert cache.RETURNS_BIG_BLOCKS
+    from attention.app import process
+    assert process.RETURNS_BIG_BLOCKS
 def rss():
     return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmRSS")) * 1024
 big = torch.ones(4 * 2**20)

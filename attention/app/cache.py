@@ -7,8 +7,6 @@ stays, and a new entry that cannot fit beside it is handed out without being kep
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import sys
 from collections import Counter
 from collections.abc import Callable, Hashable
@@ -23,29 +21,9 @@ from ..core import Broadcast, Trace
 
 T = TypeVar("T")
 BUDGET = 256 * 2**20  # bytes a session keeps: one trace at the limits (192 MiB: README, "Hosting") and its figures
-# A session's peak above the server's own, on every page at the limits, with glibc's mmap threshold fixed (below)
+# A session's peak above the server's own, on every page at the limits, with glibc's mmap threshold fixed (process.py)
 # (README, "Hosting"; tests/test_memory.py under AppTest, tests/e2e/test_server_memory.py on the real server)
 SESSION_BOUND = 288 * 2**20
-MMAP_THRESHOLD = 131072  # bytes: glibc's starting mmap threshold, which MALLOC_MMAP_THRESHOLD_=131072 also fixes
-M_MMAP_THRESHOLD = -3  # mallopt's parameter number for it (glibc's malloc.h)
-
-
-def return_big_blocks() -> bool:
-    """Fix glibc's mmap threshold in this process, as MALLOC_MMAP_THRESHOLD_=131072 does: every block past it is
-    its own mapping, given back to the system when freed. True where it was set (glibc), False elsewhere."""
-    # By default glibc raises the threshold to each big block freed (up to 32 MiB), so that later n × n tensors
-    # (4 MiB a head at the limits) come from its heap and stay there once freed: +60-100 MiB per session at the
-    # limits, run to run (README, "Hosting"). Setting it also turns that raising off. The server's own command
-    # cannot be relied on to set the variable (a host's own, Community Cloud's), so the app sets it itself.
-    name = ctypes.util.find_library("c")
-    try:
-        mallopt = ctypes.CDLL(name).mallopt if name else None
-    except (OSError, AttributeError):  # not glibc (macOS's libc has no mallopt)
-        mallopt = None
-    return bool(mallopt and mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1)
-
-
-RETURNS_BIG_BLOCKS = return_big_blocks()  # once, when the app is first imported in the server's process
 
 
 class Derived:

@@ -21,8 +21,7 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.browser import new_page
-from bench.server import ACTIONS, APP_ACTIONS, SIZES, app_server, measure, open_app
+from bench.server import ACTIONS, APP_ACTIONS, SIZES, app_actions
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, ROOT
 
 RATE = 200  # samples a second
@@ -34,8 +33,9 @@ WAITS = {("wait", "threading.py"), ("select", "selectors.py"), ("get", "queue.py
 OUT = Path(__file__).parent / "profile.md"
 
 
-def room(file: str, function: str) -> str | None:
-    """The room of the house a frame is in (a file of this repository), else None."""
+def room(file: str) -> str | None:
+    """The room of the house a frame is in (a file of this repository, not of its .venv: "attention/app/sidebar"),
+    else None."""
     path = Path(file)
     if not path.is_absolute() or ".venv" in path.parts or not path.is_relative_to(ROOT):
         return None
@@ -63,7 +63,7 @@ def streamlit_part(parsed: list[tuple[str, str]]) -> str:
     return f"elsewhere: {Path(parsed[-1][1]).name if parsed else '?'}"
 
 
-def summarise(raw: Path, actions: int) -> tuple[Counter, Counter, int]:
+def summarise(raw: Path) -> tuple[Counter, Counter, int]:
     """Samples by function (where they were taken) and by room (the innermost frame of the house)."""
     by_function, by_room, total = Counter(), Counter(), 0
     for line in raw.read_text().splitlines():
@@ -75,33 +75,20 @@ def summarise(raw: Path, actions: int) -> tuple[Counter, Counter, int]:
         total += n
         function, file = parsed[-1]
         by_function[f"{function} ({_short(file)})"] += n
-        inner = next((r for f, file in reversed(parsed) if (r := room(file, f))), None)
+        inner = next((r for _, file in reversed(parsed) if (r := room(file))), None)
         by_room[inner or streamlit_part(parsed)] += n
     return by_function, by_room, total
 
 
 def _short(file: str) -> str:
-    path = Path(file)
-    if path.is_absolute() and path.is_relative_to(ROOT) and ".venv" not in path.parts:
-        return str(path.relative_to(ROOT))
-    parts = file.split("site-packages/", 1)[-1]
-    return parts
+    """A file as the tables name it: within this repository, or within site-packages."""
+    return f"{inside}.py" if (inside := room(file)) else file.split("site-packages/", 1)[-1]
 
 
 def profile(browser, size: str, folder: Path) -> dict[str, tuple[Counter, Counter, int, float]]:
-    results = {}
-    with app_server(ROOT / "app.py") as (url, pid):
-        for name, (path, before, action) in APP_ACTIONS.items():
-            context, page = new_page(browser, url)
-            open_app(page, path, SIZES[size])
-            if before:
-                before(page)
-            raw = folder / f"{len(results)}-{size[:3]}.txt"
-            m = measure(pid, page, action(page), name, watch=lambda raw=raw: spied(pid, raw))
-            context.close()
-            results[name] = (*summarise(raw, ACTIONS), m.per_action)
-            print(f"{size}, {name}: {m.per_action * 1e3:.0f} ms", file=sys.stderr, flush=True)
-    return results
+    raws = {name: folder / f"{i}-{size[:3]}.txt" for i, name in enumerate(APP_ACTIONS)}
+    measured = app_actions(browser, size, watch=lambda pid, name: spied(pid, raws[name]))
+    return {name: (*summarise(raws[name]), m.per_action) for name, m in measured.items()}
 
 
 @contextmanager

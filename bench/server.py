@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import platform
-import statistics
 import sys
 import tempfile
 import time
@@ -55,7 +54,7 @@ def cpu_seconds(pid: int) -> float:
 
 @dataclass
 class Measure:
-    """One action, repeated: the server CPU of each batch and the wall time it took."""
+    """One action, repeated: its server CPU and wall time, each per action."""
 
     name: str
     per_action: float  # seconds of server CPU an action, idle subtracted
@@ -139,6 +138,16 @@ def temperature(page) -> Callable[[int], None]:
     return act
 
 
+def new_header(page, click: Callable[[], None]) -> None:
+    """`click()`, then wait until the page's header (its step, or another page) has changed and the run has ended."""
+    before = page.locator("[data-testid=stMain] h2").first.inner_text()
+    click()
+    page.wait_for_function(
+        "(before) => document.querySelector('[data-testid=stMain] h2')?.innerText !== before", arg=before
+    )
+    wait_ready(page)
+
+
 def step(page) -> Callable[[int], None]:
     """/walkthrough: the next step (▶), and from the last back (◀), until the step's page is drawn."""
     direction = {"next": True}
@@ -148,12 +157,7 @@ def step(page) -> Callable[[int], None]:
         if button.is_disabled():
             direction["next"] = not direction["next"]
             button = page.locator(".st-key-next button" if direction["next"] else ".st-key-previous button")
-        before = page.locator("[data-testid=stMain] h2").first.inner_text()
-        button.click()
-        page.wait_for_function(
-            "(before) => document.querySelector('[data-testid=stMain] h2')?.innerText !== before", arg=before
-        )
-        wait_ready(page)
+        new_header(page, button.click)
 
     return act
 
@@ -163,12 +167,7 @@ def switch(page) -> Callable[[int], None]:
 
     def act(i: int) -> None:
         path = "inputs" if i % 2 else "walkthrough"  # from /walkthrough: the warm-up (-1) opens /inputs
-        before = page.locator("[data-testid=stMain] h2").first.inner_text()
-        page.locator(f"[data-testid=stSidebarNav] a[href$='/{path}']").click()
-        page.wait_for_function(
-            "(before) => document.querySelector('[data-testid=stMain] h2')?.innerText !== before", arg=before
-        )
-        wait_ready(page)
+        new_header(page, page.locator(f"[data-testid=stSidebarNav] a[href$='/{path}']").click)
 
     return act
 
@@ -215,18 +214,18 @@ def floors(browser, folder: Path) -> dict[str, Measure]:
     return results
 
 
-def app_actions(browser, size: str, actions: int = ACTIONS, pid_seen: Callable[[int], None] | None = None) -> dict:
-    """Every action of APP_ACTIONS at one size, on one server (a page of its own for each)."""
+def app_actions(browser, size: str, watch: Callable[[int, str], object] | None = None) -> dict[str, Measure]:
+    """Every action of APP_ACTIONS at one size, on one server (a page of its own for each); `watch(pid, name)`, a
+    context manager around each action's run (bench/profile.py's py-spy)."""
     results = {}
     with app_server(ROOT / "app.py") as (url, pid):
-        if pid_seen:
-            pid_seen(pid)
         for name, (path, before, action) in APP_ACTIONS.items():
             context, page = new_page(browser, url)
             open_app(page, path, SIZES[size])
             if before:
                 before(page)
-            results[name] = measure(pid, page, action(page), name, actions)
+            spy = (lambda name=name: watch(pid, name)) if watch else nullcontext
+            results[name] = measure(pid, page, action(page), name, watch=spy)
             context.close()
             print(f"{size}, {name}: {results[name].per_action * 1e3:.0f} ms", file=sys.stderr, flush=True)
     return results
@@ -285,7 +284,6 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     (Path(__file__).parent / "server.md").write_text(text)
-    print(f"median ratio {statistics.median(m.per_action for r in apps.values() for m in r.values()):.3f}")
 
 
 if __name__ == "__main__":

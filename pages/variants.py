@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from attention import figures, presets, teach
+from attention import figures, presets
 from attention.app import charts, compute, frame, tab, temperature
 from attention.app.language import lang, t
 from attention.app.text import plain, prose
@@ -11,7 +11,7 @@ from attention.i18n import render
 trace = frame.trace()
 st.header(t("variants.header"))
 st.write(t("variants.intro"))
-st.markdown(prose(t("why.sqrt_dk", **teach.sqrt_dk_effect(trace))))
+st.markdown(prose(t("why.sqrt_dk", **compute.sqrt_dk_effect(tab.current(), trace))))
 # Only the variants' outputs, made from this trace's queries, keys and values head by head: at the limits a whole
 # trace for each of five variants would not fit a session's memory.
 cases = presets.variants(trace.case)

@@ -3,7 +3,7 @@
 
 import streamlit as st
 
-from attention import figures, script, teach
+from attention import figures, script
 from attention.app import charts, compute, frame, live, pickers, tab
 from attention.app.language import lang, t
 from attention.app.picked import go_explain
@@ -18,7 +18,7 @@ def walkthrough(trace: Trace) -> None:
     st.header(t("walkthrough.header", number=step.label, title=t(f"step.{step.name}.title")))
     st.write(t(f"step.{step.name}.explanation"))
     st.latex(formula(step.name, trace.case, lang()))  # its words in the reader's language
-    for number, why in enumerate(teach.whys(trace, step.name, lang())):  # the step's why, then its options'
+    for number, why in enumerate(compute.whys(tab.current(), trace, step.name, lang())):  # the step's, its options'
         st.markdown(f"**{t('why.label')}** · {prose(why)}" if number == 0 else prose(why))
     st.code(script.shown(trace.case, step.name), language="python", wrap_lines=True)  # the reader's code
     for note in step.notes:

@@ -42,7 +42,8 @@ def test_a_step_change_makes_the_new_steps_figures_and_nothing_else(figures_made
         tensors = len(app.get("plotly_chart"))
         assert s.step == names[step - 1] and not app.exception
         made = s.derived.made
-        assert set(made) <= {"figure", "table"}, f"step {step} made {dict(made)}"  # no trace, no check
+        assert set(made) <= {"figure", "table", "whys"}, f"step {step} made {dict(made)}"  # no trace, no check
+        assert made["whys"] <= 1  # the new step's, once
         assert made["figure"] <= tensors and made["table"] <= tensors and len(figures_made) <= tensors, dict(made)
     s.derived.made.clear()
     figures_made.clear()

@@ -7,7 +7,7 @@ import gc
 
 import torch
 
-from .. import core, oracles
+from .. import core, oracles, teach
 from ..case import Case, with_options
 from ..core import Trace, attend
 from ..i18n import clip, msg
@@ -73,6 +73,16 @@ def variant_outputs(session: Session, trace: Trace, case: Case) -> torch.Tensor:
 def variant_weights(session: Session, trace: Trace, case: Case, head: int = 0) -> torch.Tensor:
     """A variant's step-5 weights of one head."""
     return session.derived.get(("variant weights", case, head), lambda: core.variant_weights(trace, case, head))
+
+
+def whys(session: Session, trace: Trace, step: str, lang: str) -> list[str]:
+    """teach.whys of a step, kept while the case is: step 4's numbers for ÷√d_k read every head's n × n scores."""
+    return session.derived.get(("whys", trace.case, step, lang), lambda: teach.whys(trace, step, lang))
+
+
+def sqrt_dk_effect(session: Session, trace: Trace) -> dict[str, float]:
+    """teach.sqrt_dk_effect of every head, kept while the case is (the variants page's why ÷√d_k)."""
+    return session.derived.get(("sqrt_dk effect", trace.case), lambda: teach.sqrt_dk_effect(trace))
 
 
 def check(session: Session, trace: Trace) -> oracles.Check:

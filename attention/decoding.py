@@ -1,0 +1,240 @@
+"""Decoding with a KV cache: attention one token at a time, as a chat model generates, recorded and checked
+against the whole causal computation (the trace of the same case with a causal mask)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import torch
+
+from .case import Case, CaseError, with_options
+from .core import Trace, attend, option_tensors, positions, rope, scale_factor
+from .devices import resolve_device, synchronize
+from .i18n import Message, msg
+
+Tensor = torch.Tensor
+AGREES_RTOL = 1e-5  # output t against row t of the causal trace: the same sums in another order (float32)
+
+# What each axis of a decoding step's tensors is; with heads > 1 the per-head ones have the head axis first (the
+# cache's is the key/value head: with grouped-query attention, fewer than the query heads)
+AXES = {
+    "x_t": ("token", "feature"),
+    "q_t": ("token", "query dim"),
+    "k_t": ("token", "key dim"),
+    "v_t": ("token", "value dim"),
+    "k_cache": ("key", "key dim"),
+    "v_cache": ("key", "value dim"),
+    "scores_t": ("query", "key"),
+    "weights_t": ("query", "key"),
+    "output_t": ("query", "output dim"),
+}
+PER_HEAD = {"q_t", "k_t", "v_t", "k_cache", "v_cache", "scores_t", "weights_t"}
+
+
+@dataclass(frozen=True)
+class DecodeStep:
+    """Decoding step t (from 0): token t's query, key and value, the cache after k_t and v_t were appended, q_t's
+    scores and weights against it, and output t; its largest difference from row t of the causal trace."""
+
+    t: int
+    tensors: Mapping[str, Tensor]  # by name (AXES), on the CPU; the caches are views of the final cache's rows
+    difference: float  # |output t − row t of the causal trace|, largest
+    agrees: bool
+    seconds: float  # time on the device, synchronised
+
+    def __getitem__(self, name: str) -> Tensor:
+        return self.tensors[name]
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        return {name: tuple(tensor.shape) for name, tensor in self.tensors.items()}
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """A case decoded token by token with a KV cache: its steps, and the causal trace each step is checked with."""
+
+    case: Case  # as decoded: causal, the exact softmax
+    causal: Trace  # the whole causal computation of the same case: output t is its row t
+    steps: tuple[DecodeStep, ...]
+    outputs: Tensor  # (n, d_out): the steps' outputs stacked
+    notes: tuple[Message, ...] = ()  # what decoding changed of the case as given (no mask, rounded weights)
+
+    @property
+    def n(self) -> int:
+        return len(self.steps)
+
+    @property
+    def difference(self) -> float:
+        return max(step.difference for step in self.steps)
+
+    @property
+    def agrees(self) -> bool:
+        return all(step.agrees for step in self.steps)
+
+    def worst(self) -> int:
+        """The step (from 0) whose output is furthest from its row of the causal trace."""
+        return max(range(self.n), key=lambda t: self.steps[t].difference)
+
+    def status(self) -> Message:
+        """The status row: whether every output t equals row t of the causal trace, and the largest difference."""
+        key = "decoding.agrees" if self.agrees else "decoding.differs"
+        return msg(key, n=self.n, difference=self.difference, row=self.worst() + 1)
+
+    def axes(self, name: str) -> tuple[str, ...]:
+        return ("head", *AXES[name]) if name in PER_HEAD and self.case.options.heads > 1 else AXES[name]
+
+    def _repr_html_(self) -> str:
+        """The steps with their tensors' shapes and differences, as HTML: how a decoding shows itself in Jupyter."""
+        from .notebook import decoding_html  # only a notebook needs it
+
+        return decoding_html(self)
+
+
+def decodable(case: Case) -> Case:
+    """The case as decoding runs it: causal (decoding can only look back: key j does not exist yet while token i <
+    j is decoded) and with the exact softmax; CaseError for a custom mask that is not the causal one."""
+    mask = case.options.mask
+    if isinstance(mask, tuple):
+        for i, row in enumerate(mask):
+            for j, allowed in enumerate(row):
+                if bool(allowed) != (j <= i):
+                    problem = "decoding.mask_future" if j > i else "decoding.mask_past"
+                    raise CaseError(msg("decoding.where_mask", row=i + 1, column=j + 1), msg(problem))
+    return with_options(case, mask="causal", weights_override=None)
+
+
+def decode(case: Case) -> Decoding:
+    """Decode the case token by token with a KV cache, each step checked against row t of its causal trace."""
+    given, case = case, decodable(case)
+    notes = tuple(_notes(given))
+    causal = attend(case)
+    o = case.options
+    device, dtype = resolve_device(o.device), getattr(torch, o.dtype)
+    h, g = o.heads, o.kv_heads or o.heads
+    _, _, w_out = option_tensors(case, device)  # (d_v, d_out) or None
+    x = torch.tensor(case.x, dtype=dtype, device=device)  # (n, d_in)
+    w_query, w_key, w_value = (torch.tensor(w, dtype=dtype, device=device) for w in (case.w_query, case.w_key,
+                                                                                     case.w_value))  # fmt: skip
+    at = positions(case)  # (n,): each token's position for RoPE
+    multiplier = scale_factor(case) / o.temperature
+    # the cache, allocated whole and filled a row a step: (g, n, d_head) keys and (g, n, d_v/g) values
+    k_cache = torch.empty(g, case.n, w_key.shape[1] // g, dtype=dtype, device=device)
+    v_cache = torch.empty(g, case.n, w_value.shape[1] // g, dtype=dtype, device=device)
+    rows, steps = causal.outputs.cpu(), []
+    for t in range(case.n):
+        start = _now(device)
+        x_t = x[t : t + 1]  # (1, d_in): token t alone
+        q_t = (x_t @ w_query).view(h, 1, -1)  # (h, 1, d_head): only token t's query is computed
+        k_t, v_t = (x_t @ w_key).view(g, 1, -1), (x_t @ w_value).view(g, 1, -1)  # (g, 1, d): its key and value
+        if o.rope_base is not None:  # turned once, at token t's own position: a cached key is never turned again
+            q_t, k_t = rope(q_t, at[t : t + 1], o.rope_base), rope(k_t, at[t : t + 1], o.rope_base)
+        k_cache[:, t : t + 1], v_cache[:, t : t + 1] = k_t, v_t  # appended: the cache holds tokens 0..t
+        keys, values = k_cache[:, : t + 1], v_cache[:, : t + 1]  # (g, t + 1, d)
+        # grouped-query attention: query heads i·h/g … (i+1)·h/g − 1 read key/value head i (no copy of the cache)
+        scores_t = (q_t.view(g, h // g, -1) @ keys.mT * multiplier).view(h, 1, t + 1)  # (h, 1, t + 1)
+        weights_t = torch.softmax(scores_t, dim=-1)  # (h, 1, t + 1)
+        heads_t = (weights_t.view(g, h // g, t + 1) @ values).view(h, 1, -1)  # (h, 1, d_v/h)
+        output_t = heads_t.transpose(0, 1).flatten(1)  # (1, d_v): the heads side by side
+        output_t = output_t if w_out is None else output_t @ w_out  # (1, d_out)
+        seconds = _now(device) - start
+        tensors = {"x_t": x_t, "q_t": q_t, "k_t": k_t, "v_t": v_t, "k_cache": keys, "v_cache": values}
+        tensors |= {"scores_t": scores_t, "weights_t": weights_t, "output_t": output_t}
+        tensors = {name: _shaped(tensor.detach().cpu(), name, h) for name, tensor in tensors.items()}
+        difference, agrees = _against(tensors["output_t"], rows[t : t + 1])
+        steps.append(DecodeStep(t, MappingProxyType(tensors), difference, agrees, seconds))
+    outputs = torch.cat([step["output_t"] for step in steps])  # (n, d_out)
+    return Decoding(case, causal, tuple(steps), outputs, notes)
+
+
+def _shaped(tensor: Tensor, name: str, heads: int) -> Tensor:
+    """One head's tensors without the head axis (as the core's trace records a single head)."""
+    return tensor[0] if heads == 1 and name in PER_HEAD else tensor
+
+
+def _against(output_t: Tensor, row_t: Tensor) -> tuple[float, bool]:
+    difference = (output_t.double() - row_t.double()).abs().max().item()
+    return difference, difference <= AGREES_RTOL * (1 + row_t.abs().max().item())
+
+
+def _now(device: torch.device) -> float:
+    synchronize(device)
+    return time.perf_counter()
+
+
+def _notes(case: Case):
+    """What decoding changes of the case as given, said beside it."""
+    if case.options.mask is None:
+        yield msg("decoding.note_made_causal")
+    if case.options.weights_override is not None:
+        yield msg("decoding.note_exact")
+
+
+# Work and memory, each way -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """What the cost of decoding depends on: one attention layer's widths (or a model's), and the number's bytes."""
+
+    d_in: int
+    heads: int
+    kv_heads: int
+    d_head: int  # a query and key head's width
+    d_value_head: int
+    d_out: int | None  # w_out's width, None: none
+    layers: int = 1
+    bytes: int = 4  # float32
+
+    @classmethod
+    def of(cls, case: Case) -> Sizes:
+        o, w_out = case.options, case.options.w_out
+        g = o.kv_heads or o.heads
+        itemsize = torch.empty(0, dtype=getattr(torch, o.dtype)).element_size()
+        return cls(case.d_in, o.heads, g, case.d_head, case.d_v // g, None if w_out is None else len(w_out[0]),
+                   bytes=itemsize)  # fmt: skip
+
+
+def multiply_adds(s: Sizes, t: int, cache: bool) -> int:
+    """Multiply-adds of attention for token t (from 0), with the cache (token t's q, k, v, its one row of scores
+    and weighted sum) or without (the whole causal computation of tokens 0..t again: every q, k, v and row)."""
+    rows = 1 if cache else t + 1  # queries computed; the keys they are scored against: t + 1 either way
+    projections = (t + 1 if not cache else 1) * s.d_in * (s.heads * s.d_head + s.kv_heads * (s.d_head + s.d_value_head))
+    attention = rows * (t + 1) * s.heads * (s.d_head + s.d_value_head)  # q·k, then the weights times v
+    projection_out = 0 if s.d_out is None else rows * s.heads * s.d_value_head * s.d_out
+    return s.layers * (projections + attention + projection_out)
+
+
+def cache_bytes_per_token(s: Sizes) -> int:
+    """The cache's bytes per token: 2 (a key and a value) × layers × kv_heads × d_head × bytes."""
+    return 2 * s.layers * s.kv_heads * s.d_head * s.bytes
+
+
+def measured_cache_bytes(decoding: Decoding) -> int:
+    """The bytes of the cache a decoding really filled (its last step's keys and values)."""
+    last = decoding.steps[-1]
+    return sum(last[name].numel() * last[name].element_size() for name in ("k_cache", "v_cache"))
+
+
+def model_sizes(spec, bytes: int = 4) -> Sizes:
+    """A model's sizes (a models.Spec: layers, heads, kv_heads, head_dim, width), its attention with w_out."""
+    return Sizes(spec.width, spec.heads, spec.kv_heads, spec.head_dim, spec.head_dim, spec.width, spec.layers, bytes)
+
+
+def full_heads(s: Sizes) -> Sizes:
+    """The same sizes without grouped-query attention: one key/value head per query head."""
+    return Sizes(s.d_in, s.heads, s.heads, s.d_head, s.d_value_head, s.d_out, s.layers, s.bytes)
+
+
+def mib(count: int) -> float:
+    return count / 2**20
+
+
+def step_of(n: int, said: str | None) -> int | None:
+    """The decoding step (from 0) a link or a person names as token t from 1, of n; None when there is none."""
+    if not said or not said.isascii() or not said.isdigit() or len(said) > 4:
+        return None
+    t = int(said) - 1
+    return t if 0 <= t < n else None

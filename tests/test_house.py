@@ -24,6 +24,9 @@ BELOW["app"] = {"core", "models", "figures", "app"}
 BELOW["pages"] = {"core", "models", "figures", "app"}
 
 
+FIGURES = {Path("attention/figures.py"), Path("attention/decoding_figures.py")}  # the pure figure builders
+
+
 def layer(path: Path) -> str:
     relative = path.relative_to(ROOT)
     if relative.parts[0] == "pages" or relative == Path("app.py"):
@@ -32,7 +35,7 @@ def layer(path: Path) -> str:
         return "app"
     if relative.parts[:2] == ("attention", "models"):
         return "models"
-    return "figures" if relative == Path("attention/figures.py") else "core"
+    return "figures" if relative in FIGURES else "core"
 
 
 def imports(path: Path, package: str | None = None, nodes: list | None = None) -> list[tuple[str, int]]:
@@ -52,7 +55,7 @@ def imports(path: Path, package: str | None = None, nodes: list | None = None) -
 
 def module_layer(module: str) -> str | None:
     """The layer of one of the project's modules (None: an outside package)."""
-    if module == "attention.figures":
+    if module in ("attention.figures", "attention.decoding_figures"):
         return "figures"
     if module == "attention.models" or module.startswith("attention.models."):
         return "models"

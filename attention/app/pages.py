@@ -30,5 +30,6 @@ PAGES = (
     Page("pages/multi_head.py", "page.multi_head", ":material/view_week:", "multi-head", live=True),
     Page("pages/explain.py", "page.explain", ":material/calculate:", "explain"),
     Page("pages/devices.py", "page.devices", ":material/memory:", "devices"),
+    Page("pages/decoding.py", "page.decoding", ":material/fast_forward:", "decoding"),
 )
 BY_NAME = {page.name: page for page in PAGES}

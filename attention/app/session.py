@@ -16,9 +16,10 @@ from ..core import ROUNDED_WITHIN, STEP_NAMES, step_names, step_near, step_of
 from ..devices import resolve_device
 from ..i18n import LANGUAGES, Message, clip, excerpt, msg
 from ..models import Model
-from . import choices, origins, typed
+from . import choices, decoding_room, origins, typed
 from .cache import Derived
 from .choices import NUMBERS, SIZES, Controls, Inputs
+from .decoding_room import DecodingView
 from .origins import Article, File, Origin
 
 Cells = Mapping[tuple[int, int], object]  # (row, column) -> a cell's value as typed
@@ -45,6 +46,8 @@ class Session:
     derived: Derived = field(default_factory=Derived, repr=False, compare=False)  # see cache.py
     source: Origin | None = None  # where the last whole case came from (see origin; Session.start sets it)
     loader: Callable[[str], Model] = field(default=models.loaded, repr=False, compare=False)  # the app's: loaded.py
+    # the Decoding page's step, source and generation (decoding_room.py)
+    decoding: DecodingView = field(default_factory=DecodingView, repr=False, compare=False)
     _numbers: Case | None = field(default=None, repr=False)  # the inputs' matrices, checked, with no options
     _origin: tuple | None = field(default=None, repr=False, compare=False)  # (case, source, origin): the last answer
 
@@ -188,6 +191,8 @@ def open_link(session: Session, params: Mapping[str, str | None]) -> None:
         session.step = name
     elif step:
         session.notices.append(msg("notice.bad_step", steps=len(step_names(session.case))))
+    if token := params.get("token"):  # the Decoding page's step: token t, from 1
+        decoding_room.open_link(session, token)
     if language and language in LANGUAGES:
         session.lang = language
     elif language:

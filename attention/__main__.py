@@ -1,4 +1,4 @@
-"""Command line: `attention preset|trace|devices`, or python -m attention (bad input: one line on stderr, exit 2)."""
+"""Command line: `attention preset|trace|decode|devices`, or python -m attention (bad input: stderr, exit 2)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 
 from .case import MAX_D, MAX_N, CaseError
 from .core import attend
+from .decoding import decode, decoding_script, dump_decoding
 from .devices import available_devices, gpu_unavailable_reason
 from .files import dump_case, dump_trace, load_case
 from .presets import PRESETS, preset
@@ -35,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     tracing.add_argument("case", help="a case file, or - for standard input")
     tracing.add_argument("-o", "--output", help="write the trace to this file instead of standard output")
     commands.add_parser("devices", help="list the devices PyTorch can use here")
+    decoding = commands.add_parser("decode", help="decode a case file token by token with a KV cache (JSON)")
+    decoding.add_argument("case", help="a case file, or - for standard input")
+    decoding.add_argument("--script", action="store_true", help="print the decoding loop as a Python script instead")
     args = parser.parse_args(argv)
 
     try:
@@ -49,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
                     f.write(out + "\n")
             else:
                 print(out)
+        elif args.command == "decode":  # decoding.py: each step's tensors' shapes, checked against the causal trace
+            case = load_case(_read(args.case))
+            print(decoding_script(case) if args.script else dump_decoding(decode(case)), end="")
         else:
             for device in available_devices():
                 print(device)

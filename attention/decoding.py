@@ -80,8 +80,8 @@ class Decoding:
 
     def status(self) -> Message:
         """The status row: whether every output t equals row t of the causal trace, and the largest difference."""
-        key = "decoding.agrees" if self.agrees else "decoding.differs"
-        return msg(key, n=self.n, difference=self.difference, row=self.worst() + 1)
+        said = {"n": self.n, "difference": self.difference, "row": self.worst() + 1}
+        return msg("decoding.agrees" if self.agrees else "decoding.differs", **said)
 
     def axes(self, name: str) -> tuple[str, ...]:
         return ("head", *AXES[name]) if name in PER_HEAD and self.case.options.heads > 1 else AXES[name]
@@ -101,8 +101,8 @@ def decodable(case: Case) -> Case:
         for i, row in enumerate(mask):
             for j, allowed in enumerate(row):
                 if bool(allowed) != (j <= i):
-                    problem = "decoding.mask_future" if j > i else "decoding.mask_past"
-                    raise CaseError(msg("decoding.where_mask", row=i + 1, column=j + 1), msg(problem))
+                    problem = msg("decoding.mask_future" if j > i else "decoding.mask_past")
+                    raise CaseError(msg("decoding.where_mask", row=i + 1, column=j + 1), problem)
     return with_options(case, mask="causal", weights_override=None)
 
 
@@ -208,8 +208,9 @@ def multiply_adds(s: Sizes, t: int, cache: bool) -> int:
 
 
 def cache_bytes_per_token(s: Sizes) -> int:
-    """The cache's bytes per token: 2 (a key and a value) × layers × kv_heads × d_head × bytes."""
-    return 2 * s.layers * s.kv_heads * s.d_head * s.bytes
+    """The cache's bytes per token: 2 (a key and a value) × layers × kv_heads × d_head × bytes, or where a value
+    head is not as wide as a key head, layers × kv_heads × (d_head + its width) × bytes."""
+    return s.layers * s.kv_heads * (s.d_head + s.d_value_head) * s.bytes
 
 
 def measured_cache_bytes(decoding: Decoding) -> int:
@@ -243,6 +244,21 @@ def step_of(n: int, said: str | None) -> int | None:
 # The exported script -----------------------------------------------------------------------------------------------
 
 
+SCRIPT_ROPE = [  # the exported script's RoPE: the core's rope(), written out
+    "def rope(m, t):",
+    '    """Pair p of each row (dims 2p, 2p+1) turned by the angle t·base^(−2p/d), t the positions (n,)."""',
+    "    if ROPE_BASE is None:",
+    "        return m",
+    "    d = m.shape[-1]",
+    "    angles = t.double()[:, None] * ROPE_BASE ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)",
+    "    cos, sin = angles.cos().to(m.dtype), angles.sin().to(m.dtype)",
+    "    even, odd = m[..., 0::2], m[..., 1::2]",
+    "    return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)",
+    "",
+    "",
+]
+
+
 def decoding_script(case: Case) -> str:
     """Python source, torch alone: the case's numbers decoded token by token with a KV cache, asserted equal to the
     whole causal computation of the same numbers (every query at once under a causal mask)."""
@@ -271,17 +287,7 @@ def decoding_script(case: Case) -> str:
         f"POSITIONS = torch.tensor({at})",
         "",
         "",
-        "def rope(m, t):",
-        '    """Pair p of each row (dims 2p, 2p+1) turned by the angle t·base^(−2p/d), t the positions (n,)."""',
-        "    if ROPE_BASE is None:",
-        "        return m",
-        "    d = m.shape[-1]",
-        "    angles = t.double()[:, None] * ROPE_BASE ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)",
-        "    cos, sin = angles.cos().to(m.dtype), angles.sin().to(m.dtype)",
-        "    even, odd = m[..., 0::2], m[..., 1::2]",
-        "    return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)",
-        "",
-        "",
+        *SCRIPT_ROPE,
         "# The whole causal computation: every query at once, a key after its query masked",
         "n = len(x)",
         "queries = rope((x @ w_query).unflatten(-1, (H, -1)).transpose(0, 1), POSITIONS)  # (H, n, d)",

@@ -30,7 +30,8 @@ def step_heatmap(decoding: Decoding, t: int, name: str, head: int | None = None,
     row_kind, col_kind = decoding.axes(name)[-2:]
     rows = _tokens(decoding, t + 1) if name in ("k_cache", "v_cache") else [decoding.case.tokens[t]]
     cols = _tokens(decoding, t + 1) if col_kind == "key" else [str(j + 1) for j in range(tensor.shape[-1])]
-    fig = figures.heatmap(tensor, rows, cols, row_kind, col_kind, title=name, lang=lang)
+    title = text(lang, f"decoding.title_{name}", t=t + 1)
+    fig = figures.heatmap(tensor, rows, cols, row_kind, col_kind, title=title, lang=lang)
     return figures.highlight(fig, (t,), None) if name in ("k_cache", "v_cache") else fig
 
 
@@ -61,7 +62,8 @@ def memory_table(sizes: Sizes, tokens: int, lang: str = "en") -> pd.DataFrame:
     rows = []
     for label, s in (("grouped", sizes), ("full", full_heads(sizes))):
         per_token = cache_bytes_per_token(s)
-        formula = f"2 × {s.layers} × {s.kv_heads} × {s.d_head} × {s.bytes}"
+        widths = f"2 × {s.d_head}" if s.d_head == s.d_value_head else f"({s.d_head} + {s.d_value_head})"
+        formula = f"{widths} × {s.layers} × {s.kv_heads} × {s.bytes}"
         rows.append((text(lang, f"decoding.memory_{label}", kv_heads=s.kv_heads), formula, per_token,
                      per_token * tokens))  # fmt: skip
     columns = [text(lang, f"decoding.memory_{c}", tokens=tokens) for c in ("kind", "formula", "per_token", "after")]

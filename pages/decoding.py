@@ -10,7 +10,7 @@ from attention.app.language import lang, t
 from attention.app.text import plain
 from attention.case import CaseError
 from attention.decoding import Sizes, cache_bytes_per_token, full_heads, model_sizes
-from attention.i18n import render
+from attention.i18n import render, text
 from attention.models import SMOLLM2, install_message
 
 
@@ -100,12 +100,13 @@ def work_and_memory(made) -> None:
 
 
 session = tab.current()
+language = session.lang  # a widget keeps its format_func, called after the run: the language it was drawn in
 frame.trace()  # (a page run outside the frame goes through it first)
 st.header(t("decoding.header"))
 st.write(t("decoding.intro"))
 source = st.radio(
     t("decoding.source"), room.SOURCES, index=room.SOURCES.index(session.decoding.source), horizontal=True,
-    format_func=lambda s: t(f"decoding.source_{s}"), key="decoding_source",
+    format_func=lambda s: text(language, f"decoding.source_{s}"), key="decoding_source",
 )  # fmt: skip
 room.choose(session, source=source)
 if source == "generation":

@@ -46,8 +46,7 @@ class Session:
     derived: Derived = field(default_factory=Derived, repr=False, compare=False)  # see cache.py
     source: Origin | None = None  # where the last whole case came from (see origin; Session.start sets it)
     loader: Callable[[str], Model] = field(default=models.loaded, repr=False, compare=False)  # the app's: loaded.py
-    # the Decoding page's step, source and generation (decoding_room.py)
-    decoding: DecodingView = field(default_factory=DecodingView, repr=False, compare=False)
+    decoding: DecodingView = field(default_factory=DecodingView, repr=False, compare=False)  # decoding_room.py
     _numbers: Case | None = field(default=None, repr=False)  # the inputs' matrices, checked, with no options
     _origin: tuple | None = field(default=None, repr=False, compare=False)  # (case, source, origin): the last answer
 

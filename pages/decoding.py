@@ -26,7 +26,9 @@ def generation_controls(session) -> None:
     room.choose(session, **{k: v for k, v in {"sentence": typed, "new_tokens": count}.items() if v is not None})
     if view.heard:  # a generation stopped before it ended (a click elsewhere, or Stop): what it had made
         st.warning(t("decoding.stopped", tokens=plain("".join(view.heard)), count=len(view.heard)))
-    if st.button(t("decoding.generate"), key="decoding_go", icon=":material/play_arrow:", type="primary"):
+    asked = {"on_click": st.session_state.__setitem__, "args": ("decoding_asked", True)}  # heard before the run
+    st.button(t("decoding.generate"), key="decoding_go", icon=":material/play_arrow:", type="primary", **asked)
+    if st.session_state.pop("decoding_asked", False):
         with st.status(t("decoding.generating", model=SMOLLM2.title), expanded=True) as status:
             shown = st.empty()
             error = room.run_generation(session, heard=lambda _: shown.markdown(plain("".join(session.decoding.heard))))

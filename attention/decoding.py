@@ -14,6 +14,7 @@ from .case import Case, CaseError, with_options
 from .core import Trace, attend, option_tensors, positions, rope, scale_factor
 from .devices import resolve_device, synchronize
 from .i18n import Message, msg
+from .numbers import approx
 
 Tensor = torch.Tensor
 AGREES_RTOL = 1e-5  # output t against row t of the causal trace: the same sums in another order (float32)
@@ -239,6 +240,39 @@ def step_of(n: int, said: str | None) -> int | None:
         return None
     t = int(said) - 1
     return t if 0 <= t < n else None
+
+
+# Explain a cached score ------------------------------------------------------------------------------------------
+
+EXPLAIN_TERMS = 8  # a dot product of more terms shows its first ones, then "…"
+
+
+def explain_score(decoding: Decoding, t: int, j: int, head: int | None = None) -> tuple[Message, ...]:
+    """Why score j of decoding step t (from 0) is what it is: q_t · k_j with k_j read from the cache (made once, at
+    step j), scaled; then the same number in the whole causal computation's scores."""
+    o, step = decoding.case.options, decoding.steps[t]
+    h = 0 if head is None else head
+    kv = h // (o.heads // (o.kv_heads or o.heads))  # the key/value head this query head reads
+    q_t, keys = step["q_t"], step["k_cache"]
+    q_t, k_j = (q_t[h, 0], keys[kv, j]) if o.heads > 1 else (q_t[0], keys[j])
+    value = (step["scores_t"][h, 0, j] if o.heads > 1 else step["scores_t"][0, j]).item()
+    causal = decoding.causal["scores"]
+    causal = (causal[h] if o.heads > 1 else causal)[t, j].item()
+    terms = [f"{approx(a)}·{approx(b)}" for a, b in zip(q_t.tolist(), k_j.tolist(), strict=True)]
+    shown = " + ".join(terms[:EXPLAIN_TERMS]) + (" + …" if len(terms) > EXPLAIN_TERMS else "")
+    raw = float(q_t.double() @ k_j.double())
+    multiplier = scale_factor(decoding.case) / o.temperature
+    at = int(positions(decoding.case)[j])
+    turned = msg("decoding.explain_turned", position=at) if o.rope_base is not None else ""
+    lines = [
+        msg("decoding.explain_cache", j=j + 1, t=t + 1, turned=turned),
+        msg("decoding.explain_dot", t=t + 1, j=j + 1, terms=shown, raw=approx(raw), count=len(terms)),
+    ]
+    if multiplier != 1:
+        scaled = {"raw": approx(raw), "multiplier": approx(multiplier), "value": approx(value)}
+        lines.append(msg("decoding.explain_scaled", **scaled))
+    lines.append(msg("decoding.explain_same", t=t + 1, j=j + 1, causal=approx(causal), value=approx(value)))
+    return tuple(lines)
 
 
 # The exported script -----------------------------------------------------------------------------------------------

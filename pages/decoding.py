@@ -9,7 +9,7 @@ from attention.app import decoding_room as room
 from attention.app.language import lang, t
 from attention.app.text import plain
 from attention.case import CaseError
-from attention.decoding import Sizes, cache_bytes_per_token, full_heads, model_sizes
+from attention.decoding import Sizes, cache_bytes_per_token, explain_score, full_heads, model_sizes
 from attention.i18n import render, text
 from attention.models import SMOLLM2, install_message
 
@@ -76,6 +76,12 @@ def step_view(session, made) -> None:
     left, right = st.columns(2)
     for where, name in ((left, "scores_t"), (right, "weights_t")):
         charts.chart(figs.step_heatmap(made, t_shown, name, head, lang()), f"chart_{name}", where=where)
+    key = st.selectbox(
+        t("decoding.explain_label", t=t_shown + 1), range(t_shown + 1), index=0, key="decoding_explain",
+        format_func=lambda j: f"{j + 1} · {tokens[j]}",
+    )  # fmt: skip
+    for line in explain_score(made, t_shown, min(key or 0, t_shown), head):
+        st.markdown(plain(render(lang(), line)))
     left, right = st.columns(2)
     charts.chart(figs.step_heatmap(made, t_shown, "output_t", None, lang()), "chart_output_t", where=left)
     charts.chart(figs.causal_scores(made, t_shown, head, lang()), "chart_causal", where=right)

@@ -23,6 +23,7 @@ from attention.decoding import (
     decodable,
     decode,
     decoding_script,
+    explain_score,
     full_heads,
     measured_cache_bytes,
     model_sizes,
@@ -31,6 +32,7 @@ from attention.decoding import (
 from attention.files import case_to_link, dump_case
 from attention.i18n import render
 from attention.models import SMOLLM2
+from attention.numbers import approx
 from attention.presets import article, random_case, with_options
 from tests.apptest import APP, charts, session
 
@@ -273,3 +275,17 @@ def test_a_case_with_a_mask_decoding_cannot_follow_is_refused_on_the_page_and_th
 def test_the_page_in_chinese():
     at = decoding_page(lang="zh")
     assert at.header[0].value == "用 KV 缓存解码：一次一个 token" and "第 3 步" in at.success[0].value
+
+
+@pytest.mark.parametrize("name", ["RoPE at given positions, grouped, temperature", "one head, causal"])
+def test_a_cached_score_is_explained_with_its_own_numbers_and_equals_the_causal_score(name):
+    made = decode(CASES[name])
+    o = made.case.options
+    t, j, head = 4, 1, (3 if o.heads > 1 else None)
+    lines = [str(line) for line in explain_score(made, t, j, head)]
+    assert "k_2 comes from the cache: it was computed once, at decoding step 2" in lines[0]
+    assert ("turned by RoPE at its position 9" in lines[0]) == (o.rope_base is not None)  # positions 3, 9, …
+    scores_t = made.steps[t]["scores_t"]
+    value = (scores_t[head, 0, j] if head is not None else scores_t[0, j]).item()
+    assert approx(value) in lines[-1] and lines[-1].count(approx(value)) == 2  # decoding's and the causal one
+    assert lines[1].startswith("q_5 · k_2 = ")

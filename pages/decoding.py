@@ -107,9 +107,9 @@ def work_and_memory(made) -> None:
     st.dataframe(figs.memory_table(smol, tokens, lang()), hide_index=True, key="decoding_memory_smollm2")
 
 
+frame.trace()  # (a page run outside the frame goes through it first)
 session = tab.current()
 language = session.lang  # a widget keeps its format_func, called after the run: the language it was drawn in
-frame.trace()  # (a page run outside the frame goes through it first)
 st.header(t("decoding.header"))
 st.write(t("decoding.intro"))
 source = st.radio(

@@ -15,11 +15,12 @@ import torch
 
 # the app runs from its folder and is not installed; bench/ itself off the path (its profile.py is not the stdlib's)
 sys.path[0] = str(Path(__file__).resolve().parents[1])
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+from attention import models  # noqa: E402 (after the path is set)
+from attention.decoding import cache_bytes_per_token, model_sizes  # noqa: E402
+from attention.models.generate import generate  # noqa: E402
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # transformers reads the package's file; nothing from a hub
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-from attention import models
-from attention.decoding import cache_bytes_per_token, model_sizes
-from attention.models.generate import generate
 
 SENTENCE = "The cat sat on the mat because it was tired"  # 10 tokens of SmolLM2
 NEW = 16
@@ -77,8 +78,8 @@ def main() -> None:
         "# Decoding with a KV cache: SmolLM2 generating (bench/decoding.py)",
         "",
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}, "
-        f"{torch.get_num_threads()} thread(s), load average {load:.1f} at the end; '{SENTENCE}' (10 tokens) + {NEW} new tokens, greedy; median of "
-        f"{args.repeats} runs after one to warm up.",
+        f"{torch.get_num_threads()} thread(s), load average {load:.1f} at the end; '{SENTENCE}' (10 tokens) + "
+        f"{NEW} new tokens, greedy; median of {args.repeats} runs after one to warm up.",
         "",
         "| generation | seconds (16 tokens) | per token |",
         "|---|---|---|",

@@ -18,6 +18,9 @@ from .numbers import approx
 
 Tensor = torch.Tensor
 AGREES_RTOL = 1e-5  # output t against row t of the causal trace: the same sums in another order (float32)
+# Decoded steps: a sentence's worth (the generation's limit, models.MAX_SENTENCE_TOKENS). Past it the first ones are
+# decoded, as step 8 repeats the first 16 queries: a Python loop of 1,024 steps took 8.6 s at the limits (16 heads)
+MAX_DECODE_N = 64
 
 # What each axis of a decoding step's tensors is; with heads > 1 the per-head ones have the head axis first (the
 # cache's is the key/value head: with grouped-query attention, fewer than the query heads)
@@ -60,8 +63,14 @@ class Decoding:
     case: Case  # as decoded: causal, the exact softmax
     causal: Trace  # the whole causal computation of the same case: output t is its row t
     steps: tuple[DecodeStep, ...]
-    outputs: Tensor  # (n, d_out): the steps' outputs stacked
+    outputs: Tensor  # (n, d_out): the steps' outputs stacked (the first MAX_DECODE_N rows past it)
     notes: tuple[Message, ...] = ()  # what decoding changed of the case as given (no mask, rounded weights)
+
+    def tensors_held(self) -> list[Tensor]:
+        """Every tensor it holds (the causal trace's too), for the session's cache to count (app/cache.py)."""
+        held = [tensor for step in self.steps for tensor in step.tensors.values()]
+        return held + [tensor for step in self.causal.steps for tensor in step.tensors.values()
+                       if isinstance(tensor, Tensor)]  # fmt: skip
 
     @property
     def n(self) -> int:
@@ -107,11 +116,14 @@ def decodable(case: Case) -> Case:
     return with_options(case, mask="causal", weights_override=None)
 
 
-def decode(case: Case) -> Decoding:
-    """Decode the case token by token with a KV cache, each step checked against row t of its causal trace."""
+def decode(case: Case, causal: Trace | None = None) -> Decoding:
+    """Decode the case token by token with a KV cache (its first MAX_DECODE_N tokens), each step checked against
+    row t of its causal trace (`causal`, when it is already made: the trace of decodable(case))."""
     given, case = case, decodable(case)
     notes = tuple(_notes(given))
-    causal = attend(case)
+    causal = attend(case) if causal is None else causal
+    if causal.case != case:
+        raise ValueError("the causal trace given is not of the case as decoded")
     o = case.options
     device, dtype = resolve_device(o.device), getattr(torch, o.dtype)
     h, g = o.heads, o.kv_heads or o.heads
@@ -125,7 +137,7 @@ def decode(case: Case) -> Decoding:
     k_cache = torch.empty(g, case.n, w_key.shape[1] // g, dtype=dtype, device=device)
     v_cache = torch.empty(g, case.n, w_value.shape[1] // g, dtype=dtype, device=device)
     rows, steps = causal.outputs.cpu(), []
-    for t in range(case.n):
+    for t in range(min(case.n, MAX_DECODE_N)):
         start = _now(device)
         x_t = x[t : t + 1]  # (1, d_in): token t alone
         q_t = (x_t @ w_query).view(h, 1, -1)  # (h, 1, d_head): only token t's query is computed
@@ -171,6 +183,8 @@ def _notes(case: Case):
         yield msg("decoding.note_made_causal")
     if case.options.weights_override is not None:
         yield msg("decoding.note_exact")
+    if case.n > MAX_DECODE_N:
+        yield msg("decoding.note_first", m=MAX_DECODE_N, n=case.n)
 
 
 # Work and memory, each way -----------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ or on tokens SmolLM2 generates here), each output checked against row t of the w
 import streamlit as st
 
 from attention import decoding_figures as figs
-from attention.app import charts, frame, pickers, tab
+from attention.app import charts, compute, frame, pickers, tab
 from attention.app import decoding_room as room
 from attention.app.language import lang, t
 from attention.app.text import plain
@@ -94,10 +94,10 @@ def work_and_memory(made) -> None:
     """Multiply-adds per token with and without the cache; the cache's bytes, here and for SmolLM2."""
     st.subheader(t("decoding.work_header"))
     sizes = Sizes.of(made.case)
-    st.dataframe(figs.work_table(sizes, made.n, lang()), hide_index=True, key="decoding_work")
+    st.dataframe(figs.work_table(sizes, made.case.n, lang()), hide_index=True, key="decoding_work")
     st.caption(t("decoding.work_caption"))
     st.subheader(t("decoding.memory_header"))
-    st.dataframe(figs.memory_table(sizes, made.n, lang()), hide_index=True, key="decoding_memory")
+    st.dataframe(figs.memory_table(sizes, made.case.n, lang()), hide_index=True, key="decoding_memory")
     smol, tokens = model_sizes(SMOLLM2), 20
     per_token, full = cache_bytes_per_token(smol), cache_bytes_per_token(full_heads(smol))
     sizes_said = {"layers": smol.layers, "kv_heads": smol.kv_heads, "heads": smol.heads, "d_head": smol.d_head}
@@ -120,7 +120,7 @@ room.choose(session, source=source)
 if source == "generation":
     generation_controls(session)
 case = room.case(session)
-made = None if case is None else room.decoding(session, case)
+made = None if case is None else room.decoding(session, case, lambda causal: compute.trace_of(session, causal))
 if case is None:
     st.info(t("decoding.generate_first"))
 elif isinstance(made, CaseError):

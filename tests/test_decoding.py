@@ -18,6 +18,7 @@ from attention.app.decoding_room import DecodingView
 from attention.app.session import Session
 from attention.case import CaseError, case_to_dict
 from attention.decoding import (
+    MAX_DECODE_N,
     Sizes,
     cache_bytes_per_token,
     decodable,
@@ -289,3 +290,22 @@ def test_a_cached_score_is_explained_with_its_own_numbers_and_equals_the_causal_
     value = (scores_t[head, 0, j] if head is not None else scores_t[0, j]).item()
     assert approx(value) in lines[-1] and lines[-1].count(approx(value)) == 2  # decoding's and the causal one
     assert lines[1].startswith("q_5 · k_2 = ")
+
+
+def test_past_a_sentences_worth_the_first_tokens_are_decoded_said_and_the_given_causal_trace_is_used():
+    case = random_case(n=100, d_in=8, d_k=8, d_v=8, seed=9, heads=2, mask="causal")
+    causal = attend(case)
+    made = decode(case, causal)
+    assert made.causal is causal and made.n == MAX_DECODE_N and made.agrees
+    close(made.outputs, causal.outputs[:MAX_DECODE_N])
+    assert [note.key for note in made.notes] == ["decoding.note_first"] and "first 64 of the 100" in made.notes[0]
+    with pytest.raises(ValueError):
+        decode(case, attend(random_case(n=100, d_in=8, d_k=8, d_v=8, seed=10, heads=2, mask="causal")))
+
+
+def test_the_sessions_cache_counts_what_a_decoding_holds():
+    from attention.app.cache import nbytes
+
+    made = decode(CASES["n = 40, 8 heads sharing 2"])
+    scores_t = sum(step["scores_t"].numel() + step["weights_t"].numel() for step in made.steps) * 4
+    assert nbytes(made) >= scores_t + nbytes(made.causal)

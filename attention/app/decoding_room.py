@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from .. import models
 from ..case import Case, CaseError
-from ..decoding import Decoding, decode, step_of
+from ..decoding import Decoding, decodable, decode, step_of
 from ..i18n import excerpt, msg
 from ..models import SMOLLM2
 from ..models.generate import MAX_NEW_TOKENS, Generation, check_length, generate
@@ -58,16 +58,14 @@ def case(session: Session) -> Case | None:
     return models.head_case(model, view.generation.run, view.layer - 1, view.head - 1)
 
 
-def decoding(session: Session, of: Case) -> Decoding | CaseError:
-    """The case decoded (kept while it is), or why it cannot be (a custom mask that is not causal)."""
-
-    def make():
-        try:
-            return decode(of)
-        except CaseError as e:
-            return e
-
-    return session.derived.get(("decoding", of), make)
+def decoding(session: Session, of: Case, trace_of) -> Decoding | CaseError:
+    """The case decoded (kept while it is), or why it cannot be (a custom mask that is not causal); its causal
+    trace from trace_of(case) (compute.trace_of: the session's own trace when the case is already causal)."""
+    try:
+        causal = trace_of(decodable(of))
+    except CaseError as e:
+        return e
+    return session.derived.get(("decoding", of), lambda: decode(of, causal))
 
 
 def shown_step(session: Session, n: int) -> int:

@@ -84,7 +84,8 @@ def step_view(session, made) -> None:
         st.markdown(plain(render(lang(), line)))
     left, right = st.columns(2)
     charts.chart(figs.step_heatmap(made, t_shown, "output_t", None, lang()), "chart_output_t", where=left)
-    charts.chart(figs.causal_scores(made, t_shown, head, lang()), "chart_causal", where=right)
+    causal = charts.figure(figs.causal_heatmap, made.causal, head)  # kept: n × n at the limits
+    charts.chart(figs.row_outlined(causal, t_shown, lang()), "chart_causal", where=right)
     st.caption(t("decoding.causal_caption", t=t_shown + 1))
     shapes = ", ".join(f"{name} {' × '.join(map(str, shape))}" for name, shape in step.shapes().items())
     st.caption(t("decoding.shapes", shapes=shapes))

@@ -115,3 +115,15 @@ def test_the_page_generates_then_steps_through_a_layer_and_head():
     assert any("at most 64 tokens in all" in e.value for e in at.error)  # said, and the last generation kept
     assert session(at).decoding.generation is view.generation and "Step 8 of 8" in at.success[0].value
     assert DecodingView().source == "case"
+
+
+def test_a_link_to_a_models_head_opens_its_decoding_step_checked_against_the_causal_trace():
+    at = AppTest.from_file(APP, default_timeout=180)
+    link = {"model": "smollm2", "text": "The capital of France is", "layer": "2", "head": "3", "token": "4"}
+    for k, v in link.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page("pages/decoding.py").run()
+    assert not at.exception
+    assert "Step 4 of 5" in at.success[0].value and session(at).decoding.t == 3
+    assert at.query_params["token"] == "4" and at.query_params["model"] == "smollm2"

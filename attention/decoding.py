@@ -61,16 +61,16 @@ class Decoding:
     """A case decoded token by token with a KV cache: its steps, and the causal trace each step is checked with."""
 
     case: Case  # as decoded: causal, the exact softmax
-    causal: Trace  # the whole causal computation of the same case: output t is its row t
+    # the whole causal computation's scores, its rows of the decoded tokens (h?, m, n): not the trace itself, which
+    # the session's cache holds and may drop (at the limits a decoding holding it kept a second 192 MiB trace alive)
+    causal_scores: Tensor
     steps: tuple[DecodeStep, ...]
     outputs: Tensor  # (n, d_out): the steps' outputs stacked (the first MAX_DECODE_N rows past it)
     notes: tuple[Message, ...] = ()  # what decoding changed of the case as given (no mask, rounded weights)
 
     def tensors_held(self) -> list[Tensor]:
-        """Every tensor it holds (the causal trace's too), for the session's cache to count (app/cache.py)."""
-        held = [tensor for step in self.steps for tensor in step.tensors.values()]
-        return held + [tensor for step in self.causal.steps for tensor in step.tensors.values()
-                       if isinstance(tensor, Tensor)]  # fmt: skip
+        """Every tensor it holds, for the session's cache to count (app/cache.py)."""
+        return [self.causal_scores, self.outputs, *(tensor for step in self.steps for tensor in step.tensors.values())]
 
     @property
     def n(self) -> int:
@@ -159,7 +159,8 @@ def decode(case: Case, causal: Trace | None = None) -> Decoding:
         difference, agrees = _against(tensors["output_t"], rows[t : t + 1])
         steps.append(DecodeStep(t, MappingProxyType(tensors), difference, agrees, seconds))
     outputs = torch.cat([step["output_t"] for step in steps])  # (n, d_out)
-    return Decoding(case, causal, tuple(steps), outputs, notes)
+    causal_scores = causal["scores"][..., : len(steps), :].clone()  # (h?, m, n): a copy, not a view of the trace's
+    return Decoding(case, causal_scores, tuple(steps), outputs, notes)
 
 
 def _shaped(tensor: Tensor, name: str, heads: int) -> Tensor:
@@ -270,7 +271,7 @@ def explain_score(decoding: Decoding, t: int, j: int, head: int | None = None) -
     q_t, keys = step["q_t"], step["k_cache"]
     q_t, k_j = (q_t[h, 0], keys[kv, j]) if o.heads > 1 else (q_t[0], keys[j])
     value = (step["scores_t"][h, 0, j] if o.heads > 1 else step["scores_t"][0, j]).item()
-    causal = decoding.causal["scores"]
+    causal = decoding.causal_scores
     causal = (causal[h] if o.heads > 1 else causal)[t, j].item()
     terms = [f"{approx(a)}·{approx(b)}" for a, b in zip(q_t.tolist(), k_j.tolist(), strict=True)]
     shown = " + ".join(terms[:EXPLAIN_TERMS]) + (" + …" if len(terms) > EXPLAIN_TERMS else "")

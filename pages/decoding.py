@@ -4,7 +4,7 @@ or on tokens SmolLM2 generates here), each output checked against row t of the w
 import streamlit as st
 
 from attention import decoding_figures as figs
-from attention.app import charts, compute, frame, pickers, tab
+from attention.app import charts, compute, frame, pickers, share, tab
 from attention.app import decoding_room as room
 from attention.app.language import lang, t
 from attention.app.text import plain
@@ -28,11 +28,13 @@ def generation_controls(session) -> None:
         st.warning(t("decoding.stopped", tokens=plain("".join(view.heard)), count=len(view.heard)))
     asked = {"on_click": st.session_state.__setitem__, "args": ("decoding_asked", True)}  # heard before the run
     st.button(t("decoding.generate"), key="decoding_go", icon=":material/play_arrow:", type="primary", **asked)
-    if st.session_state.pop("decoding_asked", False):
+    if st.session_state.pop("decoding_asked", False) or view.pending:  # a click, or a link's generation
         with st.status(t("decoding.generating", model=SMOLLM2.title), expanded=True) as status:
             shown = st.empty()
-            error = room.run_generation(session, heard=lambda _: shown.markdown(plain("".join(session.decoding.heard))))
+            heard = lambda _: shown.markdown(plain("".join(session.decoding.heard)))  # noqa: E731
+            error = room.made_pending(session, heard) if view.pending else room.run_generation(session, heard)
             status.update(label=t("decoding.generated"), state="complete" if error is None else "error")
+        share.keep_url(session, frame.trace())  # the URL links to the generation made in this run
         if error is not None:
             st.error(t("error.last_valid", error=plain(render(lang(), error.message))))
     if (made := session.decoding.generation) is None:
@@ -51,7 +53,7 @@ def generation_controls(session) -> None:
     room.choose(session, layer=int(layer), head=int(head))
 
 
-def step_view(session, made) -> None:
+def step_view(session, made, causal) -> None:
     """The player over the tokens, then step t: its cache, q_t's scores, weights and output, the causal matrix."""
     n, tokens = made.n, made.case.tokens
     t_shown = room.shown_step(session, n)
@@ -68,7 +70,7 @@ def step_view(session, made) -> None:
         t("decoding.step_status", t=t_shown + 1, n=n, difference=step.difference), icon=":material/verified:"
     )
     st.write(t("decoding.step_explained", t=t_shown + 1, keys=t_shown + 1, token=plain(tokens[t_shown])))
-    head = pickers.head_picker(made.causal, "decoding_head_picker")
+    head = pickers.head_picker(causal, "decoding_head_picker")
     left, right = st.columns(2)
     for where, name in ((left, "k_cache"), (right, "v_cache")):
         charts.chart(figs.step_heatmap(made, t_shown, name, head, lang()), f"chart_{name}", where=where)
@@ -84,8 +86,8 @@ def step_view(session, made) -> None:
         st.markdown(plain(render(lang(), line)))
     left, right = st.columns(2)
     charts.chart(figs.step_heatmap(made, t_shown, "output_t", None, lang()), "chart_output_t", where=left)
-    causal = charts.figure(figs.causal_heatmap, made.causal, head)  # kept: n × n at the limits
-    charts.chart(figs.row_outlined(causal, t_shown, lang()), "chart_causal", where=right)
+    whole = charts.figure(figs.causal_heatmap, causal, head)  # kept: n × n at the limits
+    charts.chart(figs.row_outlined(whole, t_shown, lang()), "chart_causal", where=right)
     st.caption(t("decoding.causal_caption", t=t_shown + 1))
     shapes = ", ".join(f"{name} {' × '.join(map(str, shape))}" for name, shape in step.shapes().items())
     st.caption(t("decoding.shapes", shapes=shapes))
@@ -121,7 +123,8 @@ room.choose(session, source=source)
 if source == "generation":
     generation_controls(session)
 case = room.case(session)
-made = None if case is None else room.decoding(session, case, lambda causal: compute.trace_of(session, causal))
+causal = lambda of: compute.trace_of(session, of)  # noqa: E731 (the session's own trace when the case is causal)
+made = None if case is None else room.decoding(session, case, causal)
 if case is None:
     st.info(t("decoding.generate_first"))
 elif isinstance(made, CaseError):
@@ -130,5 +133,5 @@ else:
     st.info(plain(render(lang(), made.status())), icon=":material/verified:")
     for note in made.notes:
         st.caption(plain(render(lang(), note)))
-    step_view(session, made)
+    step_view(session, made, causal(made.case))
     work_and_memory(made)

@@ -88,7 +88,7 @@ def test_each_output_is_the_row_of_the_causal_trace_and_of_sdpa(case):
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES)
 def test_the_cache_grows_a_row_a_step_and_holds_the_causal_traces_keys_turned_once(case):
     made, o = decode(case), case.options
-    trace, group = made.causal, o.heads // (o.kv_heads or o.heads)
+    trace, group = attend(decodable(case)), o.heads // (o.kv_heads or o.heads)
     keys = trace["keys"] if o.heads > 1 else trace["keys"][None]  # (h, n, d): after RoPE, repeated per query head
     values = trace["values"] if o.heads > 1 else trace["values"][None]
     scores = trace["scores"] if o.heads > 1 else trace["scores"][None]
@@ -171,9 +171,9 @@ def test_a_link_carries_the_decoding_step_and_a_step_past_the_end_is_said():
     assert s.decoding.t == 3 and not s.notices
     from attention.app.decoding_room import link
 
-    assert link(s) == "4"
+    assert link(s) == {"token": "4"}
     again = Session.start()
-    again.open_link({"case": case_to_link(CASES["RoPE"]), "token": link(s)})
+    again.open_link({"case": case_to_link(CASES["RoPE"]), **link(s)})
     assert again.decoding == s.decoding
     for bad in ("7", "0", "x", "99999", "²"):
         past = Session.start()
@@ -296,7 +296,8 @@ def test_past_a_sentences_worth_the_first_tokens_are_decoded_said_and_the_given_
     case = random_case(n=100, d_in=8, d_k=8, d_v=8, seed=9, heads=2, mask="causal")
     causal = attend(case)
     made = decode(case, causal)
-    assert made.causal is causal and made.n == MAX_DECODE_N and made.agrees
+    assert made.n == MAX_DECODE_N and made.agrees
+    close(made.causal_scores, causal["scores"][:, :MAX_DECODE_N])
     close(made.outputs, causal.outputs[:MAX_DECODE_N])
     assert [note.key for note in made.notes] == ["decoding.note_first"] and "first 64 of the 100" in made.notes[0]
     with pytest.raises(ValueError):
@@ -308,4 +309,4 @@ def test_the_sessions_cache_counts_what_a_decoding_holds():
 
     made = decode(CASES["n = 40, 8 heads sharing 2"])
     scores_t = sum(step["scores_t"].numel() + step["weights_t"].numel() for step in made.steps) * 4
-    assert nbytes(made) >= scores_t + nbytes(made.causal)
+    assert nbytes(made) >= scores_t + made.causal_scores.numel() * 4

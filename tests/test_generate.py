@@ -127,3 +127,24 @@ def test_a_link_to_a_models_head_opens_its_decoding_step_checked_against_the_cau
     assert not at.exception
     assert "Step 4 of 5" in at.success[0].value and session(at).decoding.t == 3
     assert at.query_params["token"] == "4" and at.query_params["model"] == "smollm2"
+
+
+def test_a_link_to_a_generation_makes_it_again_and_a_step_past_its_end_is_said():
+    at = AppTest.from_file(APP, default_timeout=180)
+    link = {"gen": "The capital of France is", "gen_tokens": "2", "gen_layer": "5", "gen_head": "9", "token": "6"}
+    for k, v in link.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page("pages/decoding.py").run()
+    view = session(at).decoding
+    assert len(view.generation.new_ids) == 2 and (view.layer, view.head, view.t) == (5, 9, 5)
+    assert "Step 6 of 7" in at.success[0].value
+    assert {k: at.query_params[k] for k in link} == link  # the URL is that link again
+    at = AppTest.from_file(APP, default_timeout=180)
+    for k, v in (link | {"token": "30"}).items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page("pages/decoding.py").run()
+    assert "Step 7 of 7" in at.success[0].value
+    at.switch_page("pages/walkthrough.py").run()  # the notice is said on the next page drawn
+    assert any("decoding step '30' is not a token of this case (it has 7)" in w.value for w in at.warning)

@@ -11,7 +11,7 @@ from .. import models
 from ..case import Case, CaseError
 from ..decoding import Decoding, decodable, decode, step_of
 from ..i18n import excerpt, msg
-from ..models import SMOLLM2
+from ..models import MAX_SENTENCE_TOKENS, SMOLLM2
 from ..models.generate import MAX_NEW_TOKENS, Generation, check_length, generate
 
 if TYPE_CHECKING:
@@ -35,6 +35,10 @@ class DecodingView:
     layer: int = 3  # of the generation, from 1 (SmolLM2's layer 3 head 4: a previous-token head)
     head: int = 4  # from 1
     heard: tuple[str, ...] = ()  # the tokens heard so far while a generation runs (kept if it is stopped)
+    pending: bool = False  # a link's generation, to be made when the page is drawn
+
+
+PARAMS = ("token", "gen", "gen_tokens", "gen_layer", "gen_head")  # the link's parameters of the Decoding page
 
 
 def sentence(session: Session) -> str:
@@ -123,8 +127,22 @@ def run_generation(session: Session, heard=None) -> CaseError | None:
     return None
 
 
-def open_link(session: Session, said: str) -> None:
-    """A link's decoding step (token=t, from 1) of the session's case; past its end, said, and the last shown."""
+def open_link(session: Session, params) -> None:
+    """A link's decoding view: the step (token=t, from 1) of the session's case, past its end said and the last
+    shown; or a generation (gen=sentence, gen_tokens, gen_layer, gen_head), made when the page is drawn."""
+    said, sentence = params.get("token"), params.get("gen")
+    if sentence:
+        numbers = {}
+        for name, part in (("new_tokens", "gen_tokens"), ("layer", "gen_layer"), ("head", "gen_head")):
+            value = params.get(part) or ""
+            if value.isascii() and value.isdigit() and len(value) < 4:
+                numbers[name] = int(value)
+        choose(session, source="generation", sentence=sentence[: models.MAX_SENTENCE_CHARS], **numbers)
+        t = step_of(MAX_SENTENCE_TOKENS, said)  # checked against the generation's length once it is made
+        session.decoding = replace(session.decoding, t=t, pending=True)
+        return
+    if not said:
+        return
     t = step_of(session.case.n, said)
     if t is None:
         session.notices.append(msg("decoding.bad_step", value=excerpt(said), n=session.case.n))
@@ -132,7 +150,32 @@ def open_link(session: Session, said: str) -> None:
         session.decoding = replace(session.decoding, t=t, source="case")
 
 
-def link(session: Session) -> str | None:
-    """The link's decoding step: token t from 1 while one is chosen on the session's case; else none."""
+def link(session: Session) -> dict[str, str]:
+    """The link's decoding view: token t from 1 while one is chosen; a generation's sentence, new tokens, layer and
+    head (not its tokens: greedy generation makes them again)."""
+    view, out = session.decoding, {}
+    if view.source == "generation" and view.generation is not None:
+        out = {"gen": view.generation.sentence, "gen_tokens": str(len(view.generation.new_ids)),
+               "gen_layer": str(view.layer), "gen_head": str(view.head)}  # fmt: skip
+        n = len(view.generation.run.ids)
+    else:
+        n = session.case.n if view.source == "case" else 0
+    if view.t is not None and view.t < n:
+        out["token"] = str(view.t + 1)
+    return out
+
+
+def made_pending(session: Session, heard=None) -> CaseError | None:
+    """A link's generation, made now (once); its step past the end said, and the last shown."""
     view = session.decoding
-    return None if view.t is None or view.source != "case" or view.t >= session.case.n else str(view.t + 1)
+    if not view.pending:
+        return None
+    t = view.t
+    session.decoding = replace(view, pending=False)
+    error = run_generation(session, heard)
+    n = 0 if session.decoding.generation is None else len(session.decoding.generation.run.ids)
+    if error is None and t is not None and t >= n:
+        session.notices.append(msg("decoding.bad_step", value=excerpt(str(t + 1)), n=n))
+    elif error is None:
+        session.decoding = replace(session.decoding, t=t)
+    return error

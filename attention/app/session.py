@@ -190,8 +190,7 @@ def open_link(session: Session, params: Mapping[str, str | None]) -> None:
         session.step = name
     elif step:
         session.notices.append(msg("notice.bad_step", steps=len(step_names(session.case))))
-    if token := params.get("token"):  # the Decoding page's step: token t, from 1
-        decoding_room.open_link(session, token)
+    decoding_room.open_link(session, params)  # the Decoding page's step (token=), or its generation (gen=…)
     if language and language in LANGUAGES:
         session.lang = language
     elif language:

@@ -31,7 +31,9 @@ def keep_url(session: Session, trace: Trace) -> None:
         _set(params, name, token if name == "case" else (named or {}).get(name))
     step = step_near(trace.case, session.step)  # RoPE's, on a case without it: the step it is part of
     _set(params, "step", step if step != STEP_NAMES[0] else None)
-    _set(params, "token", decoding_room.link(session))  # the Decoding page's step, when one is chosen
+    decoding = decoding_room.link(session)  # the Decoding page's step, when one is chosen; its generation
+    for name in decoding_room.PARAMS:
+        _set(params, name, decoding.get(name))
     browser = i18n.language_for(st.context.locale)
     _set(params, "lang", session.lang if (session.lang, browser) != (i18n.DEFAULT,) * 2 else None)
 
@@ -54,7 +56,9 @@ def panel(session: Session, trace: Trace) -> None:
             st.caption(t("share.too_long", limit=files.MAX_LINK_CHARS))
         else:
             params = st.query_params  # the sentence is escaped; the rest is base64url, digits and names
-            query = urlencode({k: params[k] for k in (*origins.PARAMS, "step", "token", "lang") if k in params})
+            query = urlencode(
+                {k: params[k] for k in (*origins.PARAMS, "step", *decoding_room.PARAMS, "lang") if k in params}
+            )
             st.code(f"{st.context.url or ''}{'?' if query else ''}{query}", language=None, wrap_lines=True)
             st.caption(t("share.copy"))
         _downloads(session, trace)

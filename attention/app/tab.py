@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ..i18n import language_for
-from . import loaded, origins
+from . import decoding_room, loaded, origins
 from .session import Session
 
 KEY = "session"
@@ -21,6 +21,6 @@ def started() -> Session:
     if KEY not in st.session_state:
         session = Session.start(language_for(st.context.locale))
         session.loader = lambda name: loaded.model(name, session.lang)  # shared by the server's sessions
-        session.open_link({k: st.query_params.get(k) for k in ("step", "token", "lang", *origins.PARAMS)})
+        session.open_link({k: st.query_params.get(k) for k in ("step", "lang", *origins.PARAMS, *decoding_room.PARAMS)})
         st.session_state[KEY] = session
     return st.session_state[KEY]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from .. import files, models, presets
+from .. import files, models, presets, tiles
 from ..case import CASE_FORMAT, Case, CaseError, Options, parse_case, with_options
 from ..core import ROUNDED_WITHIN, STEP_NAMES, step_names, step_near, step_of
 from ..devices import resolve_device
@@ -47,6 +47,11 @@ class Session:
     loader: Callable[[str], Model] = field(default=models.loaded, repr=False, compare=False)  # the app's: loaded.py
     _numbers: Case | None = field(default=None, repr=False)  # the inputs' matrices, checked, with no options
     _origin: tuple | None = field(default=None, repr=False, compare=False)  # (case, source, origin): the last answer
+    # The Tiles page (issue 23): block sizes as chosen (None: tiles.default_block of n), the tile shown (query tile,
+    # key tile, from 0), and why block sizes typed or linked were refused (the last valid ones stay)
+    blocks: tuple[int, int] | None = None
+    tile: tuple[int, int] = (0, 0)
+    blocks_error: CaseError | None = None
 
     @classmethod
     def start(cls, lang: str = "en") -> Session:
@@ -164,6 +169,15 @@ class Session:
         """A step by its name, or `by` steps from it (core.step_near); the player goes round (`wrap`)."""
         self.step = step_near(self.case, step, by, wrap)
 
+    def choose_blocks(self, block_q: object, block_k: object) -> None:
+        """The Tiles page's block sizes as typed or linked: valid ones are kept (the tile shown stays inside the
+        tiles), else the last valid ones stay, with why."""
+        try:
+            self.blocks, self.blocks_error = tiles.check_blocks(block_q, block_k, self.case.n), None
+            self.tile = tiles.clamp_tile(self.tile, self.case.n, self.blocks)
+        except CaseError as e:
+            self.blocks_error = e
+
     # Checking
 
     def _check(self, numbers: bool) -> None:
@@ -188,10 +202,22 @@ def open_link(session: Session, params: Mapping[str, str | None]) -> None:
         session.step = name
     elif step:
         session.notices.append(msg("notice.bad_step", steps=len(step_names(session.case))))
+    if any(params.get(name) for name in tiles.PARAMS):  # the Tiles page's block sizes and tile
+        _open_tiles(session, params)
     if language and language in LANGUAGES:
         session.lang = language
     elif language:
         session.notices.append(msg("notice.bad_lang", languages=", ".join(LANGUAGES)))
+
+
+def _open_tiles(session: Session, params: Mapping[str, str | None]) -> None:
+    """The link's block sizes (bq, bk) and tile ("2.1": query tile 2, key tile 1); a bad one is refused with a
+    notice naming it, and the Tiles page shows its defaults."""
+    try:
+        blocks, tile = tiles.from_link(params.get("bq"), params.get("bk"), params.get("tile"), session.case.n)
+        session.blocks, session.tile = blocks, tile
+    except CaseError as e:
+        session.notices.append(msg("tiles.notice_refused", error=e.message))
 
 
 def _origin(session: Session) -> Origin:

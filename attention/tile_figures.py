@@ -18,23 +18,25 @@ GRID_HALO = "rgba(0, 0, 0, 0.55)"
 SKIPPED = "rgba(128, 128, 128, 0.55)"  # a skipped tile, greyed over its (masked) cells
 
 
-def tile_scores(trace: Trace, run: Tiled, head: int | None, tile: tuple[int, int], lang: str = "en") -> go.Figure:
-    """The trace's score matrix (one head) with the tiles' borders, the skipped tiles greyed and `tile` outlined."""
+def tile_scores(
+    trace: Trace, blocks: tuple[int, int], skipped: tuple, head: int | None, tile: tuple[int, int], lang: str = "en"
+) -> go.Figure:
+    """The trace's score matrix (one head) in tiles of `blocks` (B_q, B_k): their borders, the `skipped` tiles
+    greyed and `tile` (query tile, key tile) outlined. Plain values in, so that the page's cache keeps it."""
+    b_q, b_k = blocks
     scores = trace.view("scores", head)  # (n, n)
     n = trace.case.n
-    title = text(lang, "tiles.scores_title", b_q=run.block_q, b_k=run.block_k)
+    title = text(lang, "tiles.scores_title", b_q=b_q, b_k=b_k)
     fig = heatmap(scores, labels(trace, "query", n), labels(trace, "key", n), "query", "key", title, lang)
     at = 0.5 if fig.layout.meta["image"] else -0.5  # an image's cells are at 1, 2, …; a heatmap's at 0, 1, …
     shapes = []
-    for i, j in run.skipped:
-        y0, x0 = i * run.block_q + at, j * run.block_k + at
-        y1, x1 = min(y0 + run.block_q, n + at), min(x0 + run.block_k, n + at)
+    for i, j in skipped:
+        y0, x0 = i * b_q + at, j * b_k + at
+        y1, x1 = min(y0 + b_q, n + at), min(x0 + b_k, n + at)
         shapes.append(
             {"type": "rect", "x0": x0, "x1": x1, "y0": y0, "y1": y1, "fillcolor": SKIPPED, "line": {"width": 0}}
         )
-    lines = [("x", k) for k in range(run.block_k, n, run.block_k)] + [
-        ("y", q) for q in range(run.block_q, n, run.block_q)
-    ]
+    lines = [("x", k) for k in range(b_k, n, b_k)] + [("y", q) for q in range(b_q, n, b_q)]
     for colour, width in ((GRID_HALO, 3), (GRID, 1)):
         for axis, at_line in lines:
             v = at_line + at
@@ -45,8 +47,8 @@ def tile_scores(trace: Trace, run: Tiled, head: int | None, tile: tuple[int, int
             )
             shapes.append({"type": "line", **line, "line": {"color": colour, "width": width}})
     i, j = tile
-    y0, x0 = i * run.block_q + at, j * run.block_k + at
-    box = {"type": "rect", "x0": x0, "x1": min(x0 + run.block_k, n + at), "y0": y0, "y1": min(y0 + run.block_q, n + at)}
+    y0, x0 = i * b_q + at, j * b_k + at
+    box = {"type": "rect", "x0": x0, "x1": min(x0 + b_k, n + at), "y0": y0, "y1": min(y0 + b_q, n + at)}
     shapes += [{**box, "line": {"color": HALO, "width": 6}}, {**box, "line": {"color": HIGHLIGHT, "width": 3}}]
     fig.layout.shapes = shapes
     return fig

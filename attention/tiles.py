@@ -329,3 +329,34 @@ def link(blocks: tuple[int, int] | None, tile: tuple[int, int]) -> dict[str, str
         "bk": b_k and str(b_k),
         "tile": None if tile == (0, 0) else f"{tile[0] + 1}.{tile[1] + 1}",
     }
+
+
+def tiles_text(case: Case, block_q: object = None, block_k: object = None) -> tuple[str, bool]:
+    """The CLI's report: each tile's m and ℓ (of its first query, head 1; every tile up to KEEP_ALL_MAX_N), the
+    skipped tiles, and the check against step 7 of the eight steps; and whether they agree."""
+    from .core import attend  # the eight steps, for their step 7
+
+    n = case.n
+    b_q, b_k = check_blocks(*(default_block(n) if b is None else b for b in (block_q, block_k)), n)
+    run = tiled(case, b_q, b_k)
+    agreement = check(run, attend(run.case).outputs)
+    lines = [
+        f"tiles of {b_q} × {b_k}: {run.query_tiles} query tiles × {run.key_tiles} key tiles = {run.tiles}, "
+        f"{len(run.skipped)} skipped (wholly masked)"
+    ]
+    for v in run.visits:
+        where = f"query tile {v.query_tile + 1}, key tile {v.key_tile + 1}"
+        if v.skipped:
+            lines.append(f"{where}: skipped")
+            continue
+        t = {k: approx(v.tensors[k][0, 0].item()) for k in ("m_before", "m", "rescale", "l_before", "l")}
+        lines.append(
+            f"{where}: m {t['m_before']} → {t['m']}, rescale e^(m_old − m_new) = {t['rescale']}, "
+            f"ℓ {t['l_before']} → {t['l']} (query {v.queries.start + 1}, head 1)"
+        )
+    verdict = "equal step 7's" if agreement.agrees else "DIFFER from step 7's"
+    lines.append(
+        f"tiled outputs {verdict}: largest difference {agreement.difference:.3g}, {agreement.relative:.3g} of step 7's "
+        f"largest number (tolerance {agreement.tolerance:g})"
+    )
+    return "\n".join(lines), agreement.agrees

@@ -34,7 +34,10 @@ query_tile, key_tile = tiles_room.tile_picker(s, run)
 run = tiles_room.run(s, trace)  # past n = 64 the shown query tile alone is recorded: the picker may have moved it
 head = pickers.head_picker(trace, "tiles_head")
 h = head or 0
-charts.chart(charts.figure(tile_figures.tile_scores, trace, run, head, (query_tile, key_tile)), "chart_tiles")
+blocks = (run.block_q, run.block_k)
+charts.chart(
+    charts.figure(tile_figures.tile_scores, trace, blocks, run.skipped, head, (query_tile, key_tile)), "chart_tiles"
+)
 
 visit = run.visit(query_tile, key_tile)
 queries, keys = visit.queries, visit.keys
@@ -59,7 +62,7 @@ query = queries[row]
 so_far = tiles.estimates(run, query, h)
 gap = (so_far[-1] - tiles.step_7_heads(trace)[h, query].to(so_far.dtype)).abs().max().item()
 st.caption(t("tiles.converge_caption", token=tokens[query], difference=gap))
-charts.chart(charts.figure(tile_figures.convergence, run, trace, query, h), "chart_converge")
+charts.chart(tile_figures.convergence(run, trace, query, h, lang()), "chart_converge")
 
 st.subheader(t("tiles.memory_header"))
 matrix, tile = tiles.matrix_bytes(trace), run.tile_bytes

@@ -6,7 +6,7 @@ import time
 
 import streamlit as st
 
-from .. import tiles
+from .. import i18n, tiles
 from ..core import Trace
 from ..tiles import Tiled
 from . import compute, tab
@@ -67,10 +67,14 @@ def tile_picker(s: Session, tiled: Tiled) -> tuple[int, int]:
     query_tiles, key_tiles = range(tiled.query_tiles), range(tiled.key_tiles)
     st.session_state.tiles_query_tile, st.session_state.tiles_key_tile = s.tile
 
+    language = s.lang  # the widget keeps its format_func, called outside a run too: the language as it is now
+
     def span(b: int, size: int):
-        return lambda i: t(
-            "tiles.tile_option", number=i + 1, first=tokens[i * b], last=tokens[min(i * b + b, size) - 1]
-        )
+        def option(i: int) -> str:
+            last = tokens[min(i * b + b, size) - 1]
+            return i18n.text(language, "tiles.tile_option", number=i + 1, first=tokens[i * b], last=last)
+
+        return option
 
     def picked() -> None:
         s.tile = (st.session_state.tiles_query_tile, st.session_state.tiles_key_tile)

@@ -23,9 +23,7 @@ def shown(case: Case, block_q: int, block_k: int) -> str:
 
 def block(case: Case, block_q: int, block_k: int) -> list[str]:
     """The tiled loop, reading the script's queries, keys, values and step 7's outputs."""
-    o, heads = case.options, case.options.heads > 1
-    scale = {"none": None, "sqrt_dk": f"(1 / math.sqrt({case.d_head}))"}.get(o.scale, repr(o.scale))
-    factor = " * ".join(f for f in (scale, f"(1 / {float(o.temperature)!r})" if o.temperature != 1 else None) if f)
+    heads = case.options.heads > 1
     lines = [
         "# Attention in tiles (FlashAttention's online softmax): the same outputs, a query tile against a key tile at",
         "# a time, never the n × n score matrix. m: each query's largest score so far; l: the sum of e^(s − m) so far.",
@@ -43,6 +41,14 @@ def block(case: Case, block_q: int, block_k: int) -> list[str]:
         "    partial = torch.zeros(*q.shape[:-1], v_all.shape[-1], dtype=q.dtype)  # (h, B_q, d_v/h): Σ e^(s − m) · v",
         "    for k0 in range(0, n, B_k):",
     ]
+    return lines + _tile(case) + _end(case)
+
+
+def _tile(case: Case) -> list[str]:
+    """The inner loop's body: one key tile's scores, the new maximum, the rescaling, ℓ and the partial output."""
+    o, lines = case.options, []
+    scale = {"none": None, "sqrt_dk": f"(1 / math.sqrt({case.d_head}))"}.get(o.scale, repr(o.scale))
+    factor = " * ".join(f for f in (scale, f"(1 / {float(o.temperature)!r})" if o.temperature != 1 else None) if f)
     if o.mask == "causal":
         lines += [
             "        rows, cols = torch.arange(q0, min(q0 + B_q, n)), torch.arange(k0, min(k0 + B_k, n))",
@@ -74,7 +80,13 @@ def block(case: Case, block_q: int, block_k: int) -> list[str]:
         lines.append(
             '        print(f"query tile {q0 // B_q + 1}, key tile {k0 // B_k + 1}: m =", m.tolist(), "l =", l.tolist())'
         )
-    lines += [
+    return lines
+
+
+def _end(case: Case) -> list[str]:
+    """After the loops: each query tile's partial ÷ ℓ, the heads joined, and the check against step 7."""
+    o = case.options
+    lines = [
         "    tiled[:, q0 : q0 + B_q] = partial / torch.where(l > 0, l, 1.0)[..., None]  # l = 0: no key allowed, 0",
         "tiled_outputs = tiled.transpose(0, 1).flatten(1)  # (n, d_v): the heads side by side",
     ]

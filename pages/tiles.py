@@ -15,8 +15,8 @@ st.header(t("tiles.header"))
 st.write(t("tiles.intro"))
 
 tiles_room.block_inputs(s)
-if s.blocks_error is not None:
-    st.error(t("error.last_valid", error=plain(render(lang(), s.blocks_error.message))), icon="⚠️")
+if s.tiling.error is not None:
+    st.error(t("error.last_valid", error=plain(render(lang(), s.tiling.error.message))), icon="⚠️")
 run = tiles_room.run(s, trace)
 agreement = tiles_room.agreement(s, trace, run)
 said = {"difference": agreement.difference, "relative": agreement.relative, "tolerance": agreement.tolerance}

@@ -11,7 +11,7 @@ from torch.overrides import TorchFunctionMode
 
 from attention import attend, tiles, tiles_script
 from attention.__main__ import main
-from attention.app.session import Session
+from attention.app.session import Session, choose_blocks
 from attention.case import CaseError
 from attention.files import dump_case
 from attention.numbers import approx
@@ -178,15 +178,15 @@ def test_too_many_tiles_are_refused():
 
 def test_the_session_keeps_the_last_valid_blocks_and_the_link_round_trips():
     s = Session.start()
-    s.choose_blocks("1", "2")
-    s.tile = (2, 1)
-    s.choose_blocks("0", "2")
-    assert s.blocks == (1, 2) and "B_q" in str(s.blocks_error)
-    params = tiles.link(s.blocks, s.tile)
+    choose_blocks(s, "1", "2")
+    s.tiling.tile = (2, 1)
+    choose_blocks(s, "0", "2")
+    assert s.tiling.blocks == (1, 2) and "B_q" in str(s.tiling.error)
+    params = tiles.link(s.tiling.blocks, s.tiling.tile)
     assert params == {"bq": "1", "bk": "2", "tile": "3.2"}
     other = Session.start()
     other.open_link(params)
-    assert (other.blocks, other.tile, other.notices) == ((1, 2), (2, 1), [])
+    assert (other.tiling.blocks, other.tiling.tile, other.notices) == ((1, 2), (2, 1), [])
 
 
 @pytest.mark.parametrize(
@@ -195,7 +195,7 @@ def test_the_session_keeps_the_last_valid_blocks_and_the_link_round_trips():
 def test_a_forged_link_is_refused_with_a_notice_and_the_defaults(params):
     s = Session.start()
     s.open_link(params)
-    assert (s.blocks, s.tile) == (None, (0, 0))
+    assert (s.tiling.blocks, s.tiling.tile) == (None, (0, 0))
     assert len(s.notices) == 1 and "tiles were refused" in s.notices[0]
 
 
@@ -239,17 +239,17 @@ def test_the_page_shows_the_tiles_the_check_and_keeps_the_last_valid_blocks():
     assert any("ℓ after key tile 1" in c.value for c in at.code)
     at.text_input(key="tiles_bq").set_value("0").run()
     assert "B_q (queries per tile): must be from 1 to n = 3, not 0" in at.error[0].value
-    assert session(at).blocks is None and "4 tiles of 2 × 2" in at.success[0].value  # the last valid view
+    assert session(at).tiling.blocks is None and "4 tiles of 2 × 2" in at.success[0].value  # the last valid view
     at.text_input(key="tiles_bq").set_value("1").run()
     assert not at.error and "6 tiles of 1 × 2" in at.success[0].value
     at.button(key="tiles_next").click().run()
-    assert session(at).tile == (0, 1) and at.query_params["tile"] == "1.2" and at.query_params["bq"] == "1"
+    assert session(at).tiling.tile == (0, 1) and at.query_params["tile"] == "1.2" and at.query_params["bq"] == "1"
     assert any("ℓ after key tile 2" in c.value for c in at.code)
 
 
 def test_a_link_opens_the_tile_and_a_forged_one_says_so():
     at = tiles_page({"bq": "1", "bk": "1", "tile": "3.2"})
-    assert not at.exception and session(at).tile == (2, 1)
+    assert not at.exception and session(at).tiling.tile == (2, 1)
     assert at.selectbox(key="tiles_query_tile").value == 2
     forged = AppTest.from_file(APP, default_timeout=60)
     forged.query_params["bq"], forged.query_params["tile"] = "1", "7.1"
@@ -257,7 +257,7 @@ def test_a_link_opens_the_tile_and_a_forged_one_says_so():
     assert (
         "The link's tiles were refused (tile: must be 'query tile.key tile', from 1.1 to 3.2" in forged.warning[0].value
     )
-    assert session(forged).tile == (0, 0) and not forged.exception
+    assert session(forged).tiling.tile == (0, 0) and not forged.exception
 
 
 def test_the_page_in_chinese_and_with_a_causal_mask():

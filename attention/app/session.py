@@ -26,6 +26,15 @@ OPTION_GRIDS = {"options.mask": "mask", "options.w_out": "w_out", "options.weigh
 
 
 @dataclass
+class Tiling:
+    """The Tiles page's view (issue 23): its block sizes, the tile shown, and why block sizes were refused."""
+
+    blocks: tuple[int, int] | None = None  # (B_q, B_k) as chosen; None: tiles.default_block of n
+    tile: tuple[int, int] = (0, 0)  # (query tile, key tile), from 0
+    error: CaseError | None = None  # why block sizes typed were refused (the last valid ones stay); None: they were
+
+
+@dataclass
 class Session:
     """One browser tab's state: the controls, the inputs as typed, and the last valid case, which every page shows."""
 
@@ -47,11 +56,7 @@ class Session:
     loader: Callable[[str], Model] = field(default=models.loaded, repr=False, compare=False)  # the app's: loaded.py
     _numbers: Case | None = field(default=None, repr=False)  # the inputs' matrices, checked, with no options
     _origin: tuple | None = field(default=None, repr=False, compare=False)  # (case, source, origin): the last answer
-    # The Tiles page (issue 23): block sizes as chosen (None: tiles.default_block of n), the tile shown (query tile,
-    # key tile, from 0), and why block sizes typed or linked were refused (the last valid ones stay)
-    blocks: tuple[int, int] | None = None
-    tile: tuple[int, int] = (0, 0)
-    blocks_error: CaseError | None = None
+    tiling: Tiling = field(default_factory=lambda: Tiling())  # the Tiles page's view (issue 23)
 
     @classmethod
     def start(cls, lang: str = "en") -> Session:
@@ -169,15 +174,6 @@ class Session:
         """A step by its name, or `by` steps from it (core.step_near); the player goes round (`wrap`)."""
         self.step = step_near(self.case, step, by, wrap)
 
-    def choose_blocks(self, block_q: object, block_k: object) -> None:
-        """The Tiles page's block sizes as typed or linked: valid ones are kept (the tile shown stays inside the
-        tiles), else the last valid ones stay, with why."""
-        try:
-            self.blocks, self.blocks_error = tiles.check_blocks(block_q, block_k, self.case.n), None
-            self.tile = tiles.clamp_tile(self.tile, self.case.n, self.blocks)
-        except CaseError as e:
-            self.blocks_error = e
-
     # Checking
 
     def _check(self, numbers: bool) -> None:
@@ -210,12 +206,23 @@ def open_link(session: Session, params: Mapping[str, str | None]) -> None:
         session.notices.append(msg("notice.bad_lang", languages=", ".join(LANGUAGES)))
 
 
+def choose_blocks(session: Session, block_q: object, block_k: object) -> None:
+    """The Tiles page's block sizes as typed: valid ones are kept (the tile shown moved inside the tiles), else the
+    last valid ones stay, with why."""
+    view = session.tiling
+    try:
+        view.blocks, view.error = tiles.check_blocks(block_q, block_k, session.case.n), None
+        view.tile = tiles.clamp_tile(view.tile, session.case.n, view.blocks)
+    except CaseError as e:
+        view.error = e
+
+
 def _open_tiles(session: Session, params: Mapping[str, str | None]) -> None:
     """The link's block sizes (bq, bk) and tile ("2.1": query tile 2, key tile 1); a bad one is refused with a
     notice naming it, and the Tiles page shows its defaults."""
     try:
         blocks, tile = tiles.from_link(params.get("bq"), params.get("bk"), params.get("tile"), session.case.n)
-        session.blocks, session.tile = blocks, tile
+        session.tiling = Tiling(blocks, tile)
     except CaseError as e:
         session.notices.append(msg("tiles.notice_refused", error=e.message))
 

@@ -31,7 +31,7 @@ def keep_url(session: Session, trace: Trace) -> None:
         _set(params, name, token if name == "case" else (named or {}).get(name))
     step = step_near(trace.case, session.step)  # RoPE's, on a case without it: the step it is part of
     _set(params, "step", step if step != STEP_NAMES[0] else None)
-    for name, value in tiles.link(session.blocks, session.tile).items():  # the Tiles page's block sizes and tile
+    for name, value in tiles.link(session.tiling.blocks, session.tiling.tile).items():  # the Tiles page's blocks, tile
         _set(params, name, value)
     browser = i18n.language_for(st.context.locale)
     _set(params, "lang", session.lang if (session.lang, browser) != (i18n.DEFAULT,) * 2 else None)

@@ -12,7 +12,7 @@ from ..tiles import Tiled
 from . import compute, tab
 from .language import t
 from .pickers import KEEP
-from .session import Session
+from .session import Session, choose_blocks
 
 PACE = 1.5  # seconds per tile while the player plays
 
@@ -20,8 +20,8 @@ PACE = 1.5  # seconds per tile while the player plays
 def blocks(s: Session) -> tuple[int, int]:
     """The block sizes in effect: the session's, or the defaults for n (also when a new case is smaller than them)."""
     n = s.case.n
-    if s.blocks is not None and all(b <= n for b in s.blocks):
-        return s.blocks
+    if s.tiling.blocks is not None and all(b <= n for b in s.tiling.blocks):
+        return s.tiling.blocks
     return tiles.default_block(n), tiles.default_block(n)
 
 
@@ -29,7 +29,7 @@ def run(s: Session, trace: Trace) -> Tiled:
     """The tiled run of the trace's case, kept while the case and blocks are: every visit recorded up to
     tiles.KEEP_ALL_MAX_N, past it the shown query tile's alone (so nothing n × n is kept either)."""
     b_q, b_k = blocks(s)
-    keep = None if trace.case.n <= tiles.KEEP_ALL_MAX_N else (min(s.tile[0], -(-trace.case.n // b_q) - 1),)
+    keep = None if trace.case.n <= tiles.KEEP_ALL_MAX_N else (min(s.tiling.tile[0], -(-trace.case.n // b_q) - 1),)
     key = ("tiled", trace.case, b_q, b_k, keep)
     return s.derived.get(key, lambda: tiles.tiled(trace.case, b_q, b_k, keep))
 
@@ -44,13 +44,13 @@ def agreement(s: Session, trace: Trace, tiled: Tiled) -> tiles.Agreement:
 def block_inputs(s: Session) -> None:
     """B_q and B_k as text (a number input would clamp 0 or 2000 without a word): a bad one keeps the last valid."""
     b_q, b_k = blocks(s)
-    if s.blocks_error is None:  # what is typed shows what is used; a refused text stays as typed, with why
+    if s.tiling.error is None:  # what is typed shows what is used; a refused text stays as typed, with why
         st.session_state.tiles_bq, st.session_state.tiles_bk = str(b_q), str(b_k)
     left, right = st.columns(2)
     n, default = s.case.n, tiles.default_block(s.case.n)
 
     def typed() -> None:
-        s.choose_blocks(st.session_state.tiles_bq, st.session_state.tiles_bk)
+        choose_blocks(s, st.session_state.tiles_bq, st.session_state.tiles_bk)
 
     left.text_input(
         t("tiles.block_q"), key="tiles_bq", on_change=typed, help=t("tiles.block_help", n=n, default=default)
@@ -62,10 +62,10 @@ def block_inputs(s: Session) -> None:
 
 def tile_picker(s: Session, tiled: Tiled) -> tuple[int, int]:
     """The query tile and key tile shown (pickers), previous / next over the visits in order, and a player."""
-    s.tile = tiles.clamp_tile(s.tile, tiled.case.n, (tiled.block_q, tiled.block_k))
+    s.tiling.tile = tiles.clamp_tile(s.tiling.tile, tiled.case.n, (tiled.block_q, tiled.block_k))
     tokens = tiled.case.tokens
     query_tiles, key_tiles = range(tiled.query_tiles), range(tiled.key_tiles)
-    st.session_state.tiles_query_tile, st.session_state.tiles_key_tile = s.tile
+    st.session_state.tiles_query_tile, st.session_state.tiles_key_tile = s.tiling.tile
 
     language = s.lang  # the widget keeps its format_func, called outside a run too: the language as it is now
 
@@ -77,7 +77,7 @@ def tile_picker(s: Session, tiled: Tiled) -> tuple[int, int]:
         return option
 
     def picked() -> None:
-        s.tile = (st.session_state.tiles_query_tile, st.session_state.tiles_key_tile)
+        s.tiling.tile = (st.session_state.tiles_query_tile, st.session_state.tiles_key_tile)
 
     left, right = st.columns(2)
     left.selectbox(t("tiles.query_tile"), query_tiles, format_func=span(tiled.block_q, tiled.case.n),
@@ -86,10 +86,10 @@ def tile_picker(s: Session, tiled: Tiled) -> tuple[int, int]:
                     key="tiles_key_tile", on_change=picked)  # fmt: skip
     row = st.container(horizontal=True, vertical_alignment="center")
     order = tiled.tiles
-    at = s.tile[0] * tiled.key_tiles + s.tile[1]
+    at = s.tiling.tile[0] * tiled.key_tiles + s.tiling.tile[1]
 
     def go(by: int) -> None:
-        s.tile = divmod((at + by) % order, tiled.key_tiles)
+        s.tiling.tile = divmod((at + by) % order, tiled.key_tiles)
 
     row.button("◀", key="tiles_previous", on_click=go, args=(-1,), disabled=at == 0)
     row.button("▶", key="tiles_next", on_click=go, args=(1,), disabled=at == order - 1)
@@ -98,7 +98,7 @@ def tile_picker(s: Session, tiled: Tiled) -> tuple[int, int]:
         st.fragment(lambda: _advance(tiled), run_every=PACE)()
     else:
         s.next_step_at = None
-    return s.tile
+    return s.tiling.tile
 
 
 def _advance(tiled: Tiled) -> None:
@@ -107,6 +107,6 @@ def _advance(tiled: Tiled) -> None:
         s.next_step_at = time.monotonic() + PACE
     if time.monotonic() >= s.next_step_at:
         s.next_step_at = time.monotonic() + PACE
-        at = s.tile[0] * tiled.key_tiles + s.tile[1]
-        s.tile = divmod((at + 1) % tiled.tiles, tiled.key_tiles)  # after the last tile, the first again
+        at = s.tiling.tile[0] * tiled.key_tiles + s.tiling.tile[1]
+        s.tiling.tile = divmod((at + 1) % tiled.tiles, tiled.key_tiles)  # after the last tile, the first again
         st.rerun(scope="app")

@@ -193,6 +193,8 @@ def _tile_mask(mask, rows: range, cols: range, device: torch.device) -> torch.Te
     if mask is None:
         return None
     if mask == "causal":  # query i may attend to keys 1..i
+        if cols.stop - 1 <= rows.start:  # the tile is on or below the diagonal's first row: every key allowed
+            return None
         r = torch.arange(rows.start, rows.stop, device=device)[:, None]
         return r >= torch.arange(cols.start, cols.stop, device=device)[None, :]
     return torch.tensor([row[cols.start : cols.stop] for row in mask[rows.start : rows.stop]], device=device) != 0

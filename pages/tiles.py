@@ -48,7 +48,9 @@ if visit.skipped:
     st.info(t("tiles.step_skipped"))
 else:
     st.caption(t("tiles.table_caption"))
-    charts.numbers(tile_figures.visit_table(trace, visit, h, lang()), "tiles_table")
+    table = tiles_room.kept(s, trace, run, ("table", query_tile, key_tile, h),
+                            lambda: tile_figures.visit_table(trace, visit, h, lang()))  # fmt: skip
+    charts.numbers(table, "tiles_table")
 st.markdown(t("tiles.why_rescale"))
 
 st.subheader(t("tiles.explain_header"))
@@ -62,7 +64,9 @@ query = queries[row]
 so_far = tiles.estimates(run, query, h)
 gap = (so_far[-1] - tiles.step_7_heads(trace)[h, query].to(so_far.dtype)).abs().max().item()
 st.caption(t("tiles.converge_caption", token=tokens[query], difference=gap))
-charts.chart(tile_figures.convergence(run, trace, query, h, lang()), "chart_converge")
+converging = tiles_room.kept(s, trace, run, ("converge", query, h),
+                             lambda: tile_figures.convergence(run, trace, query, h, lang()))  # fmt: skip
+charts.chart(converging, "chart_converge")
 
 st.subheader(t("tiles.memory_header"))
 matrix, tile = tiles.matrix_bytes(trace), run.tile_bytes

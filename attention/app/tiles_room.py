@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import streamlit as st
 
@@ -14,6 +16,7 @@ from .language import t
 from .pickers import KEEP
 from .session import Session, choose_blocks
 
+T = TypeVar("T")
 PACE = 1.5  # seconds per tile while the player plays
 
 
@@ -39,6 +42,12 @@ def agreement(s: Session, trace: Trace, tiled: Tiled) -> tiles.Agreement:
     exact = compute.exact(s, trace)
     key = ("tiled check", exact.case, tiled.block_q, tiled.block_k)
     return s.derived.get(key, lambda: tiles.check(tiled, exact.outputs))
+
+
+def kept(s: Session, trace: Trace, tiled: Tiled, what: tuple, make: Callable[[], T]) -> T:
+    """make() kept while the case, the blocks, the language and `what` (plain values naming it) are the same."""
+    key = ("tiles", what, trace.case, tiled.block_q, tiled.block_k, tiled.recorded, s.lang)
+    return s.derived.get(key, make)
 
 
 def block_inputs(s: Session) -> None:

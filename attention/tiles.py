@@ -362,3 +362,11 @@ def tiles_text(case: Case, block_q: object = None, block_k: object = None) -> tu
         f"largest number (tolerance {agreement.tolerance:g})"
     )
     return "\n".join(lines), agreement.agrees
+
+
+def size_text(nbytes: int) -> str:
+    """Bytes as a person reads them: 108 B, 69.3 KiB, 12 MiB."""
+    for unit, size in (("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= size:
+            return f"{nbytes / size:.3g} {unit}"
+    return f"{nbytes} B"

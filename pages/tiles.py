@@ -7,7 +7,6 @@ from attention.app import charts, frame, pickers, tab, tiles_room
 from attention.app.language import lang, t
 from attention.app.text import plain
 from attention.i18n import render
-from attention.numbers import approx
 
 trace = frame.trace()
 s = tab.current()
@@ -71,8 +70,8 @@ charts.chart(converging, "chart_converge")
 st.subheader(t("tiles.memory_header"))
 matrix, tile = tiles.matrix_bytes(trace), run.tile_bytes
 left, right = st.columns(2)
-left.metric(t("tiles.memory_matrix"), t("tiles.bytes", kib=approx(matrix / 1024)))
-right.metric(t("tiles.memory_tile"), t("tiles.bytes", kib=approx(tile / 1024)))
+left.metric(t("tiles.memory_matrix"), tiles.size_text(matrix))
+right.metric(t("tiles.memory_tile"), tiles.size_text(tile))
 o = trace.case.options
 st.caption(t("tiles.memory_caption", n=trace.case.n, heads=o.heads, dtype=o.dtype, ratio=tile / max(matrix, 1),
              b_q=run.block_q, b_k=run.block_k))  # fmt: skip

@@ -230,10 +230,11 @@ def step_7_heads(trace: Trace) -> torch.Tensor:
 
 def matrix_bytes(trace: Trace) -> int:
     """The bytes of the trace's n × n tensors (each head's scores, weights), each storage counted once."""
-    n, seen, total = trace.case.n, set(), 0
+    seen, total = set(), 0
     for step in trace.steps:
-        for t in step.tensors.values():
-            if isinstance(t, torch.Tensor) and t.shape[-2:] == (n, n) and t.untyped_storage().data_ptr() not in seen:
+        for name, t in step.tensors.items():
+            square = trace.axes(name)[-2:] == ("query", "key")  # scores_raw, scores, weights_exact, weights
+            if square and isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in seen:
                 seen.add(t.untyped_storage().data_ptr())
                 total += t.numel() * t.element_size()
     return total

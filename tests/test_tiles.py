@@ -268,3 +268,10 @@ def test_the_page_in_chinese_and_with_a_causal_mask():
     assert not at.exception
     assert "分块输出 = 第 7 步的输出" in at.success[0].value
     assert any("对角线以上的块" in i.value for i in at.info)
+
+
+def test_a_tiled_run_shows_itself_in_jupyter_with_its_tiles():
+    html = tiles.tiled(with_options(article(), mask="causal"))._repr_html_()
+    assert "4 tiles, 1 skipped" in html and html.count("<tr><td>") == 4 and "skipped: every score" in html
+    big = tiles.tiled(random_case(n=80, seed=11), 40, 40, keep=(1,))._repr_html_()
+    assert "recorded: query tiles 2" in big and big.count("<tr><td>") == 2

@@ -138,10 +138,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)  # internal: one memory measure
     parser.add_argument("--no-page", action="store_true", help="skip the AppTest page timing")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch's CPU threads for the times (default 1: see below)"
+    )
     args = parser.parse_args()
     if args.child:
         return child(*args.child)
-    torch.set_num_threads(torch.get_num_threads())
+    torch.set_num_threads(args.threads)
     lines = [
         "# Attention in tiles against the eight-step trace (n = 1024, d = 64, blocks of 64)",
         "",
@@ -155,9 +158,10 @@ def main() -> None:
         "costs) and `gc.collect()`, the peak RSS is reset (`5` into /proc/self/clear_refs), the computation runs "
         "once with its result kept, and the peak is VmHWM − VmRSS before, from /proc/self/status "
         "(tracemalloc does not see torch's C++ allocations)",
-        "- time: the fastest of 11 runs after a warm-up (the median in brackets), in this process, interleaved with "
-        "nothing else of ours; the ratio is of the fastest runs, since the CPUs are shared with other work whose "
-        "bursts make single runs of the tiled loop (256 small steps) up to 10× slower",
+        "- time: the fastest of 11 runs after a warm-up (the median in brackets), in this process, with "
+        f"{args.threads} torch thread(s) (`--threads`); the ratio is of the fastest runs. These CPUs are shared with "
+        "other work (load average above the core count): with two threads each of the tiled loop's ~15 small ops per "
+        "tile waits for its second thread, and runs of it were 3-17× slower than with one (the trace 2-4×)",
         "",
         "| case | trace peak MiB | tiled peak MiB | tiled / trace | target | met? | trace s | tiled s | tiled / "
         "trace | target | met? | tiled = step 7 (relative) | skipped tiles |",

@@ -59,11 +59,12 @@ def visit_table(trace: Trace, visit: Visit, head: int, lang: str = "en") -> pd.D
     t = {name: tensor[head] for name, tensor in visit.tensors.items()}
     tile_max = t["scores"].amax(dim=-1)
     columns = {
-        "tiles.col_m_before": t["m_before"], "tiles.col_tile_max": tile_max, "tiles.col_m": t["m"],
-        "tiles.col_rescale": t["rescale"], "tiles.col_l_before": t["l_before"], "tiles.col_l": t["l"],
+        text(lang, "tiles.col_m_before"): t["m_before"], text(lang, "tiles.col_tile_max"): tile_max,
+        text(lang, "tiles.col_m"): t["m"], text(lang, "tiles.col_rescale"): t["rescale"],
+        text(lang, "tiles.col_l_before"): t["l_before"], text(lang, "tiles.col_l"): t["l"],
     }  # fmt: skip
     index = pd.Index([trace.case.tokens[q] for q in visit.queries], name=text(lang, "tiles.col_query"))
-    cells = {text(lang, key): [approx(v) for v in values.tolist()] for key, values in columns.items()}
+    cells = {name: [approx(v) for v in values.tolist()] for name, values in columns.items()}
     return pd.DataFrame(cells, index=index, dtype=object)
 
 

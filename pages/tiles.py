@@ -53,9 +53,7 @@ else:
 st.markdown(t("tiles.why_rescale"))
 
 st.subheader(t("tiles.explain_header"))
-row = st.selectbox(t("tiles.explain_query"), range(len(queries)), format_func=lambda r: tokens[queries[r]],
-                   key="tiles_query", persist_state=pickers.KEEP)  # fmt: skip
-row = row if row is not None and row < len(queries) else 0
+row = tiles_room.query_picker(tokens, queries)
 st.code("\n".join(tiles.explain(run, visit, h, row, lang())), language=None, wrap_lines=True)
 
 st.subheader(t("tiles.converge_header"))
@@ -78,6 +76,4 @@ st.caption(t("tiles.memory_caption", n=trace.case.n, heads=o.heads, dtype=o.dtyp
 
 st.subheader(t("tiles.code_header"))
 st.code(tiles_script.shown(trace.case, run.block_q, run.block_k), language="python", wrap_lines=True)
-case, b_q, b_k = trace.case, run.block_q, run.block_k  # the button keeps these, made into the script on a click
-script = lambda: tiles_script.to_script(case, b_q, b_k)  # noqa: E731
-st.download_button(t("tiles.script"), script, "attention_tiles.py", "text/x-python", on_click="ignore", key="get_tiles")
+tiles_room.script_button(trace.case, run.block_q, run.block_k)

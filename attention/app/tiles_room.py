@@ -8,7 +8,7 @@ from typing import TypeVar
 
 import streamlit as st
 
-from .. import i18n, tiles
+from .. import i18n, tiles, tiles_script
 from ..core import Trace
 from ..tiles import Tiled
 from . import compute, tab
@@ -94,28 +94,44 @@ def tile_picker(s: Session, tiled: Tiled) -> tuple[int, int]:
     right.selectbox(t("tiles.key_tile"), key_tiles, format_func=span(tiled.block_k, tiled.case.n),
                     key="tiles_key_tile", on_change=picked)  # fmt: skip
     row = st.container(horizontal=True, vertical_alignment="center")
-    order = tiled.tiles
-    at = s.tiling.tile[0] * tiled.key_tiles + s.tiling.tile[1]
+    order, key_tiles = tiled.tiles, tiled.key_tiles  # plain numbers: the buttons keep their callbacks till the next run
+    at = s.tiling.tile[0] * key_tiles + s.tiling.tile[1]
 
     def go(by: int) -> None:
-        s.tiling.tile = divmod((at + by) % order, tiled.key_tiles)
+        s.tiling.tile = divmod((at + by) % order, key_tiles)
 
     row.button("◀", key="tiles_previous", on_click=go, args=(-1,), disabled=at == 0)
     row.button("▶", key="tiles_next", on_click=go, args=(1,), disabled=at == order - 1)
     row.toggle(t("tiles.play"), key="tiles_playing", persist_state=KEEP, help=t("tiles.play_help", seconds=PACE))
     if st.session_state.tiles_playing:
-        st.fragment(lambda: _advance(tiled), run_every=PACE)()
+        st.fragment(lambda: _advance(order, key_tiles), run_every=PACE)()
     else:
         s.next_step_at = None
     return s.tiling.tile
 
 
-def _advance(tiled: Tiled) -> None:
+def _advance(order: int, key_tiles: int) -> None:
     s = tab.current()
     if s.next_step_at is None:
         s.next_step_at = time.monotonic() + PACE
     if time.monotonic() >= s.next_step_at:
         s.next_step_at = time.monotonic() + PACE
-        at = s.tiling.tile[0] * tiled.key_tiles + s.tiling.tile[1]
-        s.tiling.tile = divmod((at + 1) % tiled.tiles, tiled.key_tiles)  # after the last tile, the first again
+        at = s.tiling.tile[0] * key_tiles + s.tiling.tile[1]
+        s.tiling.tile = divmod((at + 1) % order, key_tiles)  # after the last tile, the first again
         st.rerun(scope="app")
+
+
+def query_picker(tokens: tuple[str, ...], queries: range) -> int:
+    """One query of the tile, by its label, from 0 within the tile (the widget keeps its format_func: it must keep
+    the labels alone, never the page's trace)."""
+    row = st.selectbox(t("tiles.explain_query"), range(len(queries)), format_func=lambda r: tokens[queries[r]],
+                       key="tiles_query", persist_state=KEEP)  # fmt: skip
+    return row if row is not None and row < len(queries) else 0
+
+
+def script_button(case, block_q: int, block_k: int) -> None:
+    """The exported script, made on a click (the button keeps the case and block sizes, never a trace)."""
+    script = lambda: tiles_script.to_script(case, block_q, block_k)  # noqa: E731
+    st.download_button(
+        t("tiles.script"), script, "attention_tiles.py", "text/x-python", on_click="ignore", key="get_tiles"
+    )

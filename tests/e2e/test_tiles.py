@@ -32,7 +32,7 @@ def test_the_tiles_page_plays_its_tiles_and_keeps_the_last_valid_blocks(page: Pa
     assert page.evaluate(OUTLINE) == [[1.5, 1.5]]  # the next tile: key tile 2
     expect(main.get_by_text("ℓ after key tile 2").first).to_be_visible()
     assert "tile=2.2" in page.url
-    box = page.get_by_label("B_q: queries per tile")
+    box = page.get_by_role("textbox", name="B_q: queries per tile")
     box.fill("0")
     box.press("Enter")
     wait_ready(page)

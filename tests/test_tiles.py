@@ -3,6 +3,7 @@
 import math
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -11,6 +12,7 @@ from torch.overrides import TorchFunctionMode
 
 from attention import attend, tiles, tiles_script
 from attention.__main__ import main
+from attention.app import tiles_room
 from attention.app.session import Session, choose_blocks
 from attention.case import CaseError
 from attention.files import dump_case
@@ -275,3 +277,16 @@ def test_a_tiled_run_shows_itself_in_jupyter_with_its_tiles():
     assert "4 tiles, 1 skipped" in html and html.count("<tr><td>") == 4 and "skipped: every score" in html
     big = tiles.tiled(random_case(n=80, seed=11), 40, 40, keep=(1,))._repr_html_()
     assert "recorded: query tiles 2" in big and big.count("<tr><td>") == 2
+
+
+def test_the_player_goes_through_the_tiles_in_order_and_round(monkeypatch):
+    at = tiles_page()
+    at.toggle(key="tiles_playing").set_value(True).run()
+    seen = [session(at).tiling.tile]
+    for _ in range(4):
+        later = time.monotonic() + 60  # the pace has passed
+        monkeypatch.setattr(tiles_room.time, "monotonic", lambda later=later: later)
+        at.run()
+        seen.append(session(at).tiling.tile)
+    assert seen == [(0, 0), (0, 1), (1, 0), (1, 1), (0, 0)]  # each query tile's key tiles, then the first again
+    assert not at.exception

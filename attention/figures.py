@@ -16,9 +16,10 @@ import plotly.graph_objects as go
 import torch
 
 from . import numbers
-from .core import AXES, Trace
+from .core import AXES, STEP_NAMES, Step, Trace
 from .explain import Cells
 from .i18n import text
+from .measured import Measured
 
 TEXT_MAX_SIDE = 16  # numbers are drawn in the cells up to 16×16: past that they cost seconds per edit in the browser
 TABLE_MAX_CELLS = 4096  # tables beyond this are not readable anyway; the heatmap stays
@@ -406,11 +407,24 @@ def key_sum(trace: Trace) -> str:
     return next(name for name in ("head_outputs", "concat", "outputs") if name in trace.step("outputs").tensors)
 
 
-def step_times(traces: dict[str, Trace], lang: str = "en") -> pd.DataFrame:
-    """Milliseconds per step on each device, side by side."""
+def step_times(steps: tuple[Step, ...], seconds: dict[str, tuple[float, ...]], lang: str = "en") -> pd.DataFrame:
+    """Milliseconds per step on each device (its seconds by device name, in the steps' order), side by side."""
     return pd.DataFrame(
-        {device: [s.seconds * 1e3 for s in trace.steps] for device, trace in traces.items()},
-        index=[f"{s.label} {text(lang, f'step.{s.name}.title')}" for s in next(iter(traces.values())).steps],
+        {device: [s * 1e3 for s in times] for device, times in seconds.items()},
+        index=[f"{s.label} {text(lang, f'step.{s.name}.title')}" for s in steps],
+    )
+
+
+def measured_times(measured: Measured, lang: str = "en") -> pd.DataFrame:
+    """A benchmark file's milliseconds (measured.py), a row per size n: each step, the whole trace, fused attention."""
+    steps = [f"{i} {text(lang, f'step.{name}.title')}" for i, name in enumerate(STEP_NAMES, start=1)]
+    return pd.DataFrame(
+        {
+            **{step: [ms[i] for ms in measured.step_ms.values()] for i, step in enumerate(steps)},
+            text(lang, "devices.trace_ms"): [measured.trace_ms.get(n) for n in measured.step_ms],
+            text(lang, "devices.fused_ms"): [measured.fused_ms.get(n) for n in measured.step_ms],
+        },
+        index=pd.Index(list(measured.step_ms), name="n"),
     )
 
 

@@ -50,11 +50,13 @@ def walkthrough(trace: Trace) -> None:
         name = "weights" if step.name == "softmax" else "outputs"
         st.subheader(t("walkthrough.rounding"))
         left, right = st.columns(2)
-        exact_title = t("walkthrough.exact_title", name=name)
-        charts.chart(charts.figure(figures.tensor_heatmap, exact, name, title=exact_title), "chart_exact", where=left)
+        if step.name == "outputs":  # step 5 shows weights_exact above already: its difference alone, not it again
+            exact_title = t("walkthrough.exact_title", name=name)
+            exact_chart = charts.figure(figures.tensor_heatmap, exact, name, title=exact_title)
+            charts.chart(exact_chart, "chart_exact", where=left)
         difference_title = t("walkthrough.difference_title", name=name)
         difference = charts.figure(figures.difference_heatmap, trace, exact, name, title=difference_title)
-        charts.chart(difference, "chart_difference", where=right)
+        charts.chart(difference, "chart_difference", where=right if step.name == "outputs" else left)
 
 
 frame.trace()  # (a page run outside the frame goes through it first)

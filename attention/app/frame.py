@@ -21,9 +21,12 @@ from .text import plain
 # Focus made visible where Streamlit's own indicator is not: a radio option or checkbox/toggle hides its real
 # <input> (react-aria's VisuallyHidden) and marks focus only with a faint background, and sidebar page links
 # show none. No theme option sets these, so a rule in the text colour (readable on both themes) outlines them.
-FOCUS_CSS = """<style>
+# A page link's label is one line, clipped at the column's edge: the overview's questions end with their number,
+# the point of the question, so a link in a page wraps instead (the sidebar's keep their one line).
+APP_CSS = """<style>
 [data-testid=stRadioOption]:has(input:focus-visible), [data-testid=stCheckbox] label:has(input:focus-visible),
 [data-testid=stSidebarNavLink]:focus-visible { outline: 2px solid currentColor; outline-offset: 2px; }
+[data-testid=stMain] [data-testid=stPageLink-NavLink] :is(span, div, p) { white-space: normal; overflow: visible; }
 </style>"""
 STATUS_PX = 76  # the status row's height: a badge, or a message of up to two lines
 BADGE_PX = 230  # the check's badge and the way back to the article: their labels whole, in either language
@@ -42,7 +45,7 @@ def run(pages: list | None = None) -> None:
     questions.answer(s)  # a question's link from the overview
     trace = compute.current(s)
     st.set_page_config(page_title=t("app.title"), page_icon=":material/visibility:", layout="wide")
-    st.html(FOCUS_CSS)
+    st.html(APP_CSS)
     if reconnect.follow(t("notice.upload_lost"), first_run):  # its server was lost: restored from its link
         s.notices.append(msg("notice.server_changed"))
     page = navigation.navigation(pages)

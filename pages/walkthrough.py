@@ -4,7 +4,7 @@
 import streamlit as st
 
 from attention import figures, script
-from attention.app import charts, compute, frame, live, pickers, tab
+from attention.app import charts, compute, exercises, frame, live, pickers, tab
 from attention.app.language import lang, t
 from attention.app.picked import go_explain
 from attention.app.text import plain, prose
@@ -45,7 +45,8 @@ def walkthrough(trace: Trace) -> None:
         if (numbers := charts.table(trace, name, h)) is not None:
             charts.numbers(numbers, f"table_{name}", where=table)
 
-    if step.name in ("softmax", "outputs") and trace.case.options.weights_override is not None:
+    rounded = trace.case.options.weights_override is not None  # (the exact twin would show an exercise's numbers)
+    if step.name in ("softmax", "outputs") and rounded and not exercises.hiding(tab.current(), trace):
         exact = compute.exact(tab.current(), trace)
         name = "weights" if step.name == "softmax" else "outputs"
         st.subheader(t("walkthrough.rounding"))

@@ -12,9 +12,9 @@ import streamlit as st
 
 from ..core import Trace
 from ..i18n import msg, render
-from . import compute, editors, navigation, process, questions, reconnect, share, sidebar, tab
+from . import compute, editors, exercises, navigation, process, questions, reconnect, share, sidebar, tab
 from .language import t
-from .pages import PAGES
+from .pages import BY_URL, PAGES
 from .session import Session
 from .text import plain
 
@@ -43,20 +43,28 @@ def run(pages: list | None = None) -> None:
     sidebar.read(s)  # the widgets' (and the origin's room's) and editors' new values, before any widget is drawn
     editors.read(s)
     questions.answer(s)  # a question's link from the overview
+    exercises.open_link(s, st.query_params)  # an exercise's link: a shared one, or a ready-made one's
     trace = compute.current(s)
     st.set_page_config(page_title=t("app.title"), page_icon=":material/visibility:", layout="wide")
     st.html(APP_CSS)
     if reconnect.follow(t("notice.upload_lost"), first_run):  # its server was lost: restored from its link
         s.notices.append(msg("notice.server_changed"))
     page = navigation.navigation(pages)
+    if s.classroom.present:  # the presenter view: larger type, no sidebar
+        st.html(exercises.PRESENTER_CSS)
+        st.button(t("exercise.leave_present"), key="leave_present", on_click=lambda: exercises.leave_presenting(s))
     sidebar.draw(s)
+    exercises.progress(s, trace)
     if page.url_path not in LIVE:
         banners(s, trace)
     share.keep_url(s, trace)
     share.panel(s, trace)
     _run.framed = True
     try:
-        page.run()
+        if exercises.page_allowed(s, trace, BY_URL[page.url_path]):
+            page.run()
+        else:
+            exercises.waiting_page()
         editors.pace(s)  # the run's last element: a dragged editor sends its next value when it is drawn
     finally:  # a rerun or a stop interrupts the page with an exception
         _run.framed = False
@@ -66,7 +74,8 @@ def trace() -> Trace:
     """The trace every page shows: the session's case, computed (or kept) by the frame before the page runs."""
     if not framed():  # Streamlit ran this page alone (see navigation.leave_pages_folder_mode)
         navigation.leave_pages_folder_mode()
-    return compute.current(tab.current())
+    s = tab.current()
+    return exercises.shown(s, compute.current(s))  # an open exercise's numbers hidden
 
 
 def framed() -> bool:

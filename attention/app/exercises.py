@@ -189,10 +189,13 @@ def toggle(session: Session, trace: Trace, name: str, index: tuple[int, ...], pr
             session.notices.append(msg("exercise.error.too_many", count=len(blanks) + 1, limit=exercise.MAX_BLANKS))
             return
         try:
-            blanks += (exercise.blank(trace, name, index, prompt_text[: exercise.MAX_PROMPT]),)
+            blanks += (made := exercise.blank(trace, name, index, prompt_text[: exercise.MAX_PROMPT]),)
         except CaseError as e:
             session.notices.append(e.message)
             return
+        session.notices.append(msg("exercise.now_hidden", cell=label(trace, made), count=len(blanks)))
+    else:
+        session.notices.append(msg("exercise.now_shown", cell=label(trace, Blank(name, index)), count=len(blanks)))
     session.classroom.making = blanks
 
 

@@ -18,6 +18,7 @@ from attention.presets import random_case
 
 from .conftest import VIEWPORT
 from .test_browser import _decode, assert_no_exception, open_page, wait_ready
+from .test_editor import click_cell
 
 pytestmark = pytest.mark.e2e
 
@@ -52,6 +53,15 @@ def test_a_teacher_makes_an_exercise_and_a_learner_answers_it_in_a_fresh_session
         page.get_by_role("button", name="Hide this number").click()
         wait_ready(page)
         expect(page.get_by_text("Hidden: 1")).to_be_visible()
+        page.locator("[data-testid=stSidebarNav] a", has_text="Walkthrough").click()  # the same session
+        wait_ready(page)
+        page.get_by_text("7 outputs", exact=True).click()
+        wait_ready(page)
+        click_cell(page, 0, 2, 1, 3, 3)  # a click on a heatmap hides its number: output 3's second, 7.8
+        expect(page.get_by_text("Hidden in the exercise: outputs[Input 3, 2] (2 hidden)")).to_be_visible()
+        page.locator("[data-testid=stSidebarNav] a", has_text="Exercises").click()
+        wait_ready(page)
+        expect(page.get_by_text("Hidden: 2")).to_be_visible()
         link = page.locator("[data-testid=stMain] [data-testid=stCode]").last.inner_text().strip()
         assert "exercise=" in link
     finally:
@@ -64,18 +74,19 @@ def test_a_teacher_makes_an_exercise_and_a_learner_answers_it_in_a_fresh_session
         page.goto(link)
         wait_ready(page)
         expect(page.locator("[data-testid=stMain] h2", has_text="Exercise")).to_be_visible()
-        answer = page.get_by_label("Your answer")
+        answer = page.get_by_label("Your answer").first  # the first of the two hidden numbers: score (2, 3)
         answer.fill("11")
-        page.get_by_role("button", name="Check", exact=True).click()
+        page.get_by_role("button", name="Check", exact=True).first.click()
         wait_ready(page)
         expect(page.get_by_text("Not yet (try 1).")).to_be_visible()
         answer.fill("12")
-        page.get_by_role("button", name="Check", exact=True).click()
+        page.get_by_role("button", name="Check", exact=True).first.click()
         wait_ready(page)
         expect(page.get_by_text("Right (try 2). Found: 12")).to_be_visible()
         arithmetic = page.locator("[data-testid=stMain] [data-testid=stCode]").last.inner_text()
         assert "q₂ · k₃" in arithmetic and "= 12" in arithmetic
         assert "found=1" in page.url  # a reload keeps it
+        expect(page.get_by_text("Exercise: 1 of 2 done").first).to_be_visible()
         assert_no_exception(page)
     finally:
         learner.close()

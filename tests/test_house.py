@@ -16,7 +16,7 @@ LAYERS = {
     # the real models' loaders (attention/models/): beside the core, with the readers of the models' files
     "models": {"torch", "gguf", "safetensors", "tokenizers"},
     "figures": {"numpy", "pandas", "plotly", "torch"},
-    "app": {"streamlit", "numpy", "pandas", "plotly", "torch"},
+    "app": {"streamlit", "numpy", "pandas", "plotly", "torch", "segno"},
     "pages": {"streamlit", "numpy", "pandas", "plotly", "torch"},
 }
 FIGURES = {"attention/figures.py", "attention/tile_figures.py"}  # the pure builders: trace in, figure out

@@ -14,6 +14,7 @@ from .. import files, models, presets, tiles
 from ..case import CASE_FORMAT, Case, CaseError, Options, parse_case, with_options
 from ..core import ROUNDED_WITHIN, STEP_NAMES, step_names, step_near, step_of
 from ..devices import resolve_device
+from ..exercise import Classroom
 from ..i18n import LANGUAGES, Message, clip, excerpt, msg
 from ..models import Model
 from . import choices, origins, typed
@@ -54,6 +55,7 @@ class Session:
     derived: Derived = field(default_factory=Derived, repr=False, compare=False)  # see cache.py
     source: Origin | None = None  # where the last whole case came from (see origin; Session.start sets it)
     loader: Callable[[str], Model] = field(default=models.loaded, repr=False, compare=False)  # the app's: loaded.py
+    classroom: Classroom = field(default_factory=Classroom)  # an exercise done or made, the presenter view
     _numbers: Case | None = field(default=None, repr=False)  # the inputs' matrices, checked, with no options
     _origin: tuple | None = field(default=None, repr=False, compare=False)  # (case, source, origin): the last answer
     tiling: Tiling = field(default_factory=lambda: Tiling())  # the Tiles page's view (issue 23)

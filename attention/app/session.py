@@ -58,7 +58,7 @@ class Session:
     classroom: Classroom = field(default_factory=Classroom)  # an exercise done or made, the presenter view
     _numbers: Case | None = field(default=None, repr=False)  # the inputs' matrices, checked, with no options
     _origin: tuple | None = field(default=None, repr=False, compare=False)  # (case, source, origin): the last answer
-    tiling: Tiling = field(default_factory=lambda: Tiling())  # the Tiles page's view (issue 23)
+    tiling: Tiling = field(default_factory=lambda: Tiling())  # the Tiles page's view (issue 23), Tiling's fields
 
     @classmethod
     def start(cls, lang: str = "en") -> Session:
@@ -84,9 +84,8 @@ class Session:
         self.generation += 1
         if checked:  # a model's numbers, checked as tensors (models/model.py): not again, number by number
             o = case.options  # grouped key/value heads set how wide w_key is: the numbers keep them (see _numbers)
-            self._numbers = replace(
-                case, options=Options(heads=o.heads, kv_heads=o.kv_heads) if o.kv_heads else Options()
-            )
+            grouped = Options(heads=o.heads, kv_heads=o.kv_heads) if o.kv_heads else Options()
+            self._numbers = replace(case, options=grouped)
         self._check(numbers=not checked)
         if checked:  # the case as the session made it (on its device), which the origin compares with
             self.source = replace(self.source, case=self.case)

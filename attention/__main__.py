@@ -1,4 +1,4 @@
-"""Command line: `attention preset|trace|devices`, or python -m attention (bad input: one line on stderr, exit 2)."""
+"""Command line: `attention preset|trace|tiles|devices` (or python -m attention; bad input: one line, exit 2)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from .core import attend
 from .devices import available_devices, gpu_unavailable_reason
 from .files import dump_case, dump_trace, load_case
 from .presets import PRESETS, preset
+from .tiles import tiles_text
 
 
 class _Parser(argparse.ArgumentParser):
@@ -34,6 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     tracing = commands.add_parser("trace", help="run a case file and print its trace (JSON)")
     tracing.add_argument("case", help="a case file, or - for standard input")
     tracing.add_argument("-o", "--output", help="write the trace to this file instead of standard output")
+    tiled = commands.add_parser("tiles", help="run a case file in tiles (FlashAttention's online softmax), checked")
+    tiled.add_argument("case", help="a case file, or - for standard input")
+    tiled.add_argument("--block-q", help="queries per tile, 1 to n (default: two tiles a side, at most 64)")
+    tiled.add_argument("--block-k", help="keys per tile, 1 to n (default: as --block-q's)")
     commands.add_parser("devices", help="list the devices PyTorch can use here")
     args = parser.parse_args(argv)
 
@@ -49,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
                     f.write(out + "\n")
             else:
                 print(out)
+        elif args.command == "tiles":
+            out, agrees = tiles_text(load_case(_read(args.case)), args.block_q, args.block_k)
+            print(out)
+            return 0 if agrees else 1
         else:
             for device in available_devices():
                 print(device)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .core import Trace
+    from .tiles import Tiled
 
 SHOWN = 16  # rows and columns of the outputs shown; past that, the first ones and a line that says so
 
@@ -47,6 +48,31 @@ def _matrix(trace: Trace, digits: int) -> str:
     more = f"<p>(the first {min(n, SHOWN)} of {n} rows, {min(d, SHOWN)} of {d} columns)</p>"
     return f"<table><thead><tr><th>token</th>{head}</tr></thead><tbody>{rows}</tbody></table>" + (
         more if n > SHOWN or d > SHOWN else ""
+    )
+
+
+def tiled_html(run: Tiled, digits: int = 4) -> str:
+    """A tiled run (Tiled._repr_html_): its tiles in order, what each did to the first query's m and ℓ (head 1),
+    the skipped ones, and the outputs' shape."""
+    rows = []
+    for v in run.visits:
+        if v.skipped:
+            did = "<td colspan=3>skipped: every score of the tile masked</td>"
+        else:
+            m0, m1, r, l0, l1 = (v.tensors[k][0, 0].item() for k in ("m_before", "m", "rescale", "l_before", "l"))
+            m, ell = f"{m0:.{digits}g} → {m1:.{digits}g}", f"{l0:.{digits}g} → {l1:.{digits}g}"
+            did = f"<td>{m}</td><td>{r:.{digits}g}</td><td>{ell}</td>"
+        rows.append(f"<tr><td>{v.query_tile + 1}</td><td>{v.key_tile + 1}</td>{did}</tr>")
+    recorded = "" if run.recorded is None else f" (recorded: query tiles {', '.join(str(i + 1) for i in run.recorded)})"
+    return (
+        '<div class="attention-tiles">'
+        f"<p><b>Attention in tiles</b>: n = {run.case.n}, tiles of {run.block_q} × {run.block_k}: {run.tiles} tiles, "
+        f"{len(run.skipped)} skipped{recorded} · {_e(run.case.options.dtype)} · {_e(run.device)}</p>"
+        "<table><thead><tr><th>query tile</th><th>key tile</th><th>m (first query)</th>"
+        "<th>e<sup>m_old − m_new</sup></th><th>ℓ (first query)</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+        f"<p><b>outputs</b> {_shape(run.outputs)}: partial ÷ ℓ, as step 7's</p>"
+        "</div>"
     )
 
 

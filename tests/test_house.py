@@ -19,6 +19,7 @@ LAYERS = {
     "app": {"streamlit", "numpy", "pandas", "plotly", "torch", "segno"},
     "pages": {"streamlit", "numpy", "pandas", "plotly", "torch"},
 }
+FIGURES = {"attention/figures.py", "attention/tile_figures.py"}  # the pure builders: trace in, figure out
 BELOW = {"core": {"core"}, "models": {"core", "models"}, "figures": {"core", "figures"}}
 BELOW["app"] = {"core", "models", "figures", "app"}
 BELOW["pages"] = {"core", "models", "figures", "app"}
@@ -32,7 +33,7 @@ def layer(path: Path) -> str:
         return "app"
     if relative.parts[:2] == ("attention", "models"):
         return "models"
-    return "figures" if relative == Path("attention/figures.py") else "core"
+    return "figures" if relative.as_posix() in FIGURES else "core"
 
 
 def imports(path: Path, package: str | None = None, nodes: list | None = None) -> list[tuple[str, int]]:
@@ -52,7 +53,7 @@ def imports(path: Path, package: str | None = None, nodes: list | None = None) -
 
 def module_layer(module: str) -> str | None:
     """The layer of one of the project's modules (None: an outside package)."""
-    if module == "attention.figures":
+    if f"{module.replace('.', '/')}.py" in FIGURES:
         return "figures"
     if module == "attention.models" or module.startswith("attention.models."):
         return "models"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from .. import files, models, presets
+from .. import files, models, presets, tiles
 from ..case import CASE_FORMAT, Case, CaseError, Options, parse_case, with_options
 from ..core import ROUNDED_WITHIN, STEP_NAMES, step_names, step_near, step_of
 from ..devices import resolve_device
@@ -24,6 +24,15 @@ from .origins import Article, File, Origin
 
 Cells = Mapping[tuple[int, int], object]  # (row, column) -> a cell's value as typed
 OPTION_GRIDS = {"options.mask": "mask", "options.w_out": "w_out", "options.weights_override": "rounded"}
+
+
+@dataclass
+class Tiling:
+    """The Tiles page's view (issue 23): its block sizes, the tile shown, and why block sizes were refused."""
+
+    blocks: tuple[int, int] | None = None  # (B_q, B_k) as chosen; None: tiles.default_block of n
+    tile: tuple[int, int] = (0, 0)  # (query tile, key tile), from 0
+    error: CaseError | None = None  # why block sizes typed were refused (the last valid ones stay); None: they were
 
 
 @dataclass
@@ -49,6 +58,7 @@ class Session:
     classroom: Classroom = field(default_factory=Classroom)  # an exercise done or made, the presenter view
     _numbers: Case | None = field(default=None, repr=False)  # the inputs' matrices, checked, with no options
     _origin: tuple | None = field(default=None, repr=False, compare=False)  # (case, source, origin): the last answer
+    tiling: Tiling = field(default_factory=lambda: Tiling())  # the Tiles page's view (issue 23), Tiling's fields
 
     @classmethod
     def start(cls, lang: str = "en") -> Session:
@@ -74,9 +84,8 @@ class Session:
         self.generation += 1
         if checked:  # a model's numbers, checked as tensors (models/model.py): not again, number by number
             o = case.options  # grouped key/value heads set how wide w_key is: the numbers keep them (see _numbers)
-            self._numbers = replace(
-                case, options=Options(heads=o.heads, kv_heads=o.kv_heads) if o.kv_heads else Options()
-            )
+            grouped = Options(heads=o.heads, kv_heads=o.kv_heads) if o.kv_heads else Options()
+            self._numbers = replace(case, options=grouped)
         self._check(numbers=not checked)
         if checked:  # the case as the session made it (on its device), which the origin compares with
             self.source = replace(self.source, case=self.case)
@@ -190,10 +199,33 @@ def open_link(session: Session, params: Mapping[str, str | None]) -> None:
         session.step = name
     elif step:
         session.notices.append(msg("notice.bad_step", steps=len(step_names(session.case))))
+    if any(params.get(name) for name in tiles.PARAMS):  # the Tiles page's block sizes and tile
+        _open_tiles(session, params)
     if language and language in LANGUAGES:
         session.lang = language
     elif language:
         session.notices.append(msg("notice.bad_lang", languages=", ".join(LANGUAGES)))
+
+
+def choose_blocks(session: Session, block_q: object, block_k: object) -> None:
+    """The Tiles page's block sizes as typed: valid ones are kept (the tile shown moved inside the tiles), else the
+    last valid ones stay, with why."""
+    view = session.tiling
+    try:
+        view.blocks, view.error = tiles.check_blocks(block_q, block_k, session.case.n), None
+        view.tile = tiles.clamp_tile(view.tile, session.case.n, view.blocks)
+    except CaseError as e:
+        view.error = e
+
+
+def _open_tiles(session: Session, params: Mapping[str, str | None]) -> None:
+    """The link's block sizes (bq, bk) and tile ("2.1": query tile 2, key tile 1); a bad one is refused with a
+    notice naming it, and the Tiles page shows its defaults."""
+    try:
+        blocks, tile = tiles.from_link(params.get("bq"), params.get("bk"), params.get("tile"), session.case.n)
+        session.tiling = Tiling(blocks, tile)
+    except CaseError as e:
+        session.notices.append(msg("tiles.notice_refused", error=e.message))
 
 
 def _origin(session: Session) -> Origin:

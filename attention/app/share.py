@@ -6,7 +6,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from .. import files, i18n
+from .. import files, i18n, tiles
 from ..core import STEP_NAMES, Trace, step_near
 from . import compute, exercises, origins
 from .choices import IMAGE_FORMATS
@@ -31,6 +31,8 @@ def keep_url(session: Session, trace: Trace) -> None:
         _set(params, name, token if name == "case" else (named or {}).get(name))
     step = step_near(trace.case, session.step)  # RoPE's, on a case without it: the step it is part of
     _set(params, "step", step if step != STEP_NAMES[0] else None)
+    for name, value in tiles.link(session.tiling.blocks, session.tiling.tile).items():  # the Tiles page's blocks, tile
+        _set(params, name, value)
     browser = i18n.language_for(st.context.locale)
     _set(params, "lang", session.lang if (session.lang, browser) != (i18n.DEFAULT,) * 2 else None)
     exercises.keep_url(session)
@@ -54,7 +56,7 @@ def panel(session: Session, trace: Trace) -> None:
             st.caption(t("share.too_long", limit=files.MAX_LINK_CHARS))
         else:
             params = st.query_params  # the sentence is escaped; the rest is base64url, digits and names
-            query = urlencode({k: params[k] for k in (*origins.PARAMS, "step", "lang") if k in params})
+            query = urlencode({k: params[k] for k in (*origins.PARAMS, "step", *tiles.PARAMS, "lang") if k in params})
             st.code(f"{st.context.url or ''}{'?' if query else ''}{query}", language=None, wrap_lines=True)
             st.caption(t("share.copy"))
         _downloads(session, trace)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from .. import tiles
 from ..i18n import language_for
 from . import loaded, origins
 from .session import Session
@@ -21,6 +22,6 @@ def started() -> Session:
     if KEY not in st.session_state:
         session = Session.start(language_for(st.context.locale))
         session.loader = lambda name: loaded.model(name, session.lang)  # shared by the server's sessions
-        session.open_link({k: st.query_params.get(k) for k in ("step", "lang", *origins.PARAMS)})
+        session.open_link({k: st.query_params.get(k) for k in ("step", "lang", *origins.PARAMS, *tiles.PARAMS)})
         st.session_state[KEY] = session
     return st.session_state[KEY]

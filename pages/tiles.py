@@ -3,7 +3,7 @@
 import streamlit as st
 
 from attention import tile_figures, tiles, tiles_script
-from attention.app import charts, frame, pickers, tab, tiles_room
+from attention.app import charts, compute, frame, pickers, tab, tiles_room
 from attention.app.language import lang, t
 from attention.app.text import plain
 from attention.i18n import render
@@ -59,10 +59,11 @@ st.code("\n".join(tiles.explain(run, visit, h, row, lang())), language=None, wra
 st.subheader(t("tiles.converge_header"))
 query = queries[row]
 so_far = tiles.estimates(run, query, h)
-gap = (so_far[-1] - tiles.step_7_heads(trace)[h, query].to(so_far.dtype)).abs().max().item()
+exact = compute.exact(s, trace)  # step 7 with the exact softmax, which the tiles compute (not the article's rounding)
+gap = (so_far[-1] - tiles.step_7_heads(exact)[h, query].to(so_far.dtype)).abs().max().item()
 st.caption(t("tiles.converge_caption", token=tokens[query], difference=gap))
 converging = tiles_room.kept(s, trace, run, ("converge", query, h),
-                             lambda: tile_figures.convergence(run, trace, query, h, lang()))  # fmt: skip
+                             lambda: tile_figures.convergence(run, exact, query, h, lang()))  # fmt: skip
 charts.chart(converging, "chart_converge")
 
 st.subheader(t("tiles.memory_header"))

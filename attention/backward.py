@@ -112,7 +112,8 @@ def parse_loss(obj: object, case: Case) -> Loss:
             raise CaseError(msg("backward.where.target"), msg("backward.error.target_shape", n=n, d=d_out))
         for j, v in enumerate(row):
             if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or abs(v) > 1e6:
-                raise CaseError(msg("backward.where.target_cell", row=i + 1, column=j + 1), msg("backward.error.target_number"))
+                where = msg("backward.where.target_cell", row=i + 1, column=j + 1)
+                raise CaseError(where, msg("backward.error.target_number"))
         rows.append(tuple(float(v) for v in row))
     return Loss(target=tuple(rows))
 
@@ -160,7 +161,8 @@ def backward(trace: Trace, loss: Loss) -> Backward:
     if h > 1:  # the concatenation undone: head i's columns back to head i
         d_head_outputs = tensors["d_head_outputs"] = d_concat.unflatten(-1, (h, -1)).transpose(0, 1)  # (h, n, d/h)
     # step 7 summed the products over the keys: the sum hands each key the same gradient (a view, no copy)
-    d_weighted = d_head_outputs[..., None, :, :].expand(*values.shape[:-2], values.shape[-2], *d_head_outputs.shape[-2:])
+    n_k = values.shape[-2]
+    d_weighted = d_head_outputs[..., None, :, :].expand(*values.shape[:-2], n_k, *d_head_outputs.shape[-2:])
     record("outputs", **tensors, d_weighted=d_weighted)  # d_weighted: (h?, n_k, n_q, d_v)
     # step 6 back: weighted[j, i, :] = A_ij · v_j, so d A_ij = Σ_c dW[j, i, c] v_jc and d v_j = Σ_i dW[j, i, :] A_ij
     d_weights = d_head_outputs @ values.mT  # (h?, n_q, n_k): the broadcast's sum over value dims, as a matmul
@@ -319,7 +321,8 @@ def formula(name: str, case: Case, loss: Loss | None = None) -> str:
     """A backward step's formula in LaTeX, with the case's options (∂L/∂T written dT)."""
     o = case.options
     if name == "outputs":
-        first = r"dO = O - T" if loss is None or loss.cell is None else rf"dO = e_{{{loss.cell[0] + 1},{loss.cell[1] + 1}}}"
+        cell = None if loss is None else loss.cell
+        first = r"dO = O - T" if cell is None else rf"dO = e_{{{cell[0] + 1},{cell[1] + 1}}}"
         project = r",\quad dW_O = C^\top dO,\quad dC = dO\, W_O^\top" if o.w_out is not None else ""
         return first + project + r",\quad d\mathcal{W}_{j,i,:} = dO_{i,:}\ \forall j"
     if name == "weighted":

@@ -1,0 +1,198 @@
+"""The backward pass against torch.autograd (the oracle) for every option, by hand on the seed, and its files."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from attention import CaseError, attend
+from attention import backward as bw
+from attention.backward_script import to_backward_script
+from attention.files import dump_case, trace_to_dict
+from attention.presets import article, random_case, with_options
+
+W_OUT = [[0.5, -1.0, 0.25], [1.5, 0.0, -0.5], [-2.0, 1.0, 0.75], [0.1, 0.2, -0.3]]  # (d_v = 4, d_out = 3)
+BLOCKED_ROW = [[1, 0, 1], [0, 0, 0], [1, 1, 1]]  # query 2 may attend to nothing
+
+CASES = {
+    "article (rounded softmax)": article(),
+    "article, exact softmax": with_options(article(), weights_override=None),
+    "sqrt_dk, causal": random_case(n=4, seed=1, scale="sqrt_dk", mask="causal"),
+    "scale 0.3, temperature 0.5, a fully masked row": random_case(seed=2, scale=0.3, temperature=0.5, mask=BLOCKED_ROW),
+    "2 heads, w_out, causal": random_case(n=5, d_k=4, d_v=4, seed=3, heads=2, w_out=W_OUT, mask="causal"),
+    "float64, 2 heads, w_out, a fully masked row": random_case(
+        d_k=2, d_v=4, seed=4, dtype="float64", heads=2, w_out=W_OUT, scale=0.3, temperature=0.5, mask=BLOCKED_ROW
+    ),
+    "RoPE, grouped-query (4 query heads, 2 key/value heads), sqrt_dk, causal": random_case(
+        n=5, d_in=6, d_k=8, d_v=6, seed=6, heads=4, kv_heads=2, rope_base=10_000.0, scale="sqrt_dk", mask="causal"
+    ),
+    "RoPE with given positions, float64": random_case(
+        n=4, d_k=4, d_v=2, seed=7, rope_base=100.0, positions=[5, 3, -2, 7], dtype="float64"
+    ),
+    "n = 24, bigger": random_case(n=24, d_in=8, d_k=8, d_v=8, seed=8, heads=2, temperature=2.0),
+}
+
+
+def losses(trace):
+    n, d = trace.outputs.shape
+    return {"target": bw.default_loss(trace), "cell": bw.Loss(cell=(n - 1, d - 1)), "cell 0,0": bw.Loss(cell=(0, 0))}
+
+
+@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("kind", ["target", "cell", "cell 0,0"])
+def test_every_gradient_equals_autograd(name, kind):
+    trace = attend(CASES[name])
+    loss = losses(trace)[kind]
+    result = bw.backward(trace, loss)
+    theirs = bw.autograd(trace.case, loss)
+    tol = {"rtol": 1e-4, "atol": 1e-5} if trace.case.options.dtype == "float32" else {"rtol": 1e-9, "atol": 1e-10}
+    assert set(theirs) <= set(result.gradients)
+    for leaf, expected in theirs.items():
+        torch.testing.assert_close(result.gradients[leaf], expected, **tol, msg=leaf)
+    assert bw.check(result).agrees
+    for step in result.steps:  # never a NaN anywhere
+        for tensor_name, tensor in step.tensors.items():
+            assert torch.isfinite(tensor).all(), (step.name, tensor_name)
+
+
+def test_the_check_can_fail():
+    trace = attend(CASES["sqrt_dk, causal"])
+    result = bw.backward(trace, bw.default_loss(trace))
+    wrong = dict(result.steps[-1].tensors) | {"d_x": result["d_x"] + 1e-2}
+    broken = bw.Backward(trace, result.loss, result.value, (*result.steps[:-1], _with(result.steps[-1], wrong)))
+    assert not bw.check(broken).agrees
+
+
+def _with(step, tensors):
+    from dataclasses import replace
+
+    return replace(step, tensors=tensors)
+
+
+def test_steps_run_in_reverse_by_name_with_formulas():
+    trace = attend(CASES["RoPE, grouped-query (4 query heads, 2 key/value heads), sqrt_dk, causal"])
+    result = bw.backward(trace, bw.default_loss(trace))
+    assert [s.name for s in result.steps] == ["outputs", "weighted", "softmax", "scores", "rope", "weights", "inputs"]
+    assert [s.number for s in result.steps] == [7, 6, 5, 4, 3, 2, 1]
+    assert all(s.formula and s.title and s.explanation for s in result.steps)
+    for name in ("d_outputs", "d_weighted", "d_weights", "d_values", "d_scores", "d_queries", "d_keys", "d_x"):
+        twin = result.twin(name)
+        assert twin is not None and result[name].shape == trace[twin].shape, name
+
+
+def test_seed_gradients_by_hand():
+    """The article with the loss outputs[2, 1] (output 3's second number = 7.8): worked out on paper."""
+    trace = attend(article())
+    result = bw.backward(trace, bw.Loss(cell=(2, 1)))
+    assert result.value == pytest.approx(7.8)
+    # step 7 back: d outputs is 1 at (3, 2); every key gets that gradient
+    assert result["d_outputs"].tolist() == [[0, 0, 0], [0, 0, 0], [0, 1, 0]]
+    # step 6 back: d A_3j = v_j's second number (2, 8, 6); d v_j = A_3j · e_2 with the rounded A_3 = (0, .9, .1)
+    assert result["d_weights"][2].tolist() == [2.0, 8.0, 6.0]
+    torch.testing.assert_close(result["d_values"][:, 1], torch.tensor([0.0, 0.9, 0.1]))
+    # step 5 back: exact A_3 = softmax(4, 12, 10); dS_3j = A_3j (dA_3j − Σ A_3k dA_3k)
+    a = torch.softmax(torch.tensor([4.0, 12.0, 10.0]), -1)
+    mean = (a * torch.tensor([2.0, 8.0, 6.0])).sum()
+    torch.testing.assert_close(result["d_scores"][2], a * (torch.tensor([2.0, 8.0, 6.0]) - mean))
+    assert result["d_scores"][:2].abs().max() == 0  # rows 1 and 2 of the loss have no gradient
+    assert result.step("softmax").notes  # the rounded softmax: it says the exact gradient is used
+
+
+def test_masked_scores_get_exactly_zero_and_a_fully_masked_row_is_defined():
+    trace = attend(CASES["scale 0.3, temperature 0.5, a fully masked row"])
+    result = bw.backward(trace, bw.Loss(cell=(1, 0)))  # output 2's: the fully masked query's own output
+    masked = torch.tensor(BLOCKED_ROW) == 0
+    for name in ("d_scores", "d_scores_raw"):
+        assert (result[name][masked] == 0).all() and torch.isfinite(result[name]).all()
+    assert (result["d_weights"][1] != 0).any()  # the row's weights still have a gradient; its scores have none
+    assert (result["d_scores"][1] == 0).all()
+    causal = attend(CASES["sqrt_dk, causal"])
+    upper = ~torch.ones(4, 4, dtype=torch.bool).tril()
+    assert (bw.backward(causal, bw.default_loss(causal))["d_scores_raw"][upper] == 0).all()
+
+
+def test_loss_choices_are_validated():
+    case = article()
+    assert bw.parse_loss({"cell": [3, 2]}, case) == bw.Loss(cell=(2, 1))
+    assert bw.parse_loss({"target": [[1, 2, 3]] * 3}, case).target == ((1.0, 2.0, 3.0),) * 3
+    for bad, where in (
+        ({"cell": [4, 1]}, "output cell"),
+        ({"cell": [True, 1]}, "output cell"),
+        ({"target": [[1, 2]] * 3}, "target"),
+        ({"target": [[1, 2, float("nan")]] * 3}, "row 1, column 3"),
+        ({"target": [[1, 2, 1e400]] * 3}, "column 3"),
+        ({"both": 1}, "loss"),
+        ([], "loss"),
+    ):
+        with pytest.raises(CaseError, match=where):
+            bw.parse_loss(bad, case)
+    loss = bw.Loss(cell=(1, 2))
+    assert bw.parse_loss(bw.loss_to_dict(loss), case) == loss
+
+
+def test_a_training_step_lowers_the_loss_on_random_cases():
+    for seed in range(5):
+        trace = attend(random_case(n=5, d_in=4, d_k=4, d_v=4, seed=seed, heads=2, mask="causal"))
+        loss = bw.default_loss(trace)
+        before = bw.loss_value(trace, loss)
+        after = bw.loss_value(attend(bw.train_step(trace, loss, 0.01)), loss)
+        assert after < before, seed
+
+
+def test_a_step_that_makes_numbers_non_finite_is_refused():
+    trace = attend(random_case(seed=3))
+    far = bw.Loss(target=((1e6, 1e6, 1e6),) * 3)  # the gradient is about 1e6: one step of 10 leaves the bounds
+    with pytest.raises(bw.TrainingError, match="refused"):
+        bw.train_step(trace, far, 10.0)
+    assert bw.train_step(trace, far, 1e-9).w_value != trace.case.w_value  # a small one is taken
+    for lr in (0, -1, 11, float("nan"), "0.1"):
+        with pytest.raises(bw.TrainingError):
+            bw.train_step(trace, bw.default_loss(trace), lr)
+
+
+@pytest.mark.parametrize("name", ["article (rounded softmax)", "float64, 2 heads, w_out, a fully masked row"])
+def test_the_exported_script_runs_and_matches(name, tmp_path):
+    case = CASES[name]
+    trace = attend(case)
+    for loss in losses(trace).values():
+        out = subprocess.run([sys.executable, "-c", to_backward_script(case, loss)], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        assert "every gradient equals torch.autograd's" in out.stdout
+        d_x = torch.tensor(json.loads(out.stdout.strip().splitlines()[-2]), dtype=trace.outputs.dtype)
+        torch.testing.assert_close(d_x, bw.backward(trace, loss)["d_x"], rtol=1e-5, atol=1e-6)
+
+
+def test_the_trace_file_has_a_backward_section():
+    trace = attend(CASES["scale 0.3, temperature 0.5, a fully masked row"])
+    result = bw.backward(trace, bw.Loss(cell=(0, 1)))
+    file = json.loads(json.dumps(trace_to_dict(trace, result), allow_nan=False))
+    section = file["backward"]
+    assert section["loss"] == {"cell": [1, 2]} and section["check"]["agrees"]
+    assert [s["name"] for s in section["steps"]] == list(bw.BACKWARD_NAMES)
+    d_x = section["steps"][-1]["tensors"]["d_x"]
+    assert d_x["shape"] == [3, 4] and torch.tensor(d_x["data"]).allclose(result["d_x"])
+    assert "backward" not in trace_to_dict(trace)
+
+
+def test_cli(tmp_path):
+    case = tmp_path / "case.json"
+    case.write_text(dump_case(article()))
+    run = [sys.executable, "-m", "attention", "backward", str(case)]
+    out = subprocess.run([*run, "--cell", "3,2"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    section = json.loads(out.stdout)["backward"]
+    assert section["loss"] == {"cell": [3, 2]} and section["value"] == pytest.approx(7.8)
+    bad = subprocess.run([*run, "--cell", "9,1"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "output cell" in bad.stderr and "Traceback" not in bad.stderr
+    target = tmp_path / "target.json"
+    target.write_text("[[1, 2]]")
+    bad = subprocess.run([*run, "--target", str(target)], capture_output=True, text=True)
+    assert bad.returncode == 2 and "3 rows of 3" in bad.stderr
+
+
+def test_notebook_repr():
+    trace = attend(article())
+    html = bw.backward(trace, bw.default_loss(trace))._repr_html_()
+    assert "agrees with torch.autograd" in html and "d_x" in html

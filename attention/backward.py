@@ -139,18 +139,10 @@ def backward(trace: Trace, loss: Loss) -> Backward:
     x, w_query, w_key, w_value = (trace[name] for name in ("x", "w_query", "w_key", "w_value"))
     queries, keys, values = trace["queries"], trace["keys"], trace["values"]  # (h?, n, d/h)
     weights, weights_exact = trace["weights"], trace["weights_exact"]  # (h?, n_q, n_k): used in step 6, exact
-    outputs = trace.outputs
     recorder = _Recorder(backward_names(case))
     record = recorder.record
     # the loss, and step 7 back: d outputs, through w_out and the heads' concatenation, to every key's product
-    if loss.cell is not None:  # one output number: its gradient is 1 there and 0 everywhere else
-        value = outputs[loss.cell].item()
-        d_outputs = torch.zeros_like(outputs)  # (n, d_out)
-        d_outputs[loss.cell] = 1.0
-    else:  # ½ Σ (O − T)²: its gradient is O − T
-        target = torch.tensor(loss.target, dtype=outputs.dtype)
-        value = 0.5 * ((outputs - target) ** 2).sum().item()
-        d_outputs = outputs - target  # (n, d_out)
+    value, d_outputs = _loss_gradient(trace.outputs, loss)  # (n, d_out)
     tensors = {"d_outputs": d_outputs}
     d_concat = d_outputs
     if w_out is not None:  # outputs = concat @ w_out
@@ -193,6 +185,16 @@ def backward(trace: Trace, loss: Loss) -> Backward:
     d_x = d_q @ w_query.T + d_k @ w_key.T + d_v @ w_value.T  # (n, d_in)
     record("inputs", d_x=d_x)
     return Backward(trace, loss, value, _steps(case, loss, recorder.records))
+
+
+def _loss_gradient(outputs: torch.Tensor, loss: Loss) -> tuple[float, torch.Tensor]:
+    """The loss's value and its gradient on the outputs."""
+    if loss.cell is not None:  # one output number: its gradient is 1 there and 0 everywhere else
+        d_outputs = torch.zeros_like(outputs)
+        d_outputs[loss.cell] = 1.0
+        return outputs[loss.cell].item(), d_outputs
+    d_outputs = outputs - torch.tensor(loss.target, dtype=outputs.dtype)  # ½ Σ (O − T)²: its gradient is O − T
+    return 0.5 * (d_outputs**2).sum().item(), d_outputs
 
 
 # Checking against autograd -------------------------------------------------------------------------------------

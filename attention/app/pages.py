@@ -29,6 +29,7 @@ PAGES = (
     Page("pages/variants.py", "page.variants", ":material/compare:", "variants"),
     Page("pages/multi_head.py", "page.multi_head", ":material/view_week:", "multi-head", live=True),
     Page("pages/explain.py", "page.explain", ":material/calculate:", "explain"),
+    Page("pages/backward.py", "backward.page", ":material/undo:", "backward"),  # issue 21: the backward pass
     Page("pages/devices.py", "page.devices", ":material/memory:", "devices"),
 )
 BY_NAME = {page.name: page for page in PAGES}

@@ -19,6 +19,7 @@ from ..models import Model
 from . import choices, origins, typed
 from .cache import Derived
 from .choices import NUMBERS, SIZES, Controls, Inputs
+from .learned import Learned
 from .origins import Article, File, Origin
 
 Cells = Mapping[tuple[int, int], object]  # (row, column) -> a cell's value as typed
@@ -45,6 +46,7 @@ class Session:
     derived: Derived = field(default_factory=Derived, repr=False, compare=False)  # see cache.py
     source: Origin | None = None  # where the last whole case came from (see origin; Session.start sets it)
     loader: Callable[[str], Model] = field(default=models.loaded, repr=False, compare=False)  # the app's: loaded.py
+    learned: Learned = field(default_factory=Learned)  # the backward pass's loss and training (issue 21)
     _numbers: Case | None = field(default=None, repr=False)  # the inputs' matrices, checked, with no options
     _origin: tuple | None = field(default=None, repr=False, compare=False)  # (case, source, origin): the last answer
 

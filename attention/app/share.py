@@ -8,7 +8,7 @@ import streamlit as st
 
 from .. import files, i18n
 from ..core import STEP_NAMES, Trace, step_near
-from . import compute, origins
+from . import compute, learning, origins
 from .choices import IMAGE_FORMATS
 from .language import t
 from .session import Session
@@ -29,6 +29,14 @@ def keep_url(session: Session, trace: Trace) -> None:
     token = link_token(session, trace) if named is None else None
     for name in origins.PARAMS:
         _set(params, name, token if name == "case" else (named or {}).get(name))
+    # the backward pass (issue 21): its loss, and training steps as the learning rate and their count on the case
+    # the link named before the first step (the weights themselves stay out of the link)
+    learning.settle(session)
+    for name, value in learning.link(session).items():
+        _set(params, name, value)
+    if session.learned.trained and session.learned.untrained_link is not None:
+        for name in origins.PARAMS:
+            _set(params, name, session.learned.untrained_link.get(name))
     step = step_near(trace.case, session.step)  # RoPE's, on a case without it: the step it is part of
     _set(params, "step", step if step != STEP_NAMES[0] else None)
     browser = i18n.language_for(st.context.locale)
@@ -53,7 +61,8 @@ def panel(session: Session, trace: Trace) -> None:
             st.caption(t("share.too_long", limit=files.MAX_LINK_CHARS))
         else:
             params = st.query_params  # the sentence is escaped; the rest is base64url, digits and names
-            query = urlencode({k: params[k] for k in (*origins.PARAMS, "step", "lang") if k in params})
+            named = (*origins.PARAMS, *learning.PARAMS, "step", "lang")
+            query = urlencode({k: params[k] for k in named if k in params})
             st.code(f"{st.context.url or ''}{'?' if query else ''}{query}", language=None, wrap_lines=True)
             st.caption(t("share.copy"))
         _downloads(session, trace)

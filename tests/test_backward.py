@@ -196,3 +196,88 @@ def test_notebook_repr():
     trace = attend(article())
     html = bw.backward(trace, bw.default_loss(trace))._repr_html_()
     assert "agrees with torch.autograd" in html and "d_x" in html
+
+
+# The Backward page, through Streamlit's AppTest ------------------------------------------------------------------
+
+
+def open_backward(query: dict | None = None, switch: bool = True):
+    from streamlit.testing.v1 import AppTest
+
+    from tests.apptest import APP
+
+    at = AppTest.from_file(APP, default_timeout=60)
+    for k, v in (query or {}).items():
+        at.query_params[k] = v
+    at.run()
+    if switch:
+        at.switch_page("pages/backward.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_page_checks_against_autograd_and_shows_twins_on_one_scale():
+    from tests.apptest import charts
+
+    at = open_backward()
+    assert any("agrees with torch.autograd" in s.value for s in at.success)
+    for step in ("outputs", "weighted", "softmax", "scores", "weights", "inputs"):
+        at.radio(key="backward_step").set_value(step).run()
+        assert not at.exception
+    at.radio(key="backward_step").set_value("softmax").run()
+    assert any("exact softmax's gradient" in i.value for i in at.info)  # the rounded softmax, said
+    at.radio(key="backward_step").set_value("scores").run()
+    shown = charts(at)
+    assert "∂L/∂scores_raw" in shown and "scores_raw" in shown
+    import json
+
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    specs = {spec["layout"]["title"]["text"]: spec for spec in specs}
+    grad, twin = specs["∂L/∂scores_raw"]["data"][0], specs["scores_raw"]["data"][0]
+    assert grad["zmin"] == twin["zmin"] == -grad["zmax"] and grad["zmax"] == twin["zmax"]  # one scale, centred on 0
+
+
+def test_page_trains_refuses_and_resets_and_the_link_keeps_lr_and_steps():
+    from tests.apptest import session
+
+    at = open_backward()
+    s = session(at)
+    before = s.case.w_query
+    at.button(key="bw_train").click().run()
+    at.button(key="bw_train").click().run()
+    assert s.learned.trained == 2 and s.case.w_query != before
+    assert len(s.learned.losses) == 3 and s.learned.losses[-1] < s.learned.losses[0]  # the loss falls
+    assert at.query_params["train"] == "2" and at.query_params["lr"] == "0.01"
+    assert "case" not in at.query_params  # the article: the link names it, not the trained weights
+    trained = s.case
+    # the same link in a new session replays the steps: the same weights
+    again = open_backward({"lr": "0.01", "train": "2"})
+    assert session(again).case.w_query == trained.w_query
+    # a step too big: refused, the weights stay
+    s.learned.target = ((1e6, 1e6, 1e6),) * 3
+    s.learned.lr = 10.0
+    at.button(key="bw_train").click().run()
+    assert s.case.w_query == trained.w_query and any("refused" in w.value for w in at.warning)
+    at.button(key="bw_reset").click().run()
+    assert s.case.w_query == before and s.learned.trained == 0 and "train" not in at.query_params
+
+
+def test_page_loss_choices_round_trip_the_link_and_bad_targets_keep_the_last():
+    from tests.apptest import session
+
+    at = open_backward({"loss": "3.2"})
+    s = session(at)
+    assert s.learned.loss_cell == (2, 1) and at.query_params["loss"] == "3.2"
+    assert any("Loss 7.8" in m.value for m in at.success)
+    at.radio(key="backward_loss_kind").set_value("target").run()
+    key = f"bw_target_value_2_1_{s.generation}"  # output 3's second number
+    at.text_input(key=key).input("1e400").run()
+    assert any("past" in e.value or "limit" in e.value for e in at.error)  # the editor's message
+    assert s.learned.target is None  # the last valid target stays
+    at.text_input(key=key).input("5").run()
+    assert s.learned.target[2][1] == 5.0 and "target" in at.query_params
+    again = open_backward({"target": at.query_params["target"]})
+    assert session(again).learned.target == s.learned.target
+    for link in ({"loss": "9.9"}, {"target": "1,2"}, {"lr": "50", "train": "3"}, {"lr": "0.1", "train": "x"}):
+        bad = open_backward(link, switch=False)  # the notice is said on the first page drawn
+        assert not session(bad).learned.loss_cell and not session(bad).learned.trained and bad.warning, link

@@ -32,23 +32,32 @@ def loss_chooser(trace: Trace) -> bw.Loss:
     s = tab.current()
     n, d = trace.outputs.shape
     kinds = ("target", "cell")
+    first = (min(2, n - 1), min(1, d - 1))  # output 3's second number first
     st.session_state.backward_loss_kind = "cell" if s.learned.loss_cell is not None else "target"
     language = lang()  # the widget keeps its format_func: the language it was drawn in
-    kind = st.radio(
-        t("backward.loss"), kinds, key="backward_loss_kind", horizontal=True,
+
+    def kind_changed() -> None:
+        cell = st.session_state.backward_loss_kind == "cell"
+        learning.choose_cell(s, first if cell else None)
+
+    st.radio(
+        t("backward.loss"), kinds, key="backward_loss_kind", horizontal=True, on_change=kind_changed,
         format_func=lambda k: i18n.text(language, f"backward.loss_{k}"),
     )  # fmt: skip
     tokens = trace.case.tokens
-    if kind == "cell":
-        at = s.learned.loss_cell or (min(2, n - 1), min(1, d - 1))  # output 3's second number first
+    if s.learned.loss_cell is not None:
+        at = s.learned.loss_cell
+        st.session_state.bw_cell_row, st.session_state.bw_cell_col = min(at[0], n - 1), min(at[1], d - 1)
+
+        def cell_changed() -> None:
+            learning.choose_cell(s, (st.session_state.bw_cell_row or 0, st.session_state.bw_cell_col or 0))
+
         left, right = st.columns(2)
-        row = left.selectbox(t("backward.output_row"), range(n), format_func=tokens.__getitem__, key="bw_cell_row",
-                             index=min(at[0], n - 1))  # fmt: skip
-        col = right.selectbox(t("backward.output_column"), range(d), format_func=lambda j: str(j + 1),
-                              key="bw_cell_col", index=min(at[1], d - 1))  # fmt: skip
-        learning.choose_cell(s, (row or 0, col or 0))
+        left.selectbox(t("backward.output_row"), range(n), format_func=tokens.__getitem__, key="bw_cell_row",
+                       on_change=cell_changed)  # fmt: skip
+        right.selectbox(t("backward.output_column"), range(d), format_func=lambda j: str(j + 1), key="bw_cell_col",
+                        on_change=cell_changed)  # fmt: skip
     else:
-        learning.choose_cell(s, None)
         chosen = learning.loss(s, trace)
         target = torch.tensor(chosen.target, dtype=torch.float64)
         rows, cols = list(tokens), [str(j + 1) for j in range(d)]

@@ -21,8 +21,9 @@ class Learned:
     last_step: dict | None = field(default=None, repr=False)  # W_Q, W_K, W_V before the last step
     losses: list[float] = field(default_factory=list)  # the loss before the first step and after each
     trained_case: Case | None = field(default=None, repr=False)  # the case the last step made (an edit leaves it)
+    default_target: tuple | None = field(default=None, repr=False)  # the default target of the untrained outputs
 
     def forget(self) -> None:
         """The steps left behind: the weights as they are become the case's own."""
         self.trained, self.untrained, self.untrained_link, self.trained_case = 0, None, None, None
-        self.losses, self.last_step = [], None
+        self.losses, self.last_step, self.default_target = [], None, None

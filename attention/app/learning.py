@@ -26,6 +26,8 @@ def loss(session: Session, trace: Trace) -> bw.Loss:
         candidate = bw.Loss(cell=session.learned.loss_cell)
     elif session.learned.target is not None:
         candidate = bw.Loss(target=session.learned.target)
+    elif session.learned.default_target is not None:  # training: the target stays where the first step saw it
+        candidate = bw.Loss(target=session.learned.default_target)
     else:
         return bw.default_loss(trace)
     return candidate if bw.fits(candidate, trace) else bw.default_loss(trace)  # a resize: the default again
@@ -109,6 +111,7 @@ def train(session: Session, trace: Trace, link: Mapping[str, str] | None = None)
     if session.learned.untrained is None:
         learned = session.learned
         learned.untrained, learned.untrained_link, learned.losses = session.inputs, dict(link or {}), []
+        learned.default_target = chosen.target if learned.target is None and learned.loss_cell is None else None
     if not session.learned.losses:
         session.learned.losses.append(bw.loss_value(trace, chosen))
     matrices = {name: getattr(stepped, name) for name in ("w_query", "w_key", "w_value")}

@@ -353,3 +353,72 @@ def _rows(tensor: torch.Tensor) -> list[list[float]]:
 
 
 Tensors = Mapping[str, torch.Tensor]
+
+
+# A gradient's arithmetic (the Explain page) -----------------------------------------------------------------------
+
+
+def explain_gradient(result: Backward, name: str, index: tuple[int, ...]) -> tuple[str, list[str], str] | None:
+    """The loss's gradient on trace[name][index] with its arithmetic in real numbers: a title, lines (Messages
+    where words are) and its step's formula; None for a tensor the backward pass has no gradient of."""
+    grad = f"d_{name}"
+    try:
+        g = result[grad]
+    except KeyError:
+        return None
+    value = g[index].item()
+    cell = "".join(_sub(i + 1) for i in index[-2:])  # the row and column from 1, as subscripts: S₂₃
+    title = msg("backward.explain.title", name=name, cell=cell, value=f"{value:.4g}".replace("-", "−"))
+    head, (i, j) = index[:-2], index[-2:]
+    trace, lines, formula = result.forward, [], result.step(_step_of(result, grad)).formula
+    if name in ("scores_raw", "scores") and trace["scores"][index].item() == float("-inf"):
+        return title, [msg("backward.explain.masked")], formula
+    if name == "scores":
+        a, da = trace["weights_exact"][(*head, i)], result["d_weights"][(*head, i)]  # the row: (n_k,) each
+        mean = (a * da).sum().item()
+        terms = " + ".join(f"{_n(x)}·{_n(y)}" for x, y in zip(a.tolist(), da.tolist(), strict=True))
+        row = _sub(i + 1)
+        lines += [
+            msg("backward.explain.score_rule", cell=cell, row=row),
+            msg("backward.explain.score_sum", row=row, terms=terms, sum=_n(mean)),
+            msg(
+                "backward.explain.score",
+                cell=cell,
+                a=_n(a[j].item()),
+                g=_n(da[j].item()),
+                sum=_n(mean),
+                value=_n(value),
+            ),
+            msg("backward.explain.softmax"),
+        ]
+    elif name == "scores_raw":
+        factor = scale_factor(trace.case) / trace.case.options.temperature
+        lines.append(
+            msg("backward.explain.raw", cell=cell, factor=f"{factor:g}", g=_n(result["d_scores"][index].item()))
+        )
+    elif name == "weights":
+        d_o = result["d_head_outputs"] if "d_head_outputs" in result.step("outputs").tensors else result["d_concat"] \
+            if "d_concat" in result.step("outputs").tensors else result["d_outputs"]  # fmt: skip
+        row, v = d_o[(*head, i)], trace["values"][(*head, j)]
+        terms = " + ".join(f"{_n(x)}·{_n(y)}" for x, y in zip(row.tolist(), v.tolist(), strict=True))
+        lines.append(
+            msg("backward.explain.weight", cell=cell, i=_sub(i + 1), j=_sub(j + 1), terms=terms, value=_n(value))
+        )
+        lines.append(msg("backward.explain.weights"))
+    elif name == "outputs" and result.loss.cell is None:
+        o, target = trace.outputs[i, j].item(), result.loss.target[i][j]
+        lines.append(msg("backward.explain.output", cell=cell, o=_n(o), t=_n(target), value=_n(value)))
+    return title, lines, formula
+
+
+def _step_of(result: Backward, grad: str) -> str:
+    return next(step.name for step in result.steps if grad in step.tensors)
+
+
+def _n(v: float) -> str:
+    """A number in a sum or product: 4 digits, a negative one in brackets (0.5 · (−2), not 0.5 · -2)."""
+    return f"({v:.4g})".replace("-", "−") if v < 0 else f"{v:.4g}"
+
+
+def _sub(number: int) -> str:
+    return str(number).translate(str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉"))

@@ -281,3 +281,21 @@ def test_page_loss_choices_round_trip_the_link_and_bad_targets_keep_the_last():
     for link in ({"loss": "9.9"}, {"target": "1,2"}, {"lr": "50", "train": "3"}, {"lr": "0.1", "train": "x"}):
         bad = open_backward(link, switch=False)  # the notice is said on the first page drawn
         assert not session(bad).learned.loss_cell and not session(bad).learned.trained and bad.warning, link
+
+
+def test_a_gradients_arithmetic_with_its_real_numbers():
+    trace = attend(article())
+    result = bw.backward(trace, bw.default_loss(trace))  # output 3's second number: target 9, output 7.8
+    title, lines, _ = bw.explain_gradient(result, "scores", (2, 1))
+    assert str(title) == "∂L/∂scores₃₂ = " + f"{result['d_scores'][2, 1].item():.4g}".replace("-", "−")
+    a, da = trace["weights_exact"][2], result["d_weights"][2]  # dA₃ⱼ = dO₃₂ · V_j2 = −1.2 · (2, 8, 6)
+    mean = (a * da).sum().item()
+    assert da.tolist() == pytest.approx([-2.4, -9.6, -7.2])
+    d_s = -result["d_scores"][2, 1].item()
+    assert str(lines[2]) == f"dS₃₂ = {a[1].item():.4g} · ((−9.6) − (−{-mean:.4g})) = (−{d_s:.4g})"
+    _, lines, _ = bw.explain_gradient(result, "outputs", (2, 1))
+    assert [str(line) for line in lines] == ["dO₃₂ = O₃₂ − T₃₂ = 7.8 − 9 = (−1.2)"]
+    masked = attend(with_options(article(), mask="causal", weights_override=None))
+    _, lines, _ = bw.explain_gradient(bw.backward(masked, bw.default_loss(masked)), "scores", (0, 2))
+    assert "exactly 0" in str(lines[0])
+    assert bw.explain_gradient(result, "outputs_by_query", (0, 0)) is None

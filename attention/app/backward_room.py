@@ -194,6 +194,23 @@ def _weighted(result: bw.Backward, head: int | None) -> None:
     charts.chart(fig, "chart_d_weighted")
 
 
+def explain_gradient(trace: Trace, name: str, index: tuple[int, ...]) -> None:
+    """On the Explain page: the picked number's gradient with the Backward page's loss, as arithmetic."""
+    s = tab.current()
+    result = learning.result(s, trace)
+    made = bw.explain_gradient(result, name, index)
+    if made is None:
+        return
+    title, lines, formula = made
+    st.subheader(t("backward.explain.header"), anchor=False)
+    loss = t(f"backward.loss_{result.loss.kind}")
+    st.caption(t("backward.explain.loss", loss=loss))
+    st.markdown(f"**{plain(i18n.render(lang(), title))}**")
+    st.latex(formula)
+    if lines:
+        st.code("\n".join(str(i18n.render(lang(), line)) for line in lines), language=None, wrap_lines=True)
+
+
 # The sensitivity map ----------------------------------------------------------------------------------------------
 
 

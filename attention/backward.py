@@ -165,7 +165,8 @@ def backward(trace: Trace, loss: Loss) -> Backward:
     d_scores = weights_exact * (d_weights - (weights_exact * d_weights).sum(-1, keepdim=True))  # (h?, n_q, n_k)
     record("softmax", d_scores=d_scores)
     # step 4 back: S = (scale / temperature) · Q Kᵀ, masked: a masked score is a constant −∞, its gradient exactly 0
-    d_scores_raw = d_scores * (scale_factor(case) / o.temperature)  # (h?, n_q, n_k)
+    factor = scale_factor(case) / o.temperature
+    d_scores_raw = d_scores if factor == 1 else d_scores * factor  # (h?, n_q, n_k): the same tensor at 1 (memory)
     if allowed is not None:
         d_scores_raw = d_scores_raw.masked_fill(~allowed, 0.0)  # already 0 there (A = 0); said once more, for −0
     d_queries = d_scores_raw @ keys  # (h?, n_q, d_k/h)

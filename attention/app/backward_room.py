@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 import torch
@@ -228,10 +227,11 @@ def sensitivity(trace: Trace) -> None:
     row, col = min(row or 0, n - 1), min(col or 0, d - 1)
     result = learning.backward_of(s, trace, bw.Loss(cell=(row, col)))
     grads = result.gradients
-    found = sorted(
-        ((abs(v), name, i, j, v) for name, g in grads.items() for (i, j), v in np.ndenumerate(g.numpy())),
-        reverse=True,
-    )[:SENSITIVE_TOP]
+    found = []  # each matrix's largest few, then the largest of those: (|g|, name, row, column, g)
+    for name, g in grads.items():
+        top = g.flatten().abs().topk(min(SENSITIVE_TOP, g.numel())).indices
+        found += [(abs(g.flatten()[k].item()), name, *divmod(int(k), g.shape[1]), g.flatten()[k].item()) for k in top]
+    found = sorted(found, reverse=True)[:SENSITIVE_TOP]
     top = ", ".join(f"{name.removeprefix('d_')}[{i + 1}, {j + 1}] ({v:+.4g})" for _, name, i, j, v in found)
     st.write(t("backward.sensitive", token=tokens[row], column=col + 1, top=top))
     columns = st.columns(len(grads))

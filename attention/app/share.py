@@ -81,7 +81,7 @@ def _downloads(session: Session, trace: Trace) -> None:
     get(t("share.case_file"), lambda: files.dump_case(case), "case.json", "application/json",
         on_click="ignore", key="get_case")  # fmt: skip
     too_big = trace.numbers > TRACE_FILE_MAX_NUMBERS
-    get(t("share.trace_file"), lambda: files.dump_trace(compute.current(session)), "trace.json", "application/json",
+    get(t("share.trace_file"), lambda: _trace_file(session), "trace.json", "application/json",
         on_click="ignore", key="get_trace", disabled=too_big)  # fmt: skip
     if too_big:
         st.caption(t("share.trace_too_big", numbers=trace.numbers))
@@ -94,6 +94,28 @@ def _downloads(session: Session, trace: Trace) -> None:
         on_click="ignore",
         key="get_script",
     )
+    get(
+        t("backward.script"),
+        lambda: _backward_script(session),
+        "attention_backward.py",
+        "text/x-python",
+        on_click="ignore",
+        key="get_backward_script",
+    )  # fmt: skip  (issue 21)
+
+
+def _backward_script(session: Session) -> str:
+    """The backward pass's script with the session's loss: the steps by hand, then autograd's check (issue 21)."""
+    from ..backward_script import to_backward_script
+
+    trace = compute.current(session)
+    return to_backward_script(trace.case, learning.loss(session, trace))
+
+
+def _trace_file(session: Session) -> str:
+    """The trace file, with its backward section for the Backward page's loss (issue 21)."""
+    trace = compute.current(session)
+    return files.dump_trace(trace, learning.result(session, trace))
 
 
 def _import(session: Session) -> None:

@@ -11,22 +11,25 @@ trace = frame.trace()
 s = tab.current()
 st.header(t("backward.header"))
 st.write(t("backward.intro"))
-room.lr_control()
-loss = room.loss_chooser(trace)
-result = learning.backward_of(s, trace, loss)
-room.status(result)
+if room.too_big(trace):  # the backward pass's n × n gradients beside the forward trace's: past the session's bound
+    st.info(t("backward.too_big", cells=room.MAX_CELLS))
+else:
+    room.lr_control()
+    loss = room.loss_chooser(trace)
+    result = learning.backward_of(s, trace, loss)
+    room.status(result)
 
-learn, steps, sensitive, tokens = st.tabs(
-    [t("backward.tab_train"), t("backward.tab_steps"), t("backward.tab_sensitivity"), t("backward.tab_tokens")]
-)
-with learn:
-    st.write(t("backward.train_intro"))
-    room.training(trace)
-with steps:
-    room.step_view(result, room.step_picker(result))
-with sensitive:
-    st.write(t("backward.sensitivity_intro"))
-    room.sensitivity(trace)
-with tokens:
-    st.write(t("backward.tokens_intro"))
-    room.token_sensitivity(trace)
+    learn, steps, sensitive, tokens = st.tabs(
+        [t("backward.tab_train"), t("backward.tab_steps"), t("backward.tab_sensitivity"), t("backward.tab_tokens")]
+    )
+    with learn:
+        st.write(t("backward.train_intro"))
+        room.training(trace)
+    with steps:
+        room.step_view(result, room.step_picker(result))
+    with sensitive:
+        st.write(t("backward.sensitivity_intro"))
+        room.sensitivity(trace)
+    with tokens:
+        st.write(t("backward.tokens_intro"))
+        room.token_sensitivity(trace)

@@ -23,6 +23,7 @@ STEP_KEY, AT_KEY, PLAY_KEY = "backward_step", "backward_at", "backward_playing"
 GRAD_AXES = {"d_w_out": ("value dim", "output dim"), "d_concat": ("query", "value dim")}
 TOKEN_SENSITIVITY_MAX_N = 64  # one backward pass per token: past this, the map is not made
 SENSITIVE_TOP = 3  # the numbers named that move the picked output most
+MAX_CELLS, too_big = learning.MAX_CELLS, learning.too_big
 
 
 def loss_chooser(trace: Trace) -> bw.Loss:
@@ -196,6 +197,8 @@ def _weighted(result: bw.Backward, head: int | None) -> None:
 def explain_gradient(trace: Trace, name: str, index: tuple[int, ...]) -> None:
     """On the Explain page: the picked number's gradient with the Backward page's loss, as arithmetic."""
     s = tab.current()
+    if too_big(trace):
+        return
     result = learning.result(s, trace)
     made = bw.explain_gradient(result, name, index)
     if made is None:

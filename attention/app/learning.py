@@ -18,6 +18,13 @@ PARAMS = ("loss", "target", "lr", "train")  # the link's parameters: the loss, a
 MAX_LINK_STEPS = 200  # steps a link may ask to replay (each is a forward and a backward pass of the case)
 MIN_LR, DEFAULT_LR = 1e-4, 0.01
 MAX_TARGET_CHARS = 4000
+# heads × n² past which the app makes no backward pass: its two or three n × n gradients per head beside the forward
+# trace's four would pass the session's memory bound (README, "Hosting"); the CLI and the library have none
+MAX_CELLS = 1 << 22
+
+
+def too_big(trace: Trace) -> bool:
+    return trace.case.options.heads * trace.case.n**2 > MAX_CELLS
 
 
 def loss(session: Session, trace: Trace) -> bw.Loss:
@@ -103,6 +110,9 @@ def train(session: Session, trace: Trace, link: Mapping[str, str] | None = None)
     the new weights (every page follows); a step that makes a number non-finite is refused with a notice, and the
     weights stay. `link`: the link parameters of the case before the first step (the link names that case)."""
     chosen = loss(session, trace)
+    if too_big(trace):
+        session.notices.append(msg("backward.too_big", cells=MAX_CELLS))
+        return False
     try:
         stepped = bw.train_step(trace, chosen, session.learned.lr)
     except bw.TrainingError as e:

@@ -115,7 +115,7 @@ def _backward_script(session: Session) -> str:
 def _trace_file(session: Session) -> str:
     """The trace file, with its backward section for the Backward page's loss (issue 21)."""
     trace = compute.current(session)
-    return files.dump_trace(trace, learning.result(session, trace))
+    return files.dump_trace(trace, None if learning.too_big(trace) else learning.result(session, trace))
 
 
 def _import(session: Session) -> None:

@@ -4,7 +4,7 @@ sensitivity map, training live and the tokens' sensitivity."""
 import streamlit as st
 
 from attention.app import backward_room as room
-from attention.app import frame, learning, tab
+from attention.app import frame, learning, tab, training
 from attention.app.language import t
 
 trace = frame.trace()
@@ -14,7 +14,7 @@ st.write(t("backward.intro"))
 if room.too_big(trace):  # the backward pass's n × n gradients beside the forward trace's: past the session's bound
     st.info(t("backward.too_big", cells=room.MAX_CELLS))
 else:
-    room.lr_control()
+    training.lr_control()
     loss = room.loss_chooser(trace)
     result = learning.backward_of(s, trace, loss)
     room.status(result)
@@ -24,7 +24,7 @@ else:
     )
     with learn:
         st.write(t("backward.train_intro"))
-        room.training(trace)
+        training.training(trace)
     with steps:
         room.step_view(result, room.step_picker(result))
     with sensitive:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 
-import pandas as pd
 import streamlit as st
 import torch
 
@@ -159,15 +158,15 @@ def step_view(result: bw.Backward, name: str) -> None:
         kinds = AXES.get(twin or "", GRAD_AXES.get(grad, ("query", "value dim")))
         rows = figures.labels(trace, kinds[0], g.shape[0], lang())
         cols = figures.labels(trace, kinds[1], g.shape[1], lang())
-        span = _span(g, f)
+        shared = span(g, f)  # one colour scale for the gradient and its twin
         left, right = st.columns(2)
-        fig = figures.heatmap(g, rows, cols, *kinds, t("backward.grad", of=of), lang(), span)
+        fig = figures.heatmap(g, rows, cols, *kinds, t("backward.grad", of=of), lang(), shared)
         charts.chart(fig, f"chart_{grad}", where=left)
         if f is not None:
-            charts.chart(figures.heatmap(f, rows, cols, *kinds, twin, lang(), span), f"chart_f_{grad}", where=right)
+            charts.chart(figures.heatmap(f, rows, cols, *kinds, twin, lang(), shared), f"chart_f_{grad}", where=right)
 
 
-def _span(*matrices) -> tuple[float, float]:
+def span(*matrices) -> tuple[float, float]:
     """One colour scale for a gradient and its twin, centred on 0: ± the largest magnitude of the two (masked −∞
     scores left out)."""
     top = 0.0
@@ -237,13 +236,13 @@ def sensitivity(trace: Trace) -> None:
     found = sorted(found, reverse=True)[:SENSITIVE_TOP]
     top = ", ".join(f"{name.removeprefix('d_')}[{i + 1}, {j + 1}] ({v:+.4g})" for _, name, i, j, v in found)
     st.write(t("backward.sensitive", token=tokens[row], column=col + 1, top=top))
-    columns = st.columns(len(grads))
-    for where, (name, g) in zip(columns, grads.items(), strict=True):
+    columns = [column for _ in range(0, len(grads), 2) for column in st.columns(2)]  # two maps a row
+    for where, (name, g) in zip(columns, grads.items(), strict=False):
         twin = name.removeprefix("d_")
         kinds = AXES.get(twin, GRAD_AXES.get(name, ("value dim", "output dim")))
         rows = figures.labels(trace, kinds[0], g.shape[0], lang())
         cols = figures.labels(trace, kinds[1], g.shape[1], lang())
-        fig = figures.heatmap(g, rows, cols, *kinds, t("backward.sensitivity_of", of=twin), lang(), _span(g))
+        fig = figures.heatmap(g, rows, cols, *kinds, t("backward.sensitivity_of", of=twin), lang(), span(g))
         charts.chart(fig, f"chart_sens_{name}", where=where)
 
 
@@ -268,60 +267,3 @@ def token_sensitivity(trace: Trace) -> None:
     tokens = list(trace.case.tokens)
     fig = figures.heatmap(z, tokens, tokens, "query", "token", t("backward.tokens_title"), lang())
     charts.chart(fig, "chart_token_sensitivity")
-
-
-# Training live ----------------------------------------------------------------------------------------------------
-
-
-def lr_control() -> None:
-    """The learning rate, in the sidebar, bounded."""
-    s = tab.current()
-    st.session_state.backward_lr = s.learned.lr
-    st.sidebar.number_input(
-        t("backward.lr"), min_value=learning.MIN_LR, max_value=bw.MAX_LR, key="backward_lr", format="%.4g",
-        step=0.01, help=t("backward.lr_help", high=bw.MAX_LR),
-        on_change=lambda: learning.choose_lr(s, st.session_state.backward_lr),
-    )  # fmt: skip
-
-
-def training(trace: Trace) -> None:
-    """One gradient step on W_Q, W_K and W_V a click (or a second, playing), the loss over the steps, Reset, and
-    what the last step did to W_Q."""
-    s = tab.current()
-    learning.record_loss(s, trace)
-    link = {k: st.query_params.get(k) for k in ("case", "model", "text", "layer", "head", "seed", "preset")}
-    row = st.container(horizontal=True, vertical_alignment="center")
-    row.button(t("backward.train"), key="bw_train", icon=":material/trending_down:",
-               on_click=lambda: learning.train(s, trace, link), type="primary")  # fmt: skip
-    row.button(t("backward.reset"), key="bw_reset", on_click=lambda: learning.reset(s), disabled=not s.learned.trained)
-    row.toggle(t("backward.keep_training"), key="bw_keep_training", help=t("backward.keep_training_help"))
-    st.caption(t("backward.trained", steps=s.learned.trained, lr=s.learned.lr))
-    if st.session_state.get("bw_keep_training"):
-        st.fragment(lambda: _train_on(link), run_every=1.0)()
-    if len(s.learned.losses) > 1:
-        chart = pd.DataFrame({t("backward.loss_axis"): s.learned.losses}, index=range(len(s.learned.losses)))
-        chart.index.name = t("backward.steps_axis")
-        st.line_chart(chart, x_label=t("backward.steps_axis"), y_label=t("backward.loss_axis"), height=220)
-        said = {"first": s.learned.losses[0], "last": s.learned.losses[-1], "steps": len(s.learned.losses) - 1}
-        st.caption(t("backward.loss_text", **said))  # the chart's text version
-    if s.learned.last_step is not None:
-        before = torch.tensor(s.learned.last_step["w_query"], dtype=torch.float64)
-        after = trace["w_query"].double()
-        kinds = AXES["w_query"]
-        rows = figures.labels(trace, kinds[0], before.shape[0], lang())
-        cols = figures.labels(trace, kinds[1], before.shape[1], lang())
-        change = after - before
-        fig = figures.heatmap(change, rows, cols, *kinds, t("backward.w_query_change"), lang(), _span(change))
-        charts.chart(fig, "chart_w_query_change")
-
-
-def _train_on(link: dict) -> None:
-    s = tab.current()
-    from . import compute
-
-    trace = compute.current(s)
-    if learning.train(s, trace, link):
-        st.rerun(scope="app")
-    else:
-        st.session_state.bw_keep_training = False
-        st.rerun(scope="app")

@@ -299,3 +299,33 @@ def test_a_gradients_arithmetic_with_its_real_numbers():
     _, lines, _ = bw.explain_gradient(bw.backward(masked, bw.default_loss(masked)), "scores", (0, 2))
     assert "exactly 0" in str(lines[0])
     assert bw.explain_gradient(result, "outputs_by_query", (0, 0)) is None
+
+
+def test_a_real_heads_gradients_equal_autograd_and_its_tokens_sensitivity_is_on_the_page():
+    from attention import models
+    from tests.apptest import session
+
+    if models.missing("minilm") is not None:
+        pytest.skip(f"not installed: {models.missing('minilm')}")
+    model = models.loaded("minilm")
+    case = models.head_case(model, model.run("The cat sat on the mat"), 0, 0)  # biases as x's column of ones
+    trace = attend(case)
+    assert bw.check(bw.backward(trace, bw.Loss(cell=(2, 0)))).agrees
+    at = open_backward({"model": "minilm", "text": "The cat sat on the mat", "layer": "1", "head": "1"})
+    tokens = session(at).case.tokens
+    assert tokens == case.tokens and len(tokens) > 3
+    import json
+
+    spec = next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if c.proto.id.endswith("token_sensitivity")
+                or "depends on each input row" in json.loads(c.proto.spec)["layout"]["title"]["text"])  # fmt: skip
+    assert spec["data"][0]["y"] == list(tokens) and spec["data"][0]["x"] == list(tokens)  # the model's own tokens
+
+
+def test_an_edit_after_training_makes_the_link_name_the_weights():
+    from tests.apptest import edit, session
+
+    at = open_backward()
+    at.button(key="bw_train").click().run()
+    assert at.query_params["train"] == "1" and "case" not in at.query_params
+    edit(at, "x", 1, "2", 3.0)  # an edit of the trained case: the steps are behind it now
+    assert session(at).learned.trained == 0 and "train" not in at.query_params and "case" in at.query_params

@@ -10,7 +10,7 @@ import torch
 from .. import backward as bw
 from .. import figures
 from ..core import AXES, Trace
-from . import charts, learning, tab
+from . import charts, learning, origins, tab
 from .backward_room import span
 from .language import lang, t
 
@@ -31,7 +31,7 @@ def training(trace: Trace) -> None:
     what the last step did to W_Q."""
     s = tab.current()
     learning.record_loss(s, trace)
-    link = {k: st.query_params.get(k) for k in ("case", "model", "text", "layer", "head", "seed", "preset")}
+    link = {k: st.query_params.get(k) for k in origins.PARAMS}  # what names the case before the first step
     row = st.container(horizontal=True, vertical_alignment="center")
     row.button(t("backward.train"), key="bw_train", icon=":material/trending_down:",
                on_click=lambda: learning.train(s, trace, link), type="primary")  # fmt: skip

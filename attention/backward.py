@@ -162,7 +162,8 @@ def backward(trace: Trace, loss: Loss) -> Backward:
     record("weighted", d_weights=d_weights, d_values=d_values)
     # step 5 back: the softmax's Jacobian, row by row: d S_ij = A_ij (d A_ij − Σ_k A_ik d A_ik). The rounded
     # override has no gradient (a constant), so the exact softmax's is used; a masked A_ij is 0, so its d S_ij is 0
-    d_scores = weights_exact * (d_weights - (weights_exact * d_weights).sum(-1, keepdim=True))  # (h?, n_q, n_k)
+    row_mean = torch.linalg.vecdot(weights_exact, d_weights).unsqueeze(-1)  # (h?, n_q, 1): Σ_k A_ik dA_ik
+    d_scores = (d_weights - row_mean).mul_(weights_exact)  # (h?, n_q, n_k): one n × n tensor made, not three
     record("softmax", d_scores=d_scores)
     # step 4 back: S = (scale / temperature) · Q Kᵀ, masked: a masked score is a constant −∞, its gradient exactly 0
     factor = scale_factor(case) / o.temperature
@@ -266,12 +267,12 @@ class TrainingError(ValueError):
     """A training step that would make some number non-finite (or leave the case's bounds): refused."""
 
 
-def train_step(trace: Trace, loss: Loss, lr: float) -> Case:
+def train_step(trace: Trace, loss: Loss, lr: float, grads: Backward | None = None) -> Case:
     """One step of gradient descent on W_Q, W_K and W_V: W ← W − lr · dW. The case with the new weights; a step
     that makes a number non-finite, or past the case's bounds, is a TrainingError (the weights stay as they were)."""
     if not (isinstance(lr, int | float) and 0 < lr <= MAX_LR):
         raise TrainingError(msg("backward.error.lr", high=MAX_LR))
-    grads = backward(trace, loss)
+    grads = grads if grads is not None and grads.loss == loss and grads.forward is trace else backward(trace, loss)
     new = {}
     for name in ("w_query", "w_key", "w_value"):
         w = trace[name].double() - lr * grads[f"d_{name}"].double()

@@ -114,7 +114,7 @@ def train(session: Session, trace: Trace, link: Mapping[str, str] | None = None)
         session.notices.append(msg("backward.too_big", cells=MAX_CELLS))
         return False
     try:
-        stepped = bw.train_step(trace, chosen, session.learned.lr)
+        stepped = bw.train_step(trace, chosen, session.learned.lr, backward_of(session, trace, chosen))
     except bw.TrainingError as e:
         session.notices.append(e.args[0])
         return False

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 import torch
 
@@ -41,11 +42,22 @@ def training(trace: Trace) -> None:
     if st.session_state.get("bw_keep_training"):
         st.fragment(lambda: _train_on(link), run_every=1.0)()
     if len(s.learned.losses) > 1:
-        chart = pd.DataFrame({t("backward.loss_axis"): s.learned.losses}, index=range(len(s.learned.losses)))
-        chart.index.name = t("backward.steps_axis")
-        st.line_chart(chart, x_label=t("backward.steps_axis"), y_label=t("backward.loss_axis"), height=220)
-        said = {"first": s.learned.losses[0], "last": s.learned.losses[-1], "steps": len(s.learned.losses) - 1}
-        st.caption(t("backward.loss_text", **said))  # the chart's text version
+        losses = s.learned.losses
+        said = {"first": losses[0], "last": losses[-1], "steps": len(losses) - 1}
+        title = t("backward.loss_title")
+        line = go.Figure(  # a Plotly line, as cheap to build as the heatmaps (an Altair chart costs ~50 ms a run)
+            go.Scatter(x=list(range(len(losses))), y=losses, mode="lines+markers"),
+            layout={"title": {"text": title}, "height": 260, "margin": {"t": 40, "b": 40},
+                    "xaxis": {"title": {"text": t("backward.steps_axis")}, "dtick": 1 if len(losses) < 20 else None},
+                    "yaxis": {"title": {"text": t("backward.loss_axis")}}},
+        )  # fmt: skip
+        st.plotly_chart(line, key="chart_losses", width="stretch", config={"displaylogo": False},
+                        alt=t("backward.loss_text", **said))  # fmt: skip
+        version = st.expander(t("a11y.text_version", title=title), key="chart_losses_text")
+        version.text(t("backward.loss_text", **said))
+        table = pd.DataFrame({t("backward.loss_axis"): [f"{v:.6g}" for v in losses]})
+        table.index.name = t("backward.steps_axis")
+        version.table(table)
     if s.learned.last_step is not None:
         before = torch.tensor(s.learned.last_step["w_query"], dtype=torch.float64)
         after = trace["w_query"].double()

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -11,9 +13,12 @@ import torch
 from .. import backward as bw
 from .. import figures
 from ..core import AXES, Trace
-from . import charts, learning, origins, tab
+from . import charts, compute, learning, origins, tab
 from .backward_room import span
 from .language import lang, t
+
+PLAY_SECONDS = 1.0  # a training step a second while Keep training is on
+TRAINED_AT = "bw_trained_at"  # the player's clock (time.monotonic of its last step)
 
 
 def lr_control() -> None:
@@ -40,7 +45,9 @@ def training(trace: Trace) -> None:
     row.toggle(t("backward.keep_training"), key="bw_keep_training", help=t("backward.keep_training_help"))
     st.caption(t("backward.trained", steps=s.learned.trained, lr=s.learned.lr))
     if st.session_state.get("bw_keep_training"):
-        st.fragment(lambda: _train_on(link), run_every=1.0)()
+        st.fragment(lambda: _train_on(link), run_every=PLAY_SECONDS)()
+    else:
+        st.session_state.pop(TRAINED_AT, None)
     if len(s.learned.losses) > 1:
         losses = s.learned.losses
         said = {"first": losses[0], "last": losses[-1], "steps": len(losses) - 1}
@@ -70,12 +77,14 @@ def training(trace: Trace) -> None:
 
 
 def _train_on(link: dict) -> None:
+    """A step a second while playing: the fragment also runs with every run of the page, so its own clock decides
+    (a step on every run would train as fast as the page redraws)."""
+    last, now = st.session_state.get(TRAINED_AT), time.monotonic()
+    if last is None or now - last < PLAY_SECONDS * 0.95:
+        st.session_state[TRAINED_AT] = last or now
+        return
+    st.session_state[TRAINED_AT] = now
     s = tab.current()
-    from . import compute
-
-    trace = compute.current(s)
-    if learning.train(s, trace, link):
-        st.rerun(scope="app")
-    else:
-        st.session_state.bw_keep_training = False
-        st.rerun(scope="app")
+    if not learning.train(s, compute.current(s), link):
+        st.session_state.bw_keep_training = False  # refused: the player stops, and the notice says why
+    st.rerun(scope="app")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from pathlib import Path
@@ -19,6 +20,9 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / os.environ.get("SCREENSHOTS_DIR", "tests/artifacts/screenshots")
 STEPS = 3
+LOSSES = """() => [...document.querySelectorAll('.js-plotly-plot')]
+    .filter(gd => (gd.layout?.title?.text ?? '').replace(/<[^>]*>/g, '') === 'the loss over the steps taken')
+    .map(gd => Array.from(gd.data[0].y))[0]"""
 
 
 def trained_outputs(steps: int) -> np.ndarray:
@@ -38,10 +42,14 @@ def test_training_the_articles_head_lowers_the_loss_and_moves_the_outputs(page):
     for _ in range(STEPS):
         page.get_by_role("button", name="Take one training step").click()
         wait_ready(page)
-    line = page.get_by_text(re.compile(r"the loss went from"))
-    went = re.search(r"from ([\d.e+-]+) to ([\d.e+-]+) in (\d+) steps", line.inner_text())
-    assert float(went.group(1)) == pytest.approx(first, rel=1e-5)
-    assert float(went.group(2)) < first and int(went.group(3)) == STEPS
+    losses = page.evaluate(LOSSES)  # the line chart's points: the loss before the first step and after each
+    assert len(losses) == STEPS + 1 and losses[0] == pytest.approx(first, rel=1e-5)
+    assert all(after < before for before, after in itertools.pairwise(losses))  # falling, step by step
+    page.get_by_text("Text version: the loss over the steps taken").click()
+    went = re.search(
+        r"from ([\d.e+-]+) to ([\d.e+-]+) in (\d+) steps", page.get_by_text("the loss went from").inner_text()
+    )
+    assert int(went.group(3)) == STEPS and float(went.group(2)) == pytest.approx(losses[-1], rel=1e-5)
     assert f"train={STEPS}" in page.url and "lr=0.01" in page.url  # the link: the steps, not the weights
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=SCREENSHOTS / "backward.png", full_page=True)

@@ -16,7 +16,7 @@ LAYERS = {
     # the real models' loaders (attention/models/): beside the core, with the readers of the models' files
     "models": {"torch", "gguf", "safetensors", "tokenizers"},
     "figures": {"numpy", "pandas", "plotly", "torch"},
-    "app": {"streamlit", "numpy", "pandas", "plotly", "torch"},
+    "app": {"streamlit", "numpy", "pandas", "plotly", "torch", "segno"},
     "pages": {"streamlit", "numpy", "pandas", "plotly", "torch"},
 }
 BELOW = {"core": {"core"}, "models": {"core", "models"}, "figures": {"core", "figures"}}

@@ -12,7 +12,7 @@ from .. import backward as bw
 from .. import figures, i18n
 from ..backward_script import code
 from ..core import AXES, Trace
-from . import charts, learning, pickers, tab
+from . import charts, exercises, learning, pickers, tab
 from .language import lang, t
 from .text import plain
 
@@ -196,7 +196,7 @@ def _weighted(result: bw.Backward, head: int | None) -> None:
 def explain_gradient(trace: Trace, name: str, index: tuple[int, ...]) -> None:
     """On the Explain page: the picked number's gradient with the Backward page's loss, as arithmetic."""
     s = tab.current()
-    if too_big(trace):
+    if too_big(trace) or exercises.hiding(s, trace):  # an open exercise's numbers: its gradients would tell them
         return
     result = learning.result(s, trace)
     made = bw.explain_gradient(result, name, index)

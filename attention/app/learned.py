@@ -27,3 +27,11 @@ class Learned:
         """The steps left behind: the weights as they are become the case's own."""
         self.trained, self.untrained, self.untrained_link, self.trained_case = 0, None, None, None
         self.losses, self.last_step, self.default_target = [], None, None
+
+
+@dataclass
+class Learning:
+    """The session's part for the backward pass (Session is one of these): a keyword-only field, so that it comes
+    after Session's own and the Session class stays within the house's size."""
+
+    learned: Learned = field(default_factory=Learned, kw_only=True)  # the loss chosen, the training steps taken

@@ -14,12 +14,13 @@ from .. import files, models, presets
 from ..case import CASE_FORMAT, Case, CaseError, Options, parse_case, with_options
 from ..core import ROUNDED_WITHIN, STEP_NAMES, step_names, step_near, step_of
 from ..devices import resolve_device
+from ..exercise import Classroom
 from ..i18n import LANGUAGES, Message, clip, excerpt, msg
 from ..models import Model
 from . import choices, origins, typed
 from .cache import Derived
 from .choices import NUMBERS, SIZES, Controls, Inputs
-from .learned import Learned
+from .learned import Learning
 from .origins import Article, File, Origin
 
 Cells = Mapping[tuple[int, int], object]  # (row, column) -> a cell's value as typed
@@ -27,7 +28,7 @@ OPTION_GRIDS = {"options.mask": "mask", "options.w_out": "w_out", "options.weigh
 
 
 @dataclass
-class Session:
+class Session(Learning):  # Learning: the backward pass's part, its field `learned` (learned.py, issue 21)
     """One browser tab's state: the controls, the inputs as typed, and the last valid case, which every page shows."""
 
     controls: Controls
@@ -46,7 +47,7 @@ class Session:
     derived: Derived = field(default_factory=Derived, repr=False, compare=False)  # see cache.py
     source: Origin | None = None  # where the last whole case came from (see origin; Session.start sets it)
     loader: Callable[[str], Model] = field(default=models.loaded, repr=False, compare=False)  # the app's: loaded.py
-    learned: Learned = field(default_factory=Learned)  # the backward pass's loss and training (issue 21)
+    classroom: Classroom = field(default_factory=Classroom)  # an exercise done or made, the presenter view
     _numbers: Case | None = field(default=None, repr=False)  # the inputs' matrices, checked, with no options
     _origin: tuple | None = field(default=None, repr=False, compare=False)  # (case, source, origin): the last answer
 

@@ -8,7 +8,7 @@ import streamlit as st
 
 from .. import files, i18n
 from ..core import STEP_NAMES, Trace, step_near
-from . import compute, learning, origins
+from . import compute, exercises, learning, origins
 from .choices import IMAGE_FORMATS
 from .language import t
 from .session import Session
@@ -41,6 +41,7 @@ def keep_url(session: Session, trace: Trace) -> None:
     _set(params, "step", step if step != STEP_NAMES[0] else None)
     browser = i18n.language_for(st.context.locale)
     _set(params, "lang", session.lang if (session.lang, browser) != (i18n.DEFAULT,) * 2 else None)
+    exercises.keep_url(session)
 
 
 def _set(params, name: str, value: str | None) -> None:
@@ -66,6 +67,7 @@ def panel(session: Session, trace: Trace) -> None:
             st.code(f"{st.context.url or ''}{'?' if query else ''}{query}", language=None, wrap_lines=True)
             st.caption(t("share.copy"))
         _downloads(session, trace)
+        exercises.share_part(session)
         st.file_uploader(t("share.upload"), type=["json"], key="upload", on_change=lambda: _import(session))
         st.session_state.image_format = session.image_format
         st.radio(
@@ -80,11 +82,13 @@ def _downloads(session: Session, trace: Trace) -> None:
     get, case = st.download_button, trace.case
     get(t("share.case_file"), lambda: files.dump_case(case), "case.json", "application/json",
         on_click="ignore", key="get_case")  # fmt: skip
-    too_big = trace.numbers > TRACE_FILE_MAX_NUMBERS
+    too_big, hiding = trace.numbers > TRACE_FILE_MAX_NUMBERS, exercises.hiding(session, trace)
     get(t("share.trace_file"), lambda: _trace_file(session), "trace.json", "application/json",
-        on_click="ignore", key="get_trace", disabled=too_big)  # fmt: skip
+        on_click="ignore", key="get_trace", disabled=too_big or hiding)  # fmt: skip
     if too_big:
         st.caption(t("share.trace_too_big", numbers=trace.numbers))
+    elif hiding:  # every number of every step is in it
+        st.caption(t("exercise.no_trace_file"))
     origin = session.origin  # a model's head's script loads the model (its numbers are thousands)
     get(
         t("share.script"),

@@ -47,6 +47,7 @@ EXPECTED = {
     "multi_head": ("multi-head", "Multi-head attention", ()),
     "explain": ("explain", "Explain a number", ("q₂ · k₂ = 2·4 + 2·4 + 2·0 = 16",)),
     "devices": ("devices", "Devices", ("GPU: unavailable",)),  # the test machine has no GPU
+    "exercise": ("exercise", "Exercises", ("Step 4: work out the score of query 2 on key 3",)),
     "backward": ("backward", "The backward pass: how every number learns", ("every gradient agrees with",)),
 }
 PAGES = {f"/{page.url_path}": EXPECTED[page.name] for page in REGISTRY}  # URL path → what that page shows

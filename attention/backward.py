@@ -375,7 +375,7 @@ def explain_gradient(result: Backward, name: str, index: tuple[int, ...]) -> tup
     trace, lines, formula = result.forward, [], result.step(_step_of(result, grad)).formula
     if name in ("scores_raw", "scores") and trace["scores"][index].item() == float("-inf"):
         return title, [msg("backward.explain.masked")], formula
-    if name == "scores":
+    if name in ("scores", "scores_raw"):  # the raw score's is the score's times the scale: its arithmetic first
         a, da = trace["weights_exact"][(*head, i)], result["d_weights"][(*head, i)]  # the row: (n_k,) each
         mean = (a * da).sum().item()
         terms = " + ".join(f"{_n(x)}·{_n(y)}" for x, y in zip(a.tolist(), da.tolist(), strict=True))
@@ -389,15 +389,14 @@ def explain_gradient(result: Backward, name: str, index: tuple[int, ...]) -> tup
                 a=_n(a[j].item()),
                 g=_n(da[j].item()),
                 sum=_n(mean),
-                value=_n(value),
+                value=_n(result["d_scores"][index].item()),
             ),
             msg("backward.explain.softmax"),
         ]
-    elif name == "scores_raw":
+    if name == "scores_raw":
         factor = scale_factor(trace.case) / trace.case.options.temperature
-        lines.append(
-            msg("backward.explain.raw", cell=cell, factor=f"{factor:g}", g=_n(result["d_scores"][index].item()))
-        )
+        g = _n(result["d_scores"][index].item())
+        lines.insert(0, msg("backward.explain.raw", cell=cell, factor=f"{factor:g}", g=g))  # then dS's arithmetic
     elif name == "weights":
         d_o = result["d_head_outputs"] if "d_head_outputs" in result.step("outputs").tensors else result["d_concat"] \
             if "d_concat" in result.step("outputs").tensors else result["d_outputs"]  # fmt: skip

@@ -334,7 +334,7 @@ def test_an_edit_after_training_makes_the_link_name_the_weights():
 def test_a_raw_scores_gradient_is_the_scale_times_the_scores_with_its_arithmetic():
     trace = attend(random_case(seed=0, scale="sqrt_dk", temperature=0.5))
     result = bw.backward(trace, bw.Loss(cell=(2, 1)))
-    title, lines, _ = bw.explain_gradient(result, "scores_raw", (2, 1))
+    _, lines, _ = bw.explain_gradient(result, "scores_raw", (2, 1))
     factor = (1 / 3**0.5) / 0.5
     assert result["d_scores_raw"][2, 1].item() == pytest.approx(factor * result["d_scores"][2, 1].item())
     assert str(lines[0]).startswith(f"dS^raw₃₂ = {factor:g} · dS₃₂") and "Σ_k A₃ₖ dA₃ₖ" in str(lines[2])

@@ -20,7 +20,7 @@ MIN_LR, DEFAULT_LR = 1e-4, 0.01
 MAX_TARGET_CHARS = 4000
 # heads × n² past which the app makes no backward pass: its two or three n × n gradients per head beside the forward
 # trace's four would pass the session's memory bound (README, "Hosting"); the CLI and the library have none
-MAX_CELLS = 1 << 22
+MAX_CELLS = 1 << 20  # n = 1024 at one head, 512 at four: measured within the bound (README, "The backward pass")
 
 
 def too_big(trace: Trace) -> bool:

@@ -83,3 +83,30 @@ def _shape(tensor) -> str:
 
 def _e(text: str) -> str:
     return html.escape(text, quote=True)
+
+
+# The backward pass (issue 21) -------------------------------------------------------------------------------------
+
+
+def backward_html(result) -> str:
+    """A backward pass as HTML (Backward._repr_html_): the loss, the check against autograd, and the steps in the
+    order they ran with their gradients' shapes."""
+    from .backward import check
+
+    checked = check(result)
+    steps = "".join(
+        "<tr>"
+        f"<td>{step.label}</td><td>{_e(step.title)}</td>"
+        f"<td>{'<br>'.join(f'<code>{_e(name)}</code> {_shape(t)}' for name, t in step.tensors.items())}</td>"
+        "</tr>"
+        for step in result.steps
+    )
+    agrees = "agrees with" if checked.agrees else "differs from"
+    return (
+        '<div class="attention-backward">'
+        f"<p><b>Backward pass</b>: loss ({result.loss.kind}) = {result.value:.6g} · {agrees} "
+        f"{checked.oracle} (largest difference {checked.difference:.2g})</p>"
+        "<table><thead><tr><th>step</th><th>back through</th><th>gradients</th></tr></thead>"
+        f"<tbody>{steps}</tbody></table>"
+        "</div>"
+    )

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from attention.app import charts, compute, exercises, frame, picked, tab
+from attention.app import backward_room, charts, compute, exercises, frame, picked, tab
 from attention.app.language import lang, t
 from attention.app.text import plain
 from attention.explain import explain, explainable
@@ -30,3 +30,5 @@ st.caption(t("explain.outlined"))
 parts = explanation.parts.items()
 for column, (part, cells) in zip(st.columns(len(parts) or 1), parts, strict=False):
     charts.chart(picked.part_figure(trace, part, explanation.head, cells), f"explain_part_{part}", where=column)
+
+backward_room.explain_gradient(trace, name, index)  # the backward pass (issue 21): its gradient, as arithmetic

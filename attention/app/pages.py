@@ -30,6 +30,7 @@ PAGES = (
     Page("pages/variants.py", "page.variants", ":material/compare:", "variants"),
     Page("pages/multi_head.py", "page.multi_head", ":material/view_week:", "multi-head", live=True),
     Page("pages/explain.py", "page.explain", ":material/calculate:", "explain", hides=True),
+    Page("pages/backward.py", "backward.page", ":material/undo:", "backward"),  # issue 21: the backward pass
     Page("pages/tiles.py", "page.tiles", ":material/grid_view:", "tiles"),  # issue 23: FlashAttention's tiles
     Page("pages/devices.py", "page.devices", ":material/memory:", "devices"),
     Page("pages/exercise.py", "page.exercise", ":material/school:", "exercise", hides=True),

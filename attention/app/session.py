@@ -20,6 +20,7 @@ from ..models import Model
 from . import choices, origins, typed
 from .cache import Derived
 from .choices import NUMBERS, SIZES, Controls, Inputs
+from .learned import Learning
 from .origins import Article, File, Origin
 
 Cells = Mapping[tuple[int, int], object]  # (row, column) -> a cell's value as typed
@@ -36,7 +37,7 @@ class Tiling:
 
 
 @dataclass
-class Session:
+class Session(Learning):  # Learning: the backward pass's part, its field `learned` (learned.py, issue 21)
     """One browser tab's state: the controls, the inputs as typed, and the last valid case, which every page shows."""
 
     controls: Controls

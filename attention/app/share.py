@@ -8,7 +8,7 @@ import streamlit as st
 
 from .. import files, i18n, tiles
 from ..core import STEP_NAMES, Trace, step_near
-from . import compute, exercises, origins
+from . import compute, exercises, learning, origins
 from .choices import IMAGE_FORMATS
 from .language import t
 from .session import Session
@@ -29,6 +29,14 @@ def keep_url(session: Session, trace: Trace) -> None:
     token = link_token(session, trace) if named is None else None
     for name in origins.PARAMS:
         _set(params, name, token if name == "case" else (named or {}).get(name))
+    # the backward pass (issue 21): its loss, and training steps as the learning rate and their count on the case
+    # the link named before the first step (the weights themselves stay out of the link)
+    learning.settle(session)
+    for name, value in learning.link(session).items():
+        _set(params, name, value)
+    if session.learned.trained and session.learned.untrained_link is not None:
+        for name in origins.PARAMS:
+            _set(params, name, session.learned.untrained_link.get(name))
     step = step_near(trace.case, session.step)  # RoPE's, on a case without it: the step it is part of
     _set(params, "step", step if step != STEP_NAMES[0] else None)
     for name, value in tiles.link(session.tiling.blocks, session.tiling.tile).items():  # the Tiles page's blocks, tile
@@ -56,7 +64,8 @@ def panel(session: Session, trace: Trace) -> None:
             st.caption(t("share.too_long", limit=files.MAX_LINK_CHARS))
         else:
             params = st.query_params  # the sentence is escaped; the rest is base64url, digits and names
-            query = urlencode({k: params[k] for k in (*origins.PARAMS, "step", *tiles.PARAMS, "lang") if k in params})
+            named = (*origins.PARAMS, *learning.PARAMS, "step", *tiles.PARAMS, "lang")
+            query = urlencode({k: params[k] for k in named if k in params})
             st.code(f"{st.context.url or ''}{'?' if query else ''}{query}", language=None, wrap_lines=True)
             st.caption(t("share.copy"))
         _downloads(session, trace)
@@ -76,7 +85,7 @@ def _downloads(session: Session, trace: Trace) -> None:
     get(t("share.case_file"), lambda: files.dump_case(case), "case.json", "application/json",
         on_click="ignore", key="get_case")  # fmt: skip
     too_big, hiding = trace.numbers > TRACE_FILE_MAX_NUMBERS, exercises.hiding(session, trace)
-    get(t("share.trace_file"), lambda: files.dump_trace(compute.current(session)), "trace.json", "application/json",
+    get(t("share.trace_file"), lambda: _trace_file(session), "trace.json", "application/json",
         on_click="ignore", key="get_trace", disabled=too_big or hiding)  # fmt: skip
     if too_big:
         st.caption(t("share.trace_too_big", numbers=trace.numbers))
@@ -91,6 +100,28 @@ def _downloads(session: Session, trace: Trace) -> None:
         on_click="ignore",
         key="get_script",
     )
+    get(
+        t("backward.script"),
+        lambda: _backward_script(session),
+        "attention_backward.py",
+        "text/x-python",
+        on_click="ignore",
+        key="get_backward_script",
+    )  # fmt: skip  (issue 21)
+
+
+def _backward_script(session: Session) -> str:
+    """The backward pass's script with the session's loss: the steps by hand, then autograd's check (issue 21)."""
+    from ..backward_script import to_backward_script
+
+    trace = compute.current(session)
+    return to_backward_script(trace.case, learning.loss(session, trace))
+
+
+def _trace_file(session: Session) -> str:
+    """The trace file, with its backward section for the Backward page's loss (issue 21)."""
+    trace = compute.current(session)
+    return files.dump_trace(trace, None if learning.too_big(trace) else learning.result(session, trace))
 
 
 def _import(session: Session) -> None:

@@ -6,7 +6,7 @@ import streamlit as st
 
 from .. import tiles
 from ..i18n import language_for
-from . import loaded, origins
+from . import compute, learning, loaded, origins
 from .session import Session
 
 KEY = "session"
@@ -23,5 +23,7 @@ def started() -> Session:
         session = Session.start(language_for(st.context.locale))
         session.loader = lambda name: loaded.model(name, session.lang)  # shared by the server's sessions
         session.open_link({k: st.query_params.get(k) for k in ("step", "lang", *origins.PARAMS, *tiles.PARAMS)})
+        linked = {k: st.query_params.get(k) for k in (*origins.PARAMS, *learning.PARAMS)}  # the backward's (issue 21)
+        learning.open_link(session, linked, lambda case: compute.trace_of(session, case))
         st.session_state[KEY] = session
     return st.session_state[KEY]

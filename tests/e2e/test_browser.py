@@ -49,6 +49,7 @@ EXPECTED = {
     "devices": ("devices", "Devices", ("GPU: unavailable",)),  # the test machine has no GPU
     "tiles": ("tiles", "Attention in tiles: FlashAttention's online softmax", ("Tiled outputs = step 7's",)),
     "exercise": ("exercise", "Exercises", ("Step 4: work out the score of query 2 on key 3",)),
+    "backward": ("backward", "The backward pass: how every number learns", ("every gradient agrees with",)),
 }
 PAGES = {f"/{page.url_path}": EXPECTED[page.name] for page in REGISTRY}  # URL path → what that page shows
 

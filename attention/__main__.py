@@ -1,8 +1,9 @@
-"""Command line: `attention preset|trace|decode|devices`, or python -m attention (bad input: stderr, exit 2)."""
+"""Command line: `attention preset|trace|backward|tiles|decode|devices` (python -m attention; bad input: exit 2)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -11,7 +12,9 @@ from .core import attend
 from .decoding import decode, decoding_script, dump_decoding
 from .devices import available_devices, gpu_unavailable_reason
 from .files import dump_case, dump_trace, load_case
+from .i18n import msg
 from .presets import PRESETS, preset
+from .tiles import tiles_text
 
 
 class _Parser(argparse.ArgumentParser):
@@ -35,7 +38,18 @@ def main(argv: list[str] | None = None) -> int:
     tracing = commands.add_parser("trace", help="run a case file and print its trace (JSON)")
     tracing.add_argument("case", help="a case file, or - for standard input")
     tracing.add_argument("-o", "--output", help="write the trace to this file instead of standard output")
+    tiled = commands.add_parser("tiles", help="run a case file in tiles (FlashAttention's online softmax), checked")
+    tiled.add_argument("case", help="a case file, or - for standard input")
+    tiled.add_argument("--block-q", help="queries per tile, 1 to n (default: two tiles a side, at most 64)")
+    tiled.add_argument("--block-k", help="keys per tile, 1 to n (default: as --block-q's)")
     commands.add_parser("devices", help="list the devices PyTorch can use here")
+    # the backward pass (issue 21): the trace file with its backward section
+    back = commands.add_parser("backward", help="run a case file forward and back: its trace with a backward section")
+    back.add_argument("case", help="a case file, or - for standard input")
+    loss = back.add_mutually_exclusive_group()
+    loss.add_argument("--cell", help="the loss is this output number: ROW,COLUMN from 1 (default: a target)")
+    loss.add_argument("--target", help="a JSON file of the outputs wanted, n rows (default: the outputs, one changed)")
+    back.add_argument("-o", "--output", help="write the trace to this file instead of standard output")
     decoding = commands.add_parser("decode", help="decode a case file token by token with a KV cache (JSON)")
     decoding.add_argument("case", help="a case file, or - for standard input")
     decoding.add_argument("--script", action="store_true", help="print the decoding loop as a Python script instead")
@@ -45,14 +59,18 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "preset":
             sizes = {"n": args.n, "d_in": args.d_in, "d_k": args.d_k, "d_v": args.d_v, "seed": args.seed}
             print(dump_case(preset(args.name, **sizes)))
-        elif args.command == "trace":
-            text = _read(args.case)
-            out = dump_trace(attend(load_case(text)))
+        elif args.command in ("trace", "backward"):
+            trace = attend(load_case(_read(args.case)))
+            out = dump_trace(trace, _backward(trace, args) if args.command == "backward" else None)
             if args.output:
                 with open(args.output, "w", encoding="utf-8") as f:
                     f.write(out + "\n")
             else:
                 print(out)
+        elif args.command == "tiles":
+            out, agrees = tiles_text(load_case(_read(args.case)), args.block_q, args.block_k)
+            print(out)
+            return 0 if agrees else 1
         elif args.command == "decode":  # decoding.py: each step's tensors' shapes, checked against the causal trace
             case = load_case(_read(args.case))
             print(decoding_script(case) if args.script else dump_decoding(decode(case)), end="")
@@ -68,6 +86,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
         return 2
     return 0
+
+
+def _backward(trace, args):
+    """The backward pass of the trace with the loss the arguments name (a bad one: a CaseError naming it)."""
+    from . import backward
+
+    if args.cell is not None:
+        parts = args.cell.split(",")
+        cell = [int(p) if p.strip().isdecimal() and len(p) < 8 else p for p in parts]
+        loss = backward.parse_loss({"cell": cell}, trace.case)
+    elif args.target is not None:
+        try:
+            rows = json.loads(_read(args.target))
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+            problem = msg("backward.error.target_json", detail=str(e)[:80])
+            raise CaseError(msg("backward.where.target"), problem) from None
+        loss = backward.parse_loss({"target": rows}, trace.case)
+    else:
+        loss = backward.default_loss(trace)
+    return backward.backward(trace, loss)
 
 
 def _read(path: str) -> bytes:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import platform
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -73,11 +73,18 @@ def _cuda_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-@functools.cache
+_warmed = threading.local()  # the devices warmed up in this thread
+
+
 def warm_up(name: str) -> None:
     """Run the steps' kinds of operation once, on tiny tensors, on a device: an operation's first call pays its
-    one-time set-up (a kernel loaded, a thread pool started), 12 ms for the first softmax here against 0.6 ms
-    after, which no step's time should include. Once a process and device."""
+    one-time set-up (a kernel loaded, a thread pool started), which no step's time should include. Once a thread
+    and device: PyTorch's CPU operations start a team of OpenMP threads for each new thread that calls them, and
+    Streamlit runs every rerun in a new thread, so the first parallel operation of each run (the softmax, 3 ms
+    against 0.02 ms after) was timed as step 5's."""
+    if name in (warmed := _warmed.__dict__.setdefault("devices", set())):
+        return
+    warmed.add(name)
     device = torch.device(name)
     x = torch.ones(2, 2, device=device)
     scores = (x @ x.mT * 0.5).masked_fill(x == 0, float("-inf"))

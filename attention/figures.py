@@ -16,9 +16,10 @@ import plotly.graph_objects as go
 import torch
 
 from . import numbers
-from .core import AXES, Trace
+from .core import AXES, STEP_NAMES, Step, Trace
 from .explain import Cells
 from .i18n import text
+from .measured import Measured
 
 TEXT_MAX_SIDE = 16  # numbers are drawn in the cells up to 16×16: past that they cost seconds per edit in the browser
 TABLE_MAX_CELLS = 4096  # tables beyond this are not readable anyway; the heatmap stays
@@ -71,6 +72,7 @@ def heatmap(
     # limits a float64 matrix and its temporaries are 8 MiB each
     z = z.astype(np.float32 if image or z.dtype == np.float32 else np.float64)  # a copy: the trace's stays as it is
     masked = np.isneginf(z)
+    hidden = np.isnan(z)  # an exercise's hidden number (exercise.py): an empty cell that says "?"
     z[masked] = np.nan  # a masked score (-inf) is an empty cell that says −∞ (below)
     finite = z[np.isfinite(z)] if span is None else np.asarray(span, dtype=z.dtype)  # what the colours span
     signed, colours = _colours(finite, span)
@@ -79,7 +81,7 @@ def heatmap(
     if image:
         data, axes = _image(z, finite, signed, colours, rows, cols, _hover(lang, "hover.cell_image", **words))
     else:
-        data, axes = _cells(z, masked, rows, cols, signed, colours, small, lang, words)
+        data, axes = _cells(z, masked, hidden, rows, cols, signed, colours, small, lang, words)
     height = 90 + 28 * min(max(len(rows), 3), 20) if small else 420  # one or two rows: room for the colour bar
     return go.Figure(
         data,
@@ -92,7 +94,7 @@ def heatmap(
             # Streamlit draws a chart in its own theme, over any template: Plotly's default one (7 KB of the 7.6 KB of a
             # 3 × 3 heatmap) was copied and written out for every chart of every run (bench/profile.md)
             "template": "none",
-            "meta": {"rows": len(rows), "cols": len(cols), "image": image}
+            "meta": {"rows": len(rows), "cols": len(cols), "image": image, "hidden": int(hidden.sum())}
             | ({"stats": _stats(z, _unique(rows), _unique(cols))} if image else {}),  # for describe()
         },
     )
@@ -109,11 +111,12 @@ def _colours(finite: np.ndarray, span: tuple[float, float] | None) -> tuple[bool
     return signed, colours
 
 
-def _cells(z, masked, rows, cols, signed, colours, small, lang, words) -> tuple[go.Heatmap, tuple[dict, dict]]:
+def _cells(z, masked, hidden, rows, cols, signed, colours, small, lang, words) -> tuple[go.Heatmap, tuple[dict, dict]]:
     """A matrix as Plotly heatmap cells, its numbers written in them while it is small."""
-    # Plotly writes an empty cell's value as nothing (or "-Infinity"): with masked cells, the numbers are written
-    # here, −∞ where a score is masked, for the cells and their hover
-    said = {"text": _written(z, masked, 4), "customdata": _written(z, masked, 7)} if masked.any() else {}
+    # Plotly writes an empty cell's value as nothing (or "-Infinity"): with masked or hidden cells, the numbers are
+    # written here, −∞ where a score is masked and ? where an exercise hides it, for the cells and their hover
+    empty = masked.any() or hidden.any()
+    said = {"text": _written(z, masked, hidden, 4), "customdata": _written(z, masked, hidden, 7)} if empty else {}
     cells = go.Heatmap(
         z=z,
         x=[html.escape(c, quote=False) for c in cols],  # Plotly renders some HTML in labels; quotes show as typed
@@ -131,6 +134,7 @@ def _cells(z, masked, rows, cols, signed, colours, small, lang, words) -> tuple[
     return cells, ({"type": "category"}, {"type": "category"})
 
 
+HIDDEN = "?"  # an exercise's hidden number, wherever it would be written
 IMAGE_MIN_CELLS = 1 << 14  # past 128 × 128 cells: a PNG of one byte per cell (vs 4-8 bytes and a slow draw)
 IMAGE_TICKS = 8  # tick labels along each axis of an image: more would overlap
 
@@ -215,10 +219,12 @@ def _hover(lang: str, key: str, z: str | None = None, **words: str) -> str:
     return text(lang, key, y="%{y}", x="%{x}", z=z or "%{z:.7~g}", **words) + "<extra></extra>"
 
 
-def _written(z: np.ndarray, masked: np.ndarray, digits: int) -> np.ndarray:
-    """Each cell's value to `digits` significant digits as Plotly writes them (a true minus sign), −∞ if masked."""
-    return np.array([["−∞" if m else f"{v:.{digits}g}".replace("-", "−") for v, m in zip(row, mask, strict=True)]
-                     for row, mask in zip(z.tolist(), masked.tolist(), strict=True)], dtype=object)  # fmt: skip
+def _written(z: np.ndarray, masked: np.ndarray, hidden: np.ndarray, digits: int) -> np.ndarray:
+    """Each cell's value to `digits` significant digits as Plotly writes them (a true minus sign), −∞ if masked,
+    ? if hidden."""
+    said = np.array([[f"{v:.{digits}g}".replace("-", "−") for v in row] for row in z.tolist()], dtype=object)
+    said[masked], said[hidden & ~masked] = "−∞", HIDDEN
+    return said
 
 
 def highlight(fig: go.Figure, rows: tuple[int, ...] | None, cols: tuple[int, ...] | None) -> go.Figure:
@@ -354,6 +360,8 @@ def table(
 def _table_number(v: np.floating) -> str:
     """A table's number as short as it reads back as its own float32 or float64 (numpy's str of it is that
     shortest decimal: numbers.short_float32's, made in C), written by hand with the keyboard's minus; −∞ masked."""
+    if math.isnan(v):
+        return HIDDEN
     return "−∞" if v == -math.inf else numbers.written(float(str(v))).replace("−", "-")
 
 
@@ -406,11 +414,24 @@ def key_sum(trace: Trace) -> str:
     return next(name for name in ("head_outputs", "concat", "outputs") if name in trace.step("outputs").tensors)
 
 
-def step_times(traces: dict[str, Trace], lang: str = "en") -> pd.DataFrame:
-    """Milliseconds per step on each device, side by side."""
+def step_times(steps: tuple[Step, ...], seconds: dict[str, tuple[float, ...]], lang: str = "en") -> pd.DataFrame:
+    """Milliseconds per step on each device (its seconds by device name, in the steps' order), side by side."""
     return pd.DataFrame(
-        {device: [s.seconds * 1e3 for s in trace.steps] for device, trace in traces.items()},
-        index=[f"{s.label} {text(lang, f'step.{s.name}.title')}" for s in next(iter(traces.values())).steps],
+        {device: [s * 1e3 for s in times] for device, times in seconds.items()},
+        index=[f"{s.label} {text(lang, f'step.{s.name}.title')}" for s in steps],
+    )
+
+
+def measured_times(measured: Measured, lang: str = "en") -> pd.DataFrame:
+    """A benchmark file's milliseconds (measured.py), a row per size n: each step, the whole trace, fused attention."""
+    steps = [f"{i} {text(lang, f'step.{name}.title')}" for i, name in enumerate(STEP_NAMES, start=1)]
+    return pd.DataFrame(
+        {
+            **{step: [ms[i] for ms in measured.step_ms.values()] for i, step in enumerate(steps)},
+            text(lang, "devices.trace_ms"): [measured.trace_ms.get(n) for n in measured.step_ms],
+            text(lang, "devices.fused_ms"): [measured.fused_ms.get(n) for n in measured.step_ms],
+        },
+        index=pd.Index(list(measured.step_ms), name="n"),
     )
 
 
@@ -441,13 +462,19 @@ def describe(fig: go.Figure, lang: str = "en", label=str, table: bool = True) ->
     if stats["high"] is not None:
         low, high, (row, col) = numbers.cell(stats["low"]), numbers.cell(stats["high"]), stats["at"]
         summary.append(text(lang, "a11y.range", low=low, high=high, row=row, col=col, **words))
-    masked = text(lang, "a11y.masked")
-    if stats["masked"]:
-        summary.append(text(lang, "a11y.masked_count", count=stats["masked"], masked=masked))
+    masked, hidden = text(lang, "a11y.masked"), meta.get("hidden", 0)  # NaN in z: masked, or hidden ("?" its text)
+    if stats["masked"] > hidden:
+        summary.append(text(lang, "a11y.masked_count", count=stats["masked"] - hidden, masked=masked))
+    if hidden:
+        summary.append(text(lang, "a11y.hidden_count", count=hidden))
     if z is not None and z.size <= DESCRIBE_MAX_CELLS:
         if not table:
             return title, " ".join(summary), None
-        cells = [[masked if np.isnan(v) else numbers.cell(v) for v in row] for row in z]
+        said = np.asarray(heat.text if heat.text is not None else np.full(z.shape, ""), dtype=object)
+        empty = np.where(said == HIDDEN, HIDDEN, masked)  # NaN: a hidden number, or a masked score
+        cells = [
+            [empty[i, j] if np.isnan(v) else numbers.cell(v) for j, v in enumerate(row)] for i, row in enumerate(z)
+        ]
         table = pd.DataFrame(cells, index=pd.Index(map(label, rows), name=row_kind), columns=list(map(label, cols)))
         return title, " ".join(summary), table
     cells = meta["rows"] * meta["cols"]

@@ -10,6 +10,7 @@ import zlib
 
 import torch
 
+from .backward import Backward
 from .case import Case, CaseError, case_to_dict, parse_case
 from .core import Broadcast, Trace
 from .i18n import msg
@@ -72,8 +73,9 @@ def case_from_link(token: str) -> Case:
     return load_case(text)
 
 
-def trace_to_dict(trace: Trace) -> dict:
-    """The trace file's content. A masked score (-inf) is written as null, since JSON has no infinity."""
+def trace_to_dict(trace: Trace, backward: Backward | None = None) -> dict:
+    """The trace file's content (with a `backward` section when a backward pass is given). A masked score (-inf)
+    is written as null, since JSON has no infinity."""
     steps = []
     for step in trace.steps:
         entry = {
@@ -97,11 +99,40 @@ def trace_to_dict(trace: Trace) -> dict:
         "device": trace.device,
         "steps": steps,
         "outputs": to_lists(trace.outputs),
-    }
+    } | ({"backward": backward_to_dict(backward)} if backward is not None else {})
 
 
-def dump_trace(trace: Trace) -> str:
-    return json.dumps(trace_to_dict(trace), ensure_ascii=False, allow_nan=False)
+def dump_trace(trace: Trace, backward: Backward | None = None) -> str:
+    return json.dumps(trace_to_dict(trace, backward), ensure_ascii=False, allow_nan=False)
+
+
+# The backward pass's section (issue 21) ---------------------------------------------------------------------------
+
+
+def backward_to_dict(result: Backward) -> dict:
+    """A trace file's `backward` section: the loss, its value, the check against autograd, and the backward steps
+    in the order they run, each with its formula, code and gradients (d_<name>, the forward tensor's twin)."""
+    from .backward import check, loss_to_dict
+    from .backward_script import code
+
+    case, checked = result.forward.case, check(result)
+    steps = [
+        {
+            "number": step.number,
+            "name": step.name,
+            "title": step.title,
+            "explanation": step.explanation,
+            "formula": step.formula,
+            "code": code(case, result.loss, step.name),
+            "seconds": step.seconds,
+            "notes": list(step.notes),
+            "tensors": {name: tensor_to_dict(t.contiguous(), "cpu") for name, t in step.tensors.items()},
+        }
+        for step in result.steps
+    ]
+    loss = loss_to_dict(result.loss)
+    check_entry = {"oracle": checked.oracle, "difference": checked.difference, "agrees": checked.agrees}
+    return {"loss": loss, "value": result.value, "check": check_entry, "steps": steps}
 
 
 def tensor_to_dict(tensor: torch.Tensor | Broadcast, device: str) -> dict:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .core import Trace
+    from .tiles import Tiled
 
 SHOWN = 16  # rows and columns of the outputs shown; past that, the first ones and a line that says so
 
@@ -50,6 +51,31 @@ def _matrix(trace: Trace, digits: int) -> str:
     )
 
 
+def tiled_html(run: Tiled, digits: int = 4) -> str:
+    """A tiled run (Tiled._repr_html_): its tiles in order, what each did to the first query's m and ℓ (head 1),
+    the skipped ones, and the outputs' shape."""
+    rows = []
+    for v in run.visits:
+        if v.skipped:
+            did = "<td colspan=3>skipped: every score of the tile masked</td>"
+        else:
+            m0, m1, r, l0, l1 = (v.tensors[k][0, 0].item() for k in ("m_before", "m", "rescale", "l_before", "l"))
+            m, ell = f"{m0:.{digits}g} → {m1:.{digits}g}", f"{l0:.{digits}g} → {l1:.{digits}g}"
+            did = f"<td>{m}</td><td>{r:.{digits}g}</td><td>{ell}</td>"
+        rows.append(f"<tr><td>{v.query_tile + 1}</td><td>{v.key_tile + 1}</td>{did}</tr>")
+    recorded = "" if run.recorded is None else f" (recorded: query tiles {', '.join(str(i + 1) for i in run.recorded)})"
+    return (
+        '<div class="attention-tiles">'
+        f"<p><b>Attention in tiles</b>: n = {run.case.n}, tiles of {run.block_q} × {run.block_k}: {run.tiles} tiles, "
+        f"{len(run.skipped)} skipped{recorded} · {_e(run.case.options.dtype)} · {_e(run.device)}</p>"
+        "<table><thead><tr><th>query tile</th><th>key tile</th><th>m (first query)</th>"
+        "<th>e<sup>m_old − m_new</sup></th><th>ℓ (first query)</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+        f"<p><b>outputs</b> {_shape(run.outputs)}: partial ÷ ℓ, as step 7's</p>"
+        "</div>"
+    )
+
+
 def _shape(tensor) -> str:
     """A tensor's shape and dtype, e.g. (3 × 4) float32 (step 6's Broadcast has both too)."""
     return f"({' × '.join(map(str, tensor.shape))}) {str(tensor.dtype).removeprefix('torch.')}"
@@ -57,6 +83,33 @@ def _shape(tensor) -> str:
 
 def _e(text: str) -> str:
     return html.escape(text, quote=True)
+
+
+# The backward pass (issue 21) -------------------------------------------------------------------------------------
+
+
+def backward_html(result) -> str:
+    """A backward pass as HTML (Backward._repr_html_): the loss, the check against autograd, and the steps in the
+    order they ran with their gradients' shapes."""
+    from .backward import check
+
+    checked = check(result)
+    steps = "".join(
+        "<tr>"
+        f"<td>{step.label}</td><td>{_e(step.title)}</td>"
+        f"<td>{'<br>'.join(f'<code>{_e(name)}</code> {_shape(t)}' for name, t in step.tensors.items())}</td>"
+        "</tr>"
+        for step in result.steps
+    )
+    agrees = "agrees with" if checked.agrees else "differs from"
+    return (
+        '<div class="attention-backward">'
+        f"<p><b>Backward pass</b>: loss ({result.loss.kind}) = {result.value:.6g} · {agrees} "
+        f"{checked.oracle} (largest difference {checked.difference:.2g})</p>"
+        "<table><thead><tr><th>step</th><th>back through</th><th>gradients</th></tr></thead>"
+        f"<tbody>{steps}</tbody></table>"
+        "</div>"
+    )
 
 
 def decoding_html(decoding) -> str:

@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python bench/core.py
+python bench/backward.py  # the backward trace against autograd's backward (issue 21)
 python bench/app.py
 python bench/browser.py
 python bench/server.py

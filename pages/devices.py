@@ -1,4 +1,5 @@
-"""Devices page: what PyTorch has here, where the trace ran, per-step times, and CPU versus GPU results."""
+"""Devices page: what PyTorch has here, where the trace ran, per-step times, CPU versus GPU results, and what a GPU
+would change, with the project's measured figures (shown on a CPU-only machine too)."""
 
 import pandas as pd
 import streamlit as st
@@ -7,6 +8,7 @@ from attention import available_devices, figures, gpu_unavailable_reason
 from attention.app import charts, compute, frame, tab
 from attention.app.language import lang, t
 from attention.i18n import render
+from attention.measured import measured
 
 trace = frame.trace()
 st.header(t("devices.header"))
@@ -27,7 +29,9 @@ st.write(t("devices.ran_on", device=trace.device, dtype=trace.case.options.dtype
 
 traces = {d.name: compute.on_device(tab.current(), trace, d.name) for d in devices}
 st.subheader(t("devices.times"))
-st.dataframe(figures.step_times(traces, lang()), key="table_times")
+seconds = {name: compute.step_seconds(tab.current(), other) for name, other in traces.items()}
+st.dataframe(figures.step_times(trace.steps, seconds, lang()), key="table_times")
+st.caption(t("devices.times_why"))
 
 if len(traces) > 1:
     st.subheader(t("devices.outputs"))
@@ -38,3 +42,14 @@ if len(traces) > 1:
             charts.numbers(numbers, f"table_outputs_{name}", where=column)
         if name != "cpu":
             column.write(t("devices.difference", difference=(other.outputs - cpu).abs().max().item()))
+
+st.subheader(t("devices.on_a_gpu"))
+for part in ("same", "speed", "tf32"):
+    st.markdown(t(f"devices.gpu_{part}"))
+st.subheader(t("devices.measured"))
+found = measured()
+for kind, figures_of in found.items():
+    st.caption(t(f"devices.measured_{kind}", machine=figures_of.machine))
+    st.dataframe(figures.measured_times(figures_of, lang()), key=f"table_measured_{kind}")
+if "cuda" not in found:
+    st.caption(t("devices.no_gpu_figures"))

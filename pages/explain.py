@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from attention.app import charts, frame, picked
+from attention.app import backward_room, charts, compute, exercises, frame, picked, tab
 from attention.app.language import lang, t
 from attention.app.text import plain
 from attention.explain import explain, explainable
@@ -18,12 +18,17 @@ name = st.selectbox(
 )  # fmt: skip
 picked.apply_click(trace, name)
 index = picked.cell_picker(trace, name)
-explanation = explain(trace, name, index, lang())
+explanation = explain(compute.current(tab.current()), name, index, lang())  # the trace's own numbers (not "?")
 charts.chart(picked.explained_figure(trace, name, index), picked.CHART, clickable=True)
 
 st.subheader(plain(explanation.title), anchor=False)
-st.code("\n".join(explanation.lines), language=None, wrap_lines=True)
+if hidden := exercises.uses_hidden(tab.current(), trace, explanation):  # what an open exercise hides is not written
+    st.info(t("exercise.explain_hidden", numbers=", ".join(hidden)), icon=":material/school:")
+else:
+    st.code("\n".join(explanation.lines), language=None, wrap_lines=True)
 st.caption(t("explain.outlined"))
 parts = explanation.parts.items()
 for column, (part, cells) in zip(st.columns(len(parts) or 1), parts, strict=False):
     charts.chart(picked.part_figure(trace, part, explanation.head, cells), f"explain_part_{part}", where=column)
+
+backward_room.explain_gradient(trace, name, index)  # the backward pass (issue 21): its gradient, as arithmetic

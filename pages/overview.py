@@ -3,7 +3,7 @@
 import streamlit as st
 
 from attention import figures
-from attention.app import charts, frame, model_room, questions, tab
+from attention.app import charts, exercise_room, frame, model_room, questions, tab
 from attention.app.language import lang, t
 from attention.i18n import render
 
@@ -22,6 +22,8 @@ with left:
     st.page_link("pages/inputs.py", label=t("overview.edit"), icon=":material/edit:")
     st.header(t("overview.questions"))
     questions.links(trace)
+    st.header(t("overview.exercises"))
+    exercise_room.ready_made()
 with right:
     st.header(t("overview.result"))
     charts.chart(charts.figure(figures.tensor_heatmap, trace, "outputs"), "chart_outputs")

@@ -4,7 +4,7 @@
 import streamlit as st
 
 from attention import figures, script
-from attention.app import charts, compute, frame, live, pickers, tab
+from attention.app import charts, compute, exercises, frame, live, pickers, tab
 from attention.app.language import lang, t
 from attention.app.picked import go_explain
 from attention.app.text import plain, prose
@@ -45,16 +45,19 @@ def walkthrough(trace: Trace) -> None:
         if (numbers := charts.table(trace, name, h)) is not None:
             charts.numbers(numbers, f"table_{name}", where=table)
 
-    if step.name in ("softmax", "outputs") and trace.case.options.weights_override is not None:
+    rounded = trace.case.options.weights_override is not None  # (the exact twin would show an exercise's numbers)
+    if step.name in ("softmax", "outputs") and rounded and not exercises.hiding(tab.current(), trace):
         exact = compute.exact(tab.current(), trace)
         name = "weights" if step.name == "softmax" else "outputs"
         st.subheader(t("walkthrough.rounding"))
         left, right = st.columns(2)
-        exact_title = t("walkthrough.exact_title", name=name)
-        charts.chart(charts.figure(figures.tensor_heatmap, exact, name, title=exact_title), "chart_exact", where=left)
+        if step.name == "outputs":  # step 5 shows weights_exact above already: its difference alone, not it again
+            exact_title = t("walkthrough.exact_title", name=name)
+            exact_chart = charts.figure(figures.tensor_heatmap, exact, name, title=exact_title)
+            charts.chart(exact_chart, "chart_exact", where=left)
         difference_title = t("walkthrough.difference_title", name=name)
         difference = charts.figure(figures.difference_heatmap, trace, exact, name, title=difference_title)
-        charts.chart(difference, "chart_difference", where=right)
+        charts.chart(difference, "chart_difference", where=right if step.name == "outputs" else left)
 
 
 frame.trace()  # (a page run outside the frame goes through it first)

@@ -16,15 +16,13 @@ LAYERS = {
     # the real models' loaders (attention/models/): beside the core, with the readers of the models' files
     "models": {"torch", "gguf", "safetensors", "tokenizers"},
     "figures": {"numpy", "pandas", "plotly", "torch"},
-    "app": {"streamlit", "numpy", "pandas", "plotly", "torch"},
+    "app": {"streamlit", "numpy", "pandas", "plotly", "torch", "segno"},
     "pages": {"streamlit", "numpy", "pandas", "plotly", "torch"},
 }
+FIGURES = {"attention/figures.py", "attention/tile_figures.py", "attention/decoding_figures.py"}  # pure builders
 BELOW = {"core": {"core"}, "models": {"core", "models"}, "figures": {"core", "figures"}}
 BELOW["app"] = {"core", "models", "figures", "app"}
 BELOW["pages"] = {"core", "models", "figures", "app"}
-
-
-FIGURES = {Path("attention/figures.py"), Path("attention/decoding_figures.py")}  # the pure figure builders
 
 
 def layer(path: Path) -> str:
@@ -35,7 +33,7 @@ def layer(path: Path) -> str:
         return "app"
     if relative.parts[:2] == ("attention", "models"):
         return "models"
-    return "figures" if relative in FIGURES else "core"
+    return "figures" if relative.as_posix() in FIGURES else "core"
 
 
 def imports(path: Path, package: str | None = None, nodes: list | None = None) -> list[tuple[str, int]]:
@@ -55,7 +53,7 @@ def imports(path: Path, package: str | None = None, nodes: list | None = None) -
 
 def module_layer(module: str) -> str | None:
     """The layer of one of the project's modules (None: an outside package)."""
-    if module in ("attention.figures", "attention.decoding_figures"):
+    if f"{module.replace('.', '/')}.py" in FIGURES:
         return "figures"
     if module == "attention.models" or module.startswith("attention.models."):
         return "models"

@@ -205,7 +205,8 @@ def test_the_share_panel_is_made_only_when_open():
     at = AppTest.from_file(APP, default_timeout=60).run()
     assert not at.get("download_button") and not at.get("file_uploader")
     open_share_panel(at)
-    assert {b.proto.label for b in at.get("download_button")} == {"Case file", "Trace file", "Python script"}
+    labels = {"Case file", "Trace file", "Python script", "Backward script"}  # the backward pass's: issue 21
+    assert {b.proto.label for b in at.get("download_button")} == labels
     assert at.get("file_uploader") and at.get("code")
 
 

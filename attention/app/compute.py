@@ -4,6 +4,7 @@ other-device twins, the variants, and the check against PyTorch's own attention.
 from __future__ import annotations
 
 import gc
+import statistics
 
 import torch
 
@@ -65,6 +66,27 @@ def on_device(session: Session, trace: Trace, device: str) -> Trace:
     return trace if trace.device == device else trace_of(session, with_options(trace.case, device=device))
 
 
+TIMED_TRACES = 5  # traces whose step times the Devices page shows the median of
+TIMED_MAX_BYTES = 8 << 20  # past this a trace is timed once: five at the limits would hold 5 × 256 MiB
+
+
+def step_seconds(session: Session, trace: Trace) -> tuple[float, ...]:
+    """Each step's seconds on the trace's device, the median of TIMED_TRACES traces, kept while the case is.
+
+    One run's time can hold a wait that is not the step's work: PyTorch's softmax splits even three rows between
+    the CPU's threads (an OpenMP parallel region), and the step ends only when every thread has been scheduled to
+    do its part; on a busy two-core server that wait is milliseconds, against 0.02 ms of arithmetic. The median
+    of five is what the step computes."""
+
+    def timed() -> tuple[float, ...]:
+        runs = [trace.steps] + [core.attend(trace.case).steps for _ in range(TIMED_TRACES - 1)]
+        return tuple(statistics.median(steps[i].seconds for steps in runs) for i in range(len(trace.steps)))
+
+    if trace_bytes(trace.case) > TIMED_MAX_BYTES:
+        return tuple(step.seconds for step in trace.steps)
+    return session.derived.get(("step seconds", trace.case), timed)
+
+
 def variant_outputs(session: Session, trace: Trace, case: Case) -> torch.Tensor:
     """A variant's outputs alone (n × d_out numbers, not a whole trace), made from the trace's queries, keys, values."""
     return session.derived.get(("variant outputs", case), lambda: core.variant_outputs(trace, case))
@@ -76,8 +98,10 @@ def variant_weights(session: Session, trace: Trace, case: Case, head: int = 0) -
 
 
 def whys(session: Session, trace: Trace, step: str, lang: str) -> list[str]:
-    """teach.whys of a step, kept while the case is: step 4's numbers for ÷√d_k read every head's n × n scores."""
-    return session.derived.get(("whys", trace.case, step, lang), lambda: teach.whys(trace, step, lang))
+    """teach.whys of a step, kept while the case is: step 4's numbers for ÷√d_k read every head's n × n scores
+    (of the trace's own numbers: an exercise's trace has NaN where it hides one)."""
+    real = current(session) if getattr(trace, "hidden", ()) else trace
+    return session.derived.get(("whys", trace.case, step, lang), lambda: teach.whys(real, step, lang))
 
 
 def sqrt_dk_effect(session: Session, trace: Trace) -> dict[str, float]:

@@ -4,7 +4,7 @@ Python, no Streamlit: the page draws it, tests drive it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from .. import models
@@ -36,6 +36,14 @@ class DecodingView:
     head: int = 4  # from 1
     heard: tuple[str, ...] = ()  # the tokens heard so far while a generation runs (kept if it is stopped)
     pending: bool = False  # a link's generation, to be made when the page is drawn
+
+
+@dataclass
+class Decodes:
+    """The session's part for the Decoding page (Session is one of these): a keyword-only field, after Session's own
+    (as learned.Learning's), so that the Session class stays within the house's size."""
+
+    decoding: DecodingView = field(default_factory=DecodingView, kw_only=True, repr=False, compare=False)
 
 
 PARAMS = ("token", "gen", "gen_tokens", "gen_layer", "gen_head")  # the link's parameters of the Decoding page

@@ -12,18 +12,21 @@ import streamlit as st
 
 from ..core import Trace
 from ..i18n import msg, render
-from . import compute, editors, navigation, process, questions, reconnect, share, sidebar, tab
+from . import compute, editors, exercises, navigation, process, questions, reconnect, share, sidebar, tab
 from .language import t
-from .pages import PAGES
+from .pages import BY_URL, PAGES
 from .session import Session
 from .text import plain
 
 # Focus made visible where Streamlit's own indicator is not: a radio option or checkbox/toggle hides its real
 # <input> (react-aria's VisuallyHidden) and marks focus only with a faint background, and sidebar page links
 # show none. No theme option sets these, so a rule in the text colour (readable on both themes) outlines them.
-FOCUS_CSS = """<style>
+# A page link's label is one line, clipped at the column's edge: the overview's questions end with their number,
+# the point of the question, so a link in a page wraps instead (the sidebar's keep their one line).
+APP_CSS = """<style>
 [data-testid=stRadioOption]:has(input:focus-visible), [data-testid=stCheckbox] label:has(input:focus-visible),
 [data-testid=stSidebarNavLink]:focus-visible { outline: 2px solid currentColor; outline-offset: 2px; }
+[data-testid=stMain] [data-testid=stPageLink-NavLink] :is(span, div, p) { white-space: normal; overflow: visible; }
 </style>"""
 STATUS_PX = 76  # the status row's height: a badge, or a message of up to two lines
 BADGE_PX = 230  # the check's badge and the way back to the article: their labels whole, in either language
@@ -40,20 +43,28 @@ def run(pages: list | None = None) -> None:
     sidebar.read(s)  # the widgets' (and the origin's room's) and editors' new values, before any widget is drawn
     editors.read(s)
     questions.answer(s)  # a question's link from the overview
+    exercises.open_link(s, st.query_params)  # an exercise's link: a shared one, or a ready-made one's
     trace = compute.current(s)
     st.set_page_config(page_title=t("app.title"), page_icon=":material/visibility:", layout="wide")
-    st.html(FOCUS_CSS)
+    st.html(APP_CSS)
     if reconnect.follow(t("notice.upload_lost"), first_run):  # its server was lost: restored from its link
         s.notices.append(msg("notice.server_changed"))
     page = navigation.navigation(pages)
+    if s.classroom.present:  # the presenter view: larger type, no sidebar
+        st.html(exercises.PRESENTER_CSS)
+        st.button(t("exercise.leave_present"), key="leave_present", on_click=lambda: exercises.leave_presenting(s))
     sidebar.draw(s)
+    exercises.progress(s, trace)
     if page.url_path not in LIVE:
         banners(s, trace)
     share.keep_url(s, trace)
     share.panel(s, trace)
     _run.framed = True
     try:
-        page.run()
+        if exercises.page_allowed(s, trace, BY_URL[page.url_path]):
+            page.run()
+        else:
+            exercises.waiting_page()
         editors.pace(s)  # the run's last element: a dragged editor sends its next value when it is drawn
     finally:  # a rerun or a stop interrupts the page with an exception
         _run.framed = False
@@ -63,7 +74,8 @@ def trace() -> Trace:
     """The trace every page shows: the session's case, computed (or kept) by the frame before the page runs."""
     if not framed():  # Streamlit ran this page alone (see navigation.leave_pages_folder_mode)
         navigation.leave_pages_folder_mode()
-    return compute.current(tab.current())
+    s = tab.current()
+    return exercises.shown(s, compute.current(s))  # an open exercise's numbers hidden
 
 
 def framed() -> bool:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import streamlit as st
 
 from ..core import Trace
-from . import compute, editors, frame, share, tab
+from . import compute, editors, exercises, frame, share, tab
 from .session import Session
 
 SHARE_PANEL = "share_panel"  # the share panel's expander key (share.py): open, it shows the case
@@ -35,7 +35,7 @@ def _run(s: Session, body: Callable[[Trace], None]) -> None:
     if not frame.framed():
         share.keep_url(s, trace)  # the URL stays a link to what is shown
     frame.banners(s, trace)
-    body(trace)
+    body(exercises.shown(s, trace))  # an open exercise's numbers hidden
     editors.pace(s, live=True)
 
 

@@ -13,6 +13,7 @@ class Page:
     icon: str
     url_path: str  # its address after the app's: "" is the landing page
     live: bool = False  # its editors rerun it alone, banners and all (live.py): the frame leaves the banners to it
+    hides: bool = False  # it draws an open exercise's hidden numbers as "?" (exercises.py); the rest wait till done
 
     @property
     def name(self) -> str:
@@ -21,15 +22,19 @@ class Page:
 
 
 PAGES = (
-    Page("pages/overview.py", "page.overview", ":material/home:", ""),
-    Page("pages/walkthrough.py", "page.walkthrough", ":material/stairs:", "walkthrough", live=True),
-    Page("pages/inputs.py", "page.inputs", ":material/edit:", "inputs", live=True),
-    Page("pages/broadcasting.py", "page.broadcasting", ":material/view_in_ar:", "broadcasting"),
+    Page("pages/overview.py", "page.overview", ":material/home:", "", hides=True),
+    Page("pages/walkthrough.py", "page.walkthrough", ":material/stairs:", "walkthrough", live=True, hides=True),
+    Page("pages/inputs.py", "page.inputs", ":material/edit:", "inputs", live=True, hides=True),
+    Page("pages/broadcasting.py", "page.broadcasting", ":material/view_in_ar:", "broadcasting", hides=True),
     Page("pages/one_query.py", "page.one_query", ":material/my_location:", "one-query"),
     Page("pages/variants.py", "page.variants", ":material/compare:", "variants"),
     Page("pages/multi_head.py", "page.multi_head", ":material/view_week:", "multi-head", live=True),
-    Page("pages/explain.py", "page.explain", ":material/calculate:", "explain"),
+    Page("pages/explain.py", "page.explain", ":material/calculate:", "explain", hides=True),
+    Page("pages/backward.py", "backward.page", ":material/undo:", "backward"),  # issue 21: the backward pass
+    Page("pages/tiles.py", "page.tiles", ":material/grid_view:", "tiles"),  # issue 23: FlashAttention's tiles
     Page("pages/devices.py", "page.devices", ":material/memory:", "devices"),
+    Page("pages/exercise.py", "page.exercise", ":material/school:", "exercise", hides=True),
     Page("pages/decoding.py", "page.decoding", ":material/fast_forward:", "decoding"),
 )
 BY_NAME = {page.name: page for page in PAGES}
+BY_URL = {page.url_path: page for page in PAGES}

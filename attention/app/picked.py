@@ -9,7 +9,7 @@ import streamlit as st
 from .. import figures
 from ..core import Trace
 from ..explain import explainable
-from . import clicks
+from . import clicks, compute, exercises, tab
 from .language import lang, t
 from .pages import BY_NAME
 from .pickers import KEEP
@@ -86,7 +86,13 @@ def pick_clicked(trace: Trace, name: str, head: int | None, clicked: tuple[int, 
 
 
 def go_explain(trace: Trace, name: str, head: int | None, clicked: tuple[int, int]) -> None:
-    """From another page's heatmap: its clicked cell, explained on the Explain page."""
+    """From another page's heatmap: its clicked cell, explained on the Explain page; while an exercise is being
+    made, hidden in it (or shown again) instead."""
+    session = tab.current()
+    if exercises.making(session):
+        cell = figures.cell_at(trace, name, *clicked)
+        exercises.toggle(session, compute.current(session), name, (*(() if head is None else (head,)), *cell))
+        st.rerun()
     if name in explainable(trace) and pick_clicked(trace, name, head, clicked):
         st.switch_page(BY_NAME["explain"].file)
 

@@ -3,9 +3,12 @@ numbers in the question."""
 
 from __future__ import annotations
 
+import math
+
 import streamlit as st
 
 from ..core import Trace
+from ..figures import HIDDEN
 from . import picked
 from .language import t
 from .session import Session
@@ -20,9 +23,9 @@ def links(trace: Trace) -> None:
     the article has them, and what a causal mask and ÷√d_k change."""
     tokens, (query, key), row = trace.case.tokens, _score_cell(trace.case.n), _output_row(trace.case.n)
     score = trace["scores"][..., query, key].flatten()[0].item()  # the first head's, when there are several
-    output = ", ".join(f"{v:.4g}" for v in trace.outputs[row].tolist())
+    output = ", ".join(_number(v) for v in trace.outputs[row].tolist())
     asks = {
-        "score": t("question.score", query=tokens[query], key=tokens[key], value=f"{score:.4g}"),
+        "score": t("question.score", query=tokens[query], key=tokens[key], value=_number(score)),
         "output": t("question.output", token=tokens[row], row=f"[{output}]"),
         "causal": t("question.causal", token=tokens[0]),
         "sqrt_dk": t("question.sqrt_dk"),
@@ -46,6 +49,11 @@ def answer(session: Session) -> None:
     elif ask == "causal":
         session.choose(mask="causal")
         session.go_to("outputs")  # step 7 by its name: on a RoPE case too, where it is the 8th of nine
+
+
+def _number(v: float) -> str:
+    """A number of the question, or "?" where an open exercise hides it (NaN: see exercise.redacted)."""
+    return HIDDEN if math.isnan(v) else f"{v:.4g}"
 
 
 def _score_cell(n: int) -> tuple[int, int]:

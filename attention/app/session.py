@@ -10,16 +10,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from .. import files, models, presets
+from .. import files, models, presets, tiles
 from ..case import CASE_FORMAT, Case, CaseError, Options, parse_case, with_options
 from ..core import ROUNDED_WITHIN, STEP_NAMES, step_names, step_near, step_of
 from ..devices import resolve_device
+from ..exercise import Classroom
 from ..i18n import LANGUAGES, Message, clip, excerpt, msg
 from ..models import Model
 from . import choices, decoding_room, origins, typed
 from .cache import Derived
 from .choices import NUMBERS, SIZES, Controls, Inputs
-from .decoding_room import DecodingView
+from .decoding_room import Decodes
+from .learned import Learning
 from .origins import Article, File, Origin
 
 Cells = Mapping[tuple[int, int], object]  # (row, column) -> a cell's value as typed
@@ -27,7 +29,16 @@ OPTION_GRIDS = {"options.mask": "mask", "options.w_out": "w_out", "options.weigh
 
 
 @dataclass
-class Session:
+class Tiling:
+    """The Tiles page's view (issue 23): its block sizes, the tile shown, and why block sizes were refused."""
+
+    blocks: tuple[int, int] | None = None  # (B_q, B_k) as chosen; None: tiles.default_block of n
+    tile: tuple[int, int] = (0, 0)  # (query tile, key tile), from 0
+    error: CaseError | None = None  # why block sizes typed were refused (the last valid ones stay); None: they were
+
+
+@dataclass
+class Session(Learning, Decodes):  # their fields `learned` (learned.py, issue 21), `decoding` (decoding_room.py)
     """One browser tab's state: the controls, the inputs as typed, and the last valid case, which every page shows."""
 
     controls: Controls
@@ -46,9 +57,10 @@ class Session:
     derived: Derived = field(default_factory=Derived, repr=False, compare=False)  # see cache.py
     source: Origin | None = None  # where the last whole case came from (see origin; Session.start sets it)
     loader: Callable[[str], Model] = field(default=models.loaded, repr=False, compare=False)  # the app's: loaded.py
-    decoding: DecodingView = field(default_factory=DecodingView, repr=False, compare=False)  # decoding_room.py
+    classroom: Classroom = field(default_factory=Classroom)  # an exercise done or made, the presenter view
     _numbers: Case | None = field(default=None, repr=False)  # the inputs' matrices, checked, with no options
     _origin: tuple | None = field(default=None, repr=False, compare=False)  # (case, source, origin): the last answer
+    tiling: Tiling = field(default_factory=lambda: Tiling())  # the Tiles page's view (issue 23), Tiling's fields
 
     @classmethod
     def start(cls, lang: str = "en") -> Session:
@@ -74,9 +86,8 @@ class Session:
         self.generation += 1
         if checked:  # a model's numbers, checked as tensors (models/model.py): not again, number by number
             o = case.options  # grouped key/value heads set how wide w_key is: the numbers keep them (see _numbers)
-            self._numbers = replace(
-                case, options=Options(heads=o.heads, kv_heads=o.kv_heads) if o.kv_heads else Options()
-            )
+            grouped = Options(heads=o.heads, kv_heads=o.kv_heads) if o.kv_heads else Options()
+            self._numbers = replace(case, options=grouped)
         self._check(numbers=not checked)
         if checked:  # the case as the session made it (on its device), which the origin compares with
             self.source = replace(self.source, case=self.case)
@@ -190,11 +201,34 @@ def open_link(session: Session, params: Mapping[str, str | None]) -> None:
         session.step = name
     elif step:
         session.notices.append(msg("notice.bad_step", steps=len(step_names(session.case))))
+    if any(params.get(name) for name in tiles.PARAMS):  # the Tiles page's block sizes and tile
+        _open_tiles(session, params)
     decoding_room.open_link(session, params)  # the Decoding page's step (token=), or its generation (gen=…)
     if language and language in LANGUAGES:
         session.lang = language
     elif language:
         session.notices.append(msg("notice.bad_lang", languages=", ".join(LANGUAGES)))
+
+
+def choose_blocks(session: Session, block_q: object, block_k: object) -> None:
+    """The Tiles page's block sizes as typed: valid ones are kept (the tile shown moved inside the tiles), else the
+    last valid ones stay, with why."""
+    view = session.tiling
+    try:
+        view.blocks, view.error = tiles.check_blocks(block_q, block_k, session.case.n), None
+        view.tile = tiles.clamp_tile(view.tile, session.case.n, view.blocks)
+    except CaseError as e:
+        view.error = e
+
+
+def _open_tiles(session: Session, params: Mapping[str, str | None]) -> None:
+    """The link's block sizes (bq, bk) and tile ("2.1": query tile 2, key tile 1); a bad one is refused with a
+    notice naming it, and the Tiles page shows its defaults."""
+    try:
+        blocks, tile = tiles.from_link(params.get("bq"), params.get("bk"), params.get("tile"), session.case.n)
+        session.tiling = Tiling(blocks, tile)
+    except CaseError as e:
+        session.notices.append(msg("tiles.notice_refused", error=e.message))
 
 
 def _origin(session: Session) -> Origin:

@@ -1,0 +1,340 @@
+"""The backward pass against torch.autograd (the oracle) for every option, by hand on the seed, and its files."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from attention import CaseError, attend
+from attention import backward as bw
+from attention.backward_script import to_backward_script
+from attention.files import dump_case, trace_to_dict
+from attention.presets import article, random_case, with_options
+
+W_OUT = [[0.5, -1.0, 0.25], [1.5, 0.0, -0.5], [-2.0, 1.0, 0.75], [0.1, 0.2, -0.3]]  # (d_v = 4, d_out = 3)
+BLOCKED_ROW = [[1, 0, 1], [0, 0, 0], [1, 1, 1]]  # query 2 may attend to nothing
+
+CASES = {
+    "article (rounded softmax)": article(),
+    "article, exact softmax": with_options(article(), weights_override=None),
+    "sqrt_dk, causal": random_case(n=4, seed=1, scale="sqrt_dk", mask="causal"),
+    "scale 0.3, temperature 0.5, a fully masked row": random_case(seed=2, scale=0.3, temperature=0.5, mask=BLOCKED_ROW),
+    "2 heads, w_out, causal": random_case(n=5, d_k=4, d_v=4, seed=3, heads=2, w_out=W_OUT, mask="causal"),
+    "float64, 2 heads, w_out, a fully masked row": random_case(
+        d_k=2, d_v=4, seed=4, dtype="float64", heads=2, w_out=W_OUT, scale=0.3, temperature=0.5, mask=BLOCKED_ROW
+    ),
+    "RoPE, grouped-query (4 query heads, 2 key/value heads), sqrt_dk, causal": random_case(
+        n=5, d_in=6, d_k=8, d_v=6, seed=6, heads=4, kv_heads=2, rope_base=10_000.0, scale="sqrt_dk", mask="causal"
+    ),
+    "RoPE with given positions, float64": random_case(
+        n=4, d_k=4, d_v=2, seed=7, rope_base=100.0, positions=[5, 3, -2, 7], dtype="float64"
+    ),
+    "n = 24, bigger": random_case(n=24, d_in=8, d_k=8, d_v=8, seed=8, heads=2, temperature=2.0),
+}
+
+
+def losses(trace):
+    n, d = trace.outputs.shape
+    return {"target": bw.default_loss(trace), "cell": bw.Loss(cell=(n - 1, d - 1)), "cell 0,0": bw.Loss(cell=(0, 0))}
+
+
+@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("kind", ["target", "cell", "cell 0,0"])
+def test_every_gradient_equals_autograd(name, kind):
+    trace = attend(CASES[name])
+    loss = losses(trace)[kind]
+    result = bw.backward(trace, loss)
+    theirs = bw.autograd(trace.case, loss)
+    tol = {"rtol": 1e-4, "atol": 1e-5} if trace.case.options.dtype == "float32" else {"rtol": 1e-9, "atol": 1e-10}
+    assert set(theirs) <= set(result.gradients)
+    for leaf, expected in theirs.items():
+        torch.testing.assert_close(result.gradients[leaf], expected, **tol, msg=leaf)
+    assert bw.check(result).agrees
+    for step in result.steps:  # never a NaN anywhere
+        for tensor_name, tensor in step.tensors.items():
+            assert torch.isfinite(tensor).all(), (step.name, tensor_name)
+
+
+def test_the_check_can_fail():
+    trace = attend(CASES["sqrt_dk, causal"])
+    result = bw.backward(trace, bw.default_loss(trace))
+    wrong = dict(result.steps[-1].tensors) | {"d_x": result["d_x"] + 1e-2}
+    broken = bw.Backward(trace, result.loss, result.value, (*result.steps[:-1], _with(result.steps[-1], wrong)))
+    assert not bw.check(broken).agrees
+
+
+def _with(step, tensors):
+    from dataclasses import replace
+
+    return replace(step, tensors=tensors)
+
+
+def test_steps_run_in_reverse_by_name_with_formulas():
+    trace = attend(CASES["RoPE, grouped-query (4 query heads, 2 key/value heads), sqrt_dk, causal"])
+    result = bw.backward(trace, bw.default_loss(trace))
+    assert [s.name for s in result.steps] == ["outputs", "weighted", "softmax", "scores", "rope", "weights", "inputs"]
+    assert [s.number for s in result.steps] == [7, 6, 5, 4, 3, 2, 1]
+    assert all(s.formula and s.title and s.explanation for s in result.steps)
+    for name in ("d_outputs", "d_weighted", "d_weights", "d_values", "d_scores", "d_queries", "d_keys", "d_x"):
+        twin = result.twin(name)
+        assert twin is not None and result[name].shape == trace[twin].shape, name
+
+
+def test_seed_gradients_by_hand():
+    """The article with the loss outputs[2, 1] (output 3's second number = 7.8): worked out on paper."""
+    trace = attend(article())
+    result = bw.backward(trace, bw.Loss(cell=(2, 1)))
+    assert result.value == pytest.approx(7.8)
+    # step 7 back: d outputs is 1 at (3, 2); every key gets that gradient
+    assert result["d_outputs"].tolist() == [[0, 0, 0], [0, 0, 0], [0, 1, 0]]
+    # step 6 back: d A_3j = v_j's second number (2, 8, 6); d v_j = A_3j · e_2 with the rounded A_3 = (0, .9, .1)
+    assert result["d_weights"][2].tolist() == [2.0, 8.0, 6.0]
+    torch.testing.assert_close(result["d_values"][:, 1], torch.tensor([0.0, 0.9, 0.1]))
+    # step 5 back: exact A_3 = softmax(4, 12, 10); dS_3j = A_3j (dA_3j − Σ A_3k dA_3k)
+    a = torch.softmax(torch.tensor([4.0, 12.0, 10.0]), -1)
+    mean = (a * torch.tensor([2.0, 8.0, 6.0])).sum()
+    torch.testing.assert_close(result["d_scores"][2], a * (torch.tensor([2.0, 8.0, 6.0]) - mean))
+    assert result["d_scores"][:2].abs().max() == 0  # rows 1 and 2 of the loss have no gradient
+    assert result.step("softmax").notes  # the rounded softmax: it says the exact gradient is used
+
+
+def test_masked_scores_get_exactly_zero_and_a_fully_masked_row_is_defined():
+    trace = attend(CASES["scale 0.3, temperature 0.5, a fully masked row"])
+    result = bw.backward(trace, bw.Loss(cell=(1, 0)))  # output 2's: the fully masked query's own output
+    masked = torch.tensor(BLOCKED_ROW) == 0
+    for name in ("d_scores", "d_scores_raw"):
+        assert (result[name][masked] == 0).all() and torch.isfinite(result[name]).all()
+    assert (result["d_weights"][1] != 0).any()  # the row's weights still have a gradient; its scores have none
+    assert (result["d_scores"][1] == 0).all()
+    causal = attend(CASES["sqrt_dk, causal"])
+    upper = ~torch.ones(4, 4, dtype=torch.bool).tril()
+    assert (bw.backward(causal, bw.default_loss(causal))["d_scores_raw"][upper] == 0).all()
+
+
+def test_loss_choices_are_validated():
+    case = article()
+    assert bw.parse_loss({"cell": [3, 2]}, case) == bw.Loss(cell=(2, 1))
+    assert bw.parse_loss({"target": [[1, 2, 3]] * 3}, case).target == ((1.0, 2.0, 3.0),) * 3
+    for bad, where in (
+        ({"cell": [4, 1]}, "output cell"),
+        ({"cell": [True, 1]}, "output cell"),
+        ({"target": [[1, 2]] * 3}, "target"),
+        ({"target": [[1, 2, float("nan")]] * 3}, "row 1, column 3"),
+        ({"target": [[1, 2, 1e400]] * 3}, "column 3"),
+        ({"both": 1}, "loss"),
+        ([], "loss"),
+    ):
+        with pytest.raises(CaseError, match=where):
+            bw.parse_loss(bad, case)
+    loss = bw.Loss(cell=(1, 2))
+    assert bw.parse_loss(bw.loss_to_dict(loss), case) == loss
+
+
+def test_a_training_step_lowers_the_loss_on_random_cases():
+    for seed in range(5):
+        trace = attend(random_case(n=5, d_in=4, d_k=4, d_v=4, seed=seed, heads=2, mask="causal"))
+        loss = bw.default_loss(trace)
+        before = bw.loss_value(trace, loss)
+        after = bw.loss_value(attend(bw.train_step(trace, loss, 0.01)), loss)
+        assert after < before, seed
+
+
+def test_a_step_that_makes_numbers_non_finite_is_refused():
+    trace = attend(random_case(seed=3))
+    far = bw.Loss(target=((1e6, 1e6, 1e6),) * 3)  # the gradient is about 1e6: one step of 10 leaves the bounds
+    with pytest.raises(bw.TrainingError, match="refused"):
+        bw.train_step(trace, far, 10.0)
+    assert bw.train_step(trace, far, 1e-9).w_value != trace.case.w_value  # a small one is taken
+    for lr in (0, -1, 11, float("nan"), "0.1"):
+        with pytest.raises(bw.TrainingError):
+            bw.train_step(trace, bw.default_loss(trace), lr)
+
+
+@pytest.mark.parametrize("name", ["article (rounded softmax)", "float64, 2 heads, w_out, a fully masked row"])
+def test_the_exported_script_runs_and_matches(name, tmp_path):
+    case = CASES[name]
+    trace = attend(case)
+    for loss in losses(trace).values():
+        out = subprocess.run([sys.executable, "-c", to_backward_script(case, loss)], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        assert "every gradient equals torch.autograd's" in out.stdout
+        d_x = torch.tensor(json.loads(out.stdout.strip().splitlines()[-2]), dtype=trace.outputs.dtype)
+        torch.testing.assert_close(d_x, bw.backward(trace, loss)["d_x"], rtol=1e-5, atol=1e-6)
+
+
+def test_the_trace_file_has_a_backward_section():
+    trace = attend(CASES["scale 0.3, temperature 0.5, a fully masked row"])
+    result = bw.backward(trace, bw.Loss(cell=(0, 1)))
+    file = json.loads(json.dumps(trace_to_dict(trace, result), allow_nan=False))
+    section = file["backward"]
+    assert section["loss"] == {"cell": [1, 2]} and section["check"]["agrees"]
+    assert [s["name"] for s in section["steps"]] == list(bw.BACKWARD_NAMES)
+    d_x = section["steps"][-1]["tensors"]["d_x"]
+    assert d_x["shape"] == [3, 4] and torch.tensor(d_x["data"]).allclose(result["d_x"])
+    assert "backward" not in trace_to_dict(trace)
+
+
+def test_cli(tmp_path):
+    case = tmp_path / "case.json"
+    case.write_text(dump_case(article()))
+    run = [sys.executable, "-m", "attention", "backward", str(case)]
+    out = subprocess.run([*run, "--cell", "3,2"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    section = json.loads(out.stdout)["backward"]
+    assert section["loss"] == {"cell": [3, 2]} and section["value"] == pytest.approx(7.8)
+    bad = subprocess.run([*run, "--cell", "9,1"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "output cell" in bad.stderr and "Traceback" not in bad.stderr
+    target = tmp_path / "target.json"
+    target.write_text("[[1, 2]]")
+    bad = subprocess.run([*run, "--target", str(target)], capture_output=True, text=True)
+    assert bad.returncode == 2 and "3 rows of 3" in bad.stderr
+
+
+def test_notebook_repr():
+    trace = attend(article())
+    html = bw.backward(trace, bw.default_loss(trace))._repr_html_()
+    assert "agrees with torch.autograd" in html and "d_x" in html
+
+
+# The Backward page, through Streamlit's AppTest ------------------------------------------------------------------
+
+
+def open_backward(query: dict | None = None, switch: bool = True):
+    from streamlit.testing.v1 import AppTest
+
+    from tests.apptest import APP
+
+    at = AppTest.from_file(APP, default_timeout=60)
+    for k, v in (query or {}).items():
+        at.query_params[k] = v
+    at.run()
+    if switch:
+        at.switch_page("pages/backward.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_page_checks_against_autograd_and_shows_twins_on_one_scale():
+    from tests.apptest import charts
+
+    at = open_backward()
+    assert any("agrees with torch.autograd" in s.value for s in at.success)
+    for step in ("outputs", "weighted", "softmax", "scores", "weights", "inputs"):
+        at.radio(key="backward_step").set_value(step).run()
+        assert not at.exception
+    at.radio(key="backward_step").set_value("softmax").run()
+    assert any("exact softmax's gradient" in i.value for i in at.info)  # the rounded softmax, said
+    at.radio(key="backward_step").set_value("scores").run()
+    shown = charts(at)
+    assert "∂L/∂scores_raw" in shown and "scores_raw" in shown
+    import json
+
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    specs = {spec["layout"]["title"]["text"]: spec for spec in specs}
+    grad, twin = specs["∂L/∂scores_raw"]["data"][0], specs["scores_raw"]["data"][0]
+    assert grad["zmin"] == twin["zmin"] == -grad["zmax"] and grad["zmax"] == twin["zmax"]  # one scale, centred on 0
+
+
+def test_page_trains_refuses_and_resets_and_the_link_keeps_lr_and_steps():
+    from tests.apptest import session
+
+    at = open_backward()
+    s = session(at)
+    before = s.case.w_query
+    at.button(key="bw_train").click().run()
+    at.button(key="bw_train").click().run()
+    assert s.learned.trained == 2 and s.case.w_query != before
+    assert len(s.learned.losses) == 3 and s.learned.losses[-1] < s.learned.losses[0]  # the loss falls
+    assert at.query_params["train"] == "2" and at.query_params["lr"] == "0.01"
+    assert "case" not in at.query_params  # the article: the link names it, not the trained weights
+    trained = s.case
+    # the same link in a new session replays the steps: the same weights
+    again = open_backward({"lr": "0.01", "train": "2"})
+    assert session(again).case.w_query == trained.w_query
+    # a step too big: refused, the weights stay
+    s.learned.target = ((1e6, 1e6, 1e6),) * 3
+    s.learned.lr = 10.0
+    at.button(key="bw_train").click().run()
+    assert s.case.w_query == trained.w_query and any("refused" in w.value for w in at.warning)
+    at.button(key="bw_reset").click().run()
+    assert s.case.w_query == before and s.learned.trained == 0 and "train" not in at.query_params
+
+
+def test_page_loss_choices_round_trip_the_link_and_bad_targets_keep_the_last():
+    from tests.apptest import session
+
+    at = open_backward({"loss": "3.2"})
+    s = session(at)
+    assert s.learned.loss_cell == (2, 1) and at.query_params["loss"] == "3.2"
+    assert any("Loss 7.8" in m.value for m in at.success)
+    at.radio(key="backward_loss_kind").set_value("target").run()
+    key = f"bw_target_value_2_1_{s.generation}"  # output 3's second number
+    at.text_input(key=key).input("1e400").run()
+    assert any("past" in e.value or "limit" in e.value for e in at.error)  # the editor's message
+    assert s.learned.target is None  # the last valid target stays
+    at.text_input(key=key).input("5").run()
+    assert s.learned.target[2][1] == 5.0 and "target" in at.query_params
+    again = open_backward({"target": at.query_params["target"]})
+    assert session(again).learned.target == s.learned.target
+    for link in ({"loss": "9.9"}, {"target": "1,2"}, {"lr": "50", "train": "3"}, {"lr": "0.1", "train": "x"}):
+        bad = open_backward(link, switch=False)  # the notice is said on the first page drawn
+        assert not session(bad).learned.loss_cell and not session(bad).learned.trained and bad.warning, link
+
+
+def test_a_gradients_arithmetic_with_its_real_numbers():
+    trace = attend(article())
+    result = bw.backward(trace, bw.default_loss(trace))  # output 3's second number: target 9, output 7.8
+    title, lines, _ = bw.explain_gradient(result, "scores", (2, 1))
+    assert str(title) == "∂L/∂scores₃₂ = " + f"{result['d_scores'][2, 1].item():.4g}".replace("-", "−")
+    a, da = trace["weights_exact"][2], result["d_weights"][2]  # dA₃ⱼ = dO₃₂ · V_j2 = −1.2 · (2, 8, 6)
+    mean = (a * da).sum().item()
+    assert da.tolist() == pytest.approx([-2.4, -9.6, -7.2])
+    d_s = -result["d_scores"][2, 1].item()
+    assert str(lines[2]) == f"dS₃₂ = {a[1].item():.4g} · ((−9.6) − (−{-mean:.4g})) = (−{d_s:.4g})"
+    _, lines, _ = bw.explain_gradient(result, "outputs", (2, 1))
+    assert [str(line) for line in lines] == ["dO₃₂ = O₃₂ − T₃₂ = 7.8 − 9 = (−1.2)"]
+    masked = attend(with_options(article(), mask="causal", weights_override=None))
+    _, lines, _ = bw.explain_gradient(bw.backward(masked, bw.default_loss(masked)), "scores", (0, 2))
+    assert "exactly 0" in str(lines[0])
+    assert bw.explain_gradient(result, "outputs_by_query", (0, 0)) is None
+
+
+def test_a_real_heads_gradients_equal_autograd_and_its_tokens_sensitivity_is_on_the_page():
+    from attention import models
+    from tests.apptest import session
+
+    if models.missing("minilm") is not None:
+        pytest.skip(f"not installed: {models.missing('minilm')}")
+    model = models.loaded("minilm")
+    case = models.head_case(model, model.run("The cat sat on the mat"), 0, 0)  # biases as x's column of ones
+    trace = attend(case)
+    assert bw.check(bw.backward(trace, bw.Loss(cell=(2, 0)))).agrees
+    at = open_backward({"model": "minilm", "text": "The cat sat on the mat", "layer": "1", "head": "1"})
+    tokens = session(at).case.tokens
+    assert tokens == case.tokens and len(tokens) > 3
+    import json
+
+    spec = next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if c.proto.id.endswith("token_sensitivity")
+                or "depends on each input row" in json.loads(c.proto.spec)["layout"]["title"]["text"])  # fmt: skip
+    assert spec["data"][0]["y"] == list(tokens) and spec["data"][0]["x"] == list(tokens)  # the model's own tokens
+
+
+def test_an_edit_after_training_makes_the_link_name_the_weights():
+    from tests.apptest import edit, session
+
+    at = open_backward()
+    at.button(key="bw_train").click().run()
+    assert at.query_params["train"] == "1" and "case" not in at.query_params
+    edit(at, "x", 1, "2", 3.0)  # an edit of the trained case: the steps are behind it now
+    assert session(at).learned.trained == 0 and "train" not in at.query_params and "case" in at.query_params
+
+
+def test_a_raw_scores_gradient_is_the_scale_times_the_scores_with_its_arithmetic():
+    trace = attend(random_case(seed=0, scale="sqrt_dk", temperature=0.5))
+    result = bw.backward(trace, bw.Loss(cell=(2, 1)))
+    _, lines, _ = bw.explain_gradient(result, "scores_raw", (2, 1))
+    factor = (1 / 3**0.5) / 0.5
+    assert result["d_scores_raw"][2, 1].item() == pytest.approx(factor * result["d_scores"][2, 1].item())
+    assert str(lines[0]).startswith(f"dS^raw₃₂ = {factor:g} · dS₃₂") and "Σ_k A₃ₖ dA₃ₖ" in str(lines[2])

@@ -1,0 +1,292 @@
+"""Attention in tiles (issue 23): the online softmax against step 7 and SDPA, skipped tiles, memory, input, page."""
+
+import math
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+from torch.overrides import TorchFunctionMode
+
+from attention import attend, tiles, tiles_script
+from attention.__main__ import main
+from attention.app import tiles_room
+from attention.app.session import Session, choose_blocks
+from attention.case import CaseError
+from attention.files import dump_case
+from attention.numbers import approx
+from attention.oracles import check, fused_outputs
+from attention.presets import article, random_case, with_options
+from tests.apptest import APP, session
+
+BLOCKED = [[1, 0, 1, 0, 0], [0, 0, 0, 0, 0], [1, 1, 1, 0, 0], [0, 0, 0, 0, 0], [1, 1, 1, 1, 1]]  # rows 2, 4: nothing
+CASES = {
+    "plain": random_case(n=7, seed=1),
+    "causal, sqrt_dk": random_case(n=9, d_k=4, seed=2, mask="causal", scale="sqrt_dk"),
+    "fully masked rows, temperature": random_case(n=5, seed=3, mask=BLOCKED, temperature=0.3),
+    "scale, temperature 4": random_case(n=6, seed=4, scale=0.7, temperature=4.0),
+    "2 heads, w_out, causal": random_case(
+        n=8, d_k=4, d_v=4, seed=5, heads=2, mask="causal", w_out=[[1, 0, 2], [0, 1, 0], [0.5, 0, 1], [0, -1, 0]]
+    ),
+    "grouped kv heads, RoPE, sqrt_dk, causal": random_case(
+        n=11, d_in=6, d_k=8, d_v=6, seed=6, heads=4, kv_heads=2, rope_base=10_000.0, scale="sqrt_dk", mask="causal"
+    ),
+    "RoPE with positions, float64": random_case(
+        n=6, d_k=4, seed=7, rope_base=100.0, positions=[5, 3, -2, 7, 0, 1], dtype="float64"
+    ),
+    "big scores (exp would overflow without the running maximum)": random_case(n=6, seed=8, scale=60.0),
+}
+BLOCKS = [(1, 1), (2, 3), (3, 2), (4, 4), (None, None), ("n", "n"), (5, 1)]
+
+
+def blocks_for(case, blocks):
+    return tuple(case.n if b == "n" else None if b is None else min(b, case.n) for b in blocks)
+
+
+@pytest.mark.parametrize("blocks", BLOCKS, ids=str)
+@pytest.mark.parametrize("name", CASES)
+def test_tiled_outputs_equal_step_7_and_sdpa(name, blocks):
+    case = CASES[name]
+    run = tiles.tiled(case, *blocks_for(case, blocks))
+    agreement = tiles.check(run, attend(case).step("outputs").tensors["outputs"])
+    assert agreement.agrees, agreement
+    tolerance = {"float32": {"rtol": 1.3e-6, "atol": 1e-5}, "float64": {"rtol": 1e-10, "atol": 1e-10}}
+    torch.testing.assert_close(run.outputs, fused_outputs(case), **tolerance[case.options.dtype])
+
+
+def test_a_wrong_result_is_called_wrong():
+    case = CASES["plain"]
+    run = tiles.tiled(case, 2, 3)
+    reference = attend(case).outputs.clone()
+    reference[2, 1] += 1e-4 * reference.abs().max()  # a difference past 1e-6 of the largest number
+    assert not tiles.check(run, reference).agrees
+    assert tiles.check(run, attend(case).outputs).agrees
+
+
+def test_the_article_with_the_rounded_softmax_is_tiled_with_the_exact_one():
+    run = tiles.tiled(article())  # the article's case holds the rounded weights: not attention
+    assert run.case.options.weights_override is None
+    exact = attend(with_options(article(), weights_override=None))
+    assert tiles.check(run, exact.outputs).agrees and not tiles.check(run, attend(article()).outputs).agrees
+
+
+def test_the_defaults_make_the_article_two_key_tiles_and_a_causal_mask_skips_one():
+    run = tiles.tiled(with_options(article(), mask="causal"))
+    assert (run.block_q, run.block_k, run.key_tiles, run.query_tiles) == (2, 2, 2, 2)
+    assert run.skipped == ((0, 1),)  # queries 1-2 may not see key 3
+    assert run.visit(0, 1).skipped and not run.visit(0, 1).tensors
+    assert tiles.default_block(1024) == 64 and tiles.default_block(1) == 1
+
+
+def test_causal_tiles_above_the_diagonal_are_skipped_about_half():
+    case = random_case(n=64, d_in=4, seed=9, mask="causal")
+    run = tiles.tiled(case, 8, 8)
+    assert set(run.skipped) == {(i, j) for i in range(8) for j in range(8) if j > i}  # 28 of 64
+    assert len(run.skipped) / run.tiles == pytest.approx(28 / 64)
+    assert tiles.check(run, attend(case).outputs).agrees
+
+
+def test_each_visit_records_the_online_softmax_and_its_rescaling():
+    case = CASES["scale, temperature 4"]
+    run = tiles.tiled(case, 2, 2)
+    trace = attend(case)
+    scores = trace["scores"]
+    for v in run.visits:
+        t = v.tensors
+        torch.testing.assert_close(t["scores"][0], scores[v.queries.start : v.queries.stop, v.keys.start : v.keys.stop])
+        torch.testing.assert_close(t["m"], torch.maximum(t["m_before"], t["scores"].amax(-1)))
+        torch.testing.assert_close(t["rescale"], torch.exp(t["m_before"] - t["m"]))
+        torch.testing.assert_close(
+            t["l"], t["l_before"] * t["rescale"] + torch.exp(t["scores"] - t["m"][..., None]).sum(-1)
+        )
+        row_max = scores[v.queries.start : v.queries.stop, : v.keys.stop].amax(-1)  # m: the row's max so far
+        torch.testing.assert_close(t["m"][0], row_max)
+    for q in range(case.n):  # the last estimate of every query is its row of step 7
+        torch.testing.assert_close(tiles.estimates(run, q, 0)[-1], trace.outputs[q])
+
+
+def test_the_explanation_of_l_adds_up_with_its_terms():
+    run = tiles.tiled(CASES["scale, temperature 4"], 3, 2)
+    v = run.visit(1, 1)
+    lines = tiles.explain(run, v, 0, 1)
+    t = {k: x[0, 1].item() for k, x in v.tensors.items() if x.dim() == 2}
+    assert lines[0].startswith("m₂ = max(m₁")
+    ell = next(line for line in lines if line.startswith("ℓ after key tile 2: ℓ₂ = ℓ₁ · e^(m₁ − m₂) + Σ e^(s − m₂)"))
+    total = sum(math.exp(s - t["m"]) for s in v.tensors["scores"][0, 1].tolist())
+    assert t["l"] == pytest.approx(t["l_before"] * t["rescale"] + total, rel=1e-6)
+    assert ell.endswith(f"= {approx(t['l'])}")
+    assert tiles.explain(run, v, 0, 1, "zh")[2].startswith("处理完键块 2 后的 ℓ")
+    skipped = tiles.tiled(with_options(article(), mask="causal"))
+    assert "skipped" in tiles.explain(skipped, skipped.visit(0, 1), 0, 0)[0]
+
+
+class Largest(TorchFunctionMode):
+    """Every tensor a torch function makes while it is on, its largest numel noted."""
+
+    def __init__(self):
+        super().__init__()
+        self.largest = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, tuple | list) else (out,):
+            if isinstance(t, torch.Tensor):
+                self.largest = max(self.largest, t.numel())
+        return out
+
+
+def test_at_scale_no_n_by_n_tensor_is_made_and_nothing_is_recorded():
+    case = random_case(n=1024, d_in=64, d_k=64, d_v=64, seed=10, mask="causal", scale="sqrt_dk")
+    with Largest() as seen:
+        run = tiles.tiled(case, 64, 64)
+    assert seen.largest < 1024 * 1024 // 8, seen.largest  # a tile of 64 × 64 and the n × 64 matrices
+    assert run.visits == () and run.tile_bytes < 1024 * 1024 * 4 // 50  # under 2 % of one score matrix
+    with Largest() as seen:  # the watch sees an n × n tensor when one is made
+        (torch.ones(1024, 64) @ torch.ones(64, 1024)).sum()
+    assert seen.largest == 1024 * 1024
+    kept = tiles.tiled(case, 64, 64, keep=(3,))  # the page's one query tile, recorded
+    assert {v.query_tile for v in kept.visits} == {3} and len(kept.visits) == 16
+    assert check(case, kept.outputs).agrees  # SDPA, within the app's own check (scores up to 424 here: float32's
+    # rounding of them differs between SDPA's kernel and any matmul, the eight steps' too, by 2e-4 of outputs of 36)
+
+
+@pytest.mark.parametrize(
+    ("blocks", "field", "words"),
+    [
+        ((0, 2), "B_q", "not 0"),
+        ((2, -1), "B_k", "not -1"),
+        ((4, 2), "B_q", "not 4"),
+        (("1.5", 2), "B_q", "whole number"),
+        ((2, 1.0), "B_k", "whole number"),
+        (("abc", 2), "B_q", "'abc'"),
+        ((True, 2), "B_q", "whole number"),
+        ((2, "²"), "B_k", "whole number"),
+        ((2, "9" * 50), "B_k", "whole number"),
+    ],
+)
+def test_bad_block_sizes_are_refused_naming_the_field(blocks, field, words):
+    with pytest.raises(CaseError) as bad:
+        tiles.check_blocks(*blocks, 3)
+    assert str(bad.value).startswith(field) and words in str(bad.value)
+
+
+def test_too_many_tiles_are_refused():
+    with pytest.raises(CaseError, match="block sizes: make 1048576 tiles"):
+        tiles.check_blocks(1, 1, 1024)
+    assert tiles.check_blocks("16", " 16 ", 1024) == (16, 16)
+
+
+def test_the_session_keeps_the_last_valid_blocks_and_the_link_round_trips():
+    s = Session.start()
+    choose_blocks(s, "1", "2")
+    s.tiling.tile = (2, 1)
+    choose_blocks(s, "0", "2")
+    assert s.tiling.blocks == (1, 2) and "B_q" in str(s.tiling.error)
+    params = tiles.link(s.tiling.blocks, s.tiling.tile)
+    assert params == {"bq": "1", "bk": "2", "tile": "3.2"}
+    other = Session.start()
+    other.open_link(params)
+    assert (other.tiling.blocks, other.tiling.tile, other.notices) == ((1, 2), (2, 1), [])
+
+
+@pytest.mark.parametrize(
+    "params", [{"bq": "0"}, {"bq": "2", "bk": "x"}, {"tile": "9.9"}, {"tile": "1"}, {"tile": "1.1.1"}, {"bq": "4"}]
+)
+def test_a_forged_link_is_refused_with_a_notice_and_the_defaults(params):
+    s = Session.start()
+    s.open_link(params)
+    assert (s.tiling.blocks, s.tiling.tile) == (None, (0, 0))
+    assert len(s.notices) == 1 and "tiles were refused" in s.notices[0]
+
+
+def test_the_cli_reports_each_tile_and_the_check(tmp_path, capsys):
+    path = tmp_path / "case.json"
+    path.write_text(dump_case(with_options(article(), mask="causal")))
+    assert main(["tiles", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "1 skipped" in out and "query tile 1, key tile 2: skipped" in out and "equal step 7's" in out
+    assert main(["tiles", str(path), "--block-q", "0"]) == 2
+    assert "B_q (queries per tile): must be from 1 to n = 3, not 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["fully masked rows, temperature", "grouped kv heads, RoPE, sqrt_dk, causal"])
+def test_the_exported_script_runs_its_tiled_loop_and_asserts_step_7(name, tmp_path):
+    path = tmp_path / "tiles.py"
+    path.write_text(tiles_script.to_script(CASES[name], 2, 3))
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "tiled outputs equal step 7's" in done.stdout and "key tile 2: m =" in done.stdout
+    broken = path.read_text().replace("l = l * rescale + ", "l = l + ")  # the rescaling left out: it must fail
+    path.write_text(broken)
+    assert subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120).returncode != 0
+
+
+# The page, through AppTest ----------------------------------------------------------------------------------------
+
+
+def tiles_page(query: dict[str, str] | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    for k, v in (query or {}).items():
+        at.query_params[k] = v
+    at.run()
+    return at.switch_page("pages/tiles.py").run()
+
+
+def test_the_page_shows_the_tiles_the_check_and_keeps_the_last_valid_blocks():
+    at = tiles_page()
+    assert not at.exception
+    assert "Tiled outputs = step 7's" in at.success[0].value
+    assert any("ℓ after key tile 1" in c.value for c in at.code)
+    at.text_input(key="tiles_bq").set_value("0").run()
+    assert "B_q (queries per tile): must be from 1 to n = 3, not 0" in at.error[0].value
+    assert session(at).tiling.blocks is None and "4 tiles of 2 × 2" in at.success[0].value  # the last valid view
+    at.text_input(key="tiles_bq").set_value("1").run()
+    assert not at.error and "6 tiles of 1 × 2" in at.success[0].value
+    at.button(key="tiles_next").click().run()
+    assert session(at).tiling.tile == (0, 1) and at.query_params["tile"] == "1.2" and at.query_params["bq"] == "1"
+    assert any("ℓ after key tile 2" in c.value for c in at.code)
+
+
+def test_a_link_opens_the_tile_and_a_forged_one_says_so():
+    at = tiles_page({"bq": "1", "bk": "1", "tile": "3.2"})
+    assert not at.exception and session(at).tiling.tile == (2, 1)
+    assert at.selectbox(key="tiles_query_tile").value == 2
+    forged = AppTest.from_file(APP, default_timeout=60)
+    forged.query_params["bq"], forged.query_params["tile"] = "1", "7.1"
+    forged.run()  # the notice shows on the first page drawn
+    assert (
+        "The link's tiles were refused (tile: must be 'query tile.key tile', from 1.1 to 3.2" in forged.warning[0].value
+    )
+    assert session(forged).tiling.tile == (0, 0) and not forged.exception
+
+
+def test_the_page_in_chinese_and_with_a_causal_mask():
+    at = tiles_page({"lang": "zh"})
+    s = session(at)
+    s.choose(mask="causal")
+    at.run()
+    assert not at.exception
+    assert "分块输出 = 第 7 步的输出" in at.success[0].value
+    assert any("对角线以上的块" in i.value for i in at.info)
+
+
+def test_a_tiled_run_shows_itself_in_jupyter_with_its_tiles():
+    html = tiles.tiled(with_options(article(), mask="causal"))._repr_html_()
+    assert "4 tiles, 1 skipped" in html and html.count("<tr><td>") == 4 and "skipped: every score" in html
+    big = tiles.tiled(random_case(n=80, seed=11), 40, 40, keep=(1,))._repr_html_()
+    assert "recorded: query tiles 2" in big and big.count("<tr><td>") == 2
+
+
+def test_the_player_goes_through_the_tiles_in_order_and_round(monkeypatch):
+    at = tiles_page()
+    at.toggle(key="tiles_playing").set_value(True).run()
+    seen = [session(at).tiling.tile]
+    for _ in range(4):
+        later = time.monotonic() + 60  # the pace has passed
+        monkeypatch.setattr(tiles_room.time, "monotonic", lambda later=later: later)
+        at.run()
+        seen.append(session(at).tiling.tile)
+    assert seen == [(0, 0), (0, 1), (1, 0), (1, 1), (0, 0)]  # each query tile's key tiles, then the first again
+    assert not at.exception

@@ -1,4 +1,4 @@
-"""Command line: `attention preset|trace|backward|tiles|devices` (python -m attention; bad input: one line, exit 2)."""
+"""Command line: `attention preset|trace|backward|tiles|decode|devices` (python -m attention; bad input: exit 2)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import sys
 
 from .case import MAX_D, MAX_N, CaseError
 from .core import attend
+from .decoding import decode, decoding_script, dump_decoding
 from .devices import available_devices, gpu_unavailable_reason
 from .files import dump_case, dump_trace, load_case
 from .i18n import msg
@@ -49,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     loss.add_argument("--cell", help="the loss is this output number: ROW,COLUMN from 1 (default: a target)")
     loss.add_argument("--target", help="a JSON file of the outputs wanted, n rows (default: the outputs, one changed)")
     back.add_argument("-o", "--output", help="write the trace to this file instead of standard output")
+    decoding = commands.add_parser("decode", help="decode a case file token by token with a KV cache (JSON)")
+    decoding.add_argument("case", help="a case file, or - for standard input")
+    decoding.add_argument("--script", action="store_true", help="print the decoding loop as a Python script instead")
     args = parser.parse_args(argv)
 
     try:
@@ -67,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
             out, agrees = tiles_text(load_case(_read(args.case)), args.block_q, args.block_k)
             print(out)
             return 0 if agrees else 1
+        elif args.command == "decode":  # decoding.py: each step's tensors' shapes, checked against the causal trace
+            case = load_case(_read(args.case))
+            print(decoding_script(case) if args.script else dump_decoding(decode(case)), end="")
         else:
             for device in available_devices():
                 print(device)

@@ -110,3 +110,20 @@ def backward_html(result) -> str:
         f"<tbody>{steps}</tbody></table>"
         "</div>"
     )
+
+
+def decoding_html(decoding) -> str:
+    """A decoding (decoding.Decoding) as HTML: the status, then each step's tensors with their shapes and its
+    difference from row t of the causal trace (token labels escaped)."""
+    rows = "".join(
+        f"<tr><td>{step.t + 1}</td><td>{_e(decoding.case.tokens[step.t])}</td>"
+        f"<td>{'<br>'.join(f'<code>{_e(name)}</code> {_shape(t)}' for name, t in step.tensors.items())}</td>"
+        f"<td>{step.difference:.3g}</td></tr>"
+        for step in decoding.steps
+    )
+    return (
+        '<div class="attention-decoding">'
+        f"<p><b>Decoding with a KV cache</b>: {_e(str(decoding.status()))}</p>"
+        "<table><thead><tr><th>step</th><th>token</th><th>tensors</th><th>difference</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table></div>"
+    )

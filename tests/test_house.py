@@ -19,7 +19,7 @@ LAYERS = {
     "app": {"streamlit", "numpy", "pandas", "plotly", "torch", "segno"},
     "pages": {"streamlit", "numpy", "pandas", "plotly", "torch"},
 }
-FIGURES = {"attention/figures.py", "attention/tile_figures.py"}  # the pure builders: trace in, figure out
+FIGURES = {"attention/figures.py", "attention/tile_figures.py", "attention/decoding_figures.py"}  # pure builders
 BELOW = {"core": {"core"}, "models": {"core", "models"}, "figures": {"core", "figures"}}
 BELOW["app"] = {"core", "models", "figures", "app"}
 BELOW["pages"] = {"core", "models", "figures", "app"}

@@ -81,6 +81,8 @@ def nbytes(value: object) -> int:
         return _tensor_bytes(tensors)
     if isinstance(value, torch.Tensor):
         return _tensor_bytes([value])
+    if hasattr(value, "tensors_held"):  # a thing that says which tensors it holds (decoding.Decoding)
+        return _tensor_bytes(value.tensors_held())
     if isinstance(value, go.Figure):
         return sum(_figure_part(getattr(trace, name, None)) for trace in value.data for name in _FIGURE_ARRAYS)
     if isinstance(value, pd.DataFrame):  # of numbers written as text (figures.table): a pointer and a short str

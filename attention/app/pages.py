@@ -34,6 +34,7 @@ PAGES = (
     Page("pages/tiles.py", "page.tiles", ":material/grid_view:", "tiles"),  # issue 23: FlashAttention's tiles
     Page("pages/devices.py", "page.devices", ":material/memory:", "devices"),
     Page("pages/exercise.py", "page.exercise", ":material/school:", "exercise", hides=True),
+    Page("pages/decoding.py", "page.decoding", ":material/fast_forward:", "decoding"),
 )
 BY_NAME = {page.name: page for page in PAGES}
 BY_URL = {page.url_path: page for page in PAGES}

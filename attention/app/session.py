@@ -17,9 +17,10 @@ from ..devices import resolve_device
 from ..exercise import Classroom
 from ..i18n import LANGUAGES, Message, clip, excerpt, msg
 from ..models import Model
-from . import choices, origins, typed
+from . import choices, decoding_room, origins, typed
 from .cache import Derived
 from .choices import NUMBERS, SIZES, Controls, Inputs
+from .decoding_room import Decodes
 from .learned import Learning
 from .origins import Article, File, Origin
 
@@ -37,7 +38,7 @@ class Tiling:
 
 
 @dataclass
-class Session(Learning):  # Learning: the backward pass's part, its field `learned` (learned.py, issue 21)
+class Session(Learning, Decodes):  # their fields `learned` (learned.py, issue 21), `decoding` (decoding_room.py)
     """One browser tab's state: the controls, the inputs as typed, and the last valid case, which every page shows."""
 
     controls: Controls
@@ -202,6 +203,7 @@ def open_link(session: Session, params: Mapping[str, str | None]) -> None:
         session.notices.append(msg("notice.bad_step", steps=len(step_names(session.case))))
     if any(params.get(name) for name in tiles.PARAMS):  # the Tiles page's block sizes and tile
         _open_tiles(session, params)
+    decoding_room.open_link(session, params)  # the Decoding page's step (token=), or its generation (gen=…)
     if language and language in LANGUAGES:
         session.lang = language
     elif language:

@@ -8,7 +8,7 @@ import streamlit as st
 
 from .. import files, i18n, tiles
 from ..core import STEP_NAMES, Trace, step_near
-from . import compute, exercises, learning, origins
+from . import compute, decoding_room, exercises, learning, origins
 from .choices import IMAGE_FORMATS
 from .language import t
 from .session import Session
@@ -41,6 +41,9 @@ def keep_url(session: Session, trace: Trace) -> None:
     _set(params, "step", step if step != STEP_NAMES[0] else None)
     for name, value in tiles.link(session.tiling.blocks, session.tiling.tile).items():  # the Tiles page's blocks, tile
         _set(params, name, value)
+    decoding = decoding_room.link(session)  # the Decoding page's step, when one is chosen; its generation
+    for name in decoding_room.PARAMS:
+        _set(params, name, decoding.get(name))
     browser = i18n.language_for(st.context.locale)
     _set(params, "lang", session.lang if (session.lang, browser) != (i18n.DEFAULT,) * 2 else None)
     exercises.keep_url(session)
@@ -64,7 +67,7 @@ def panel(session: Session, trace: Trace) -> None:
             st.caption(t("share.too_long", limit=files.MAX_LINK_CHARS))
         else:
             params = st.query_params  # the sentence is escaped; the rest is base64url, digits and names
-            named = (*origins.PARAMS, *learning.PARAMS, "step", *tiles.PARAMS, "lang")
+            named = (*origins.PARAMS, *learning.PARAMS, "step", *tiles.PARAMS, *decoding_room.PARAMS, "lang")
             query = urlencode({k: params[k] for k in named if k in params})
             st.code(f"{st.context.url or ''}{'?' if query else ''}{query}", language=None, wrap_lines=True)
             st.caption(t("share.copy"))

@@ -6,7 +6,7 @@ import streamlit as st
 
 from .. import tiles
 from ..i18n import language_for
-from . import compute, learning, loaded, origins
+from . import compute, decoding_room, learning, loaded, origins
 from .session import Session
 
 KEY = "session"
@@ -22,7 +22,8 @@ def started() -> Session:
     if KEY not in st.session_state:
         session = Session.start(language_for(st.context.locale))
         session.loader = lambda name: loaded.model(name, session.lang)  # shared by the server's sessions
-        session.open_link({k: st.query_params.get(k) for k in ("step", "lang", *origins.PARAMS, *tiles.PARAMS)})
+        params = ("step", "lang", *origins.PARAMS, *tiles.PARAMS, *decoding_room.PARAMS)
+        session.open_link({k: st.query_params.get(k) for k in params})
         linked = {k: st.query_params.get(k) for k in (*origins.PARAMS, *learning.PARAMS)}  # the backward's (issue 21)
         learning.open_link(session, linked, lambda case: compute.trace_of(session, case))
         st.session_state[KEY] = session

@@ -50,6 +50,7 @@ EXPECTED = {
     "tiles": ("tiles", "Attention in tiles: FlashAttention's online softmax", ("Tiled outputs = step 7's",)),
     "exercise": ("exercise", "Exercises", ("Step 4: work out the score of query 2 on key 3",)),
     "backward": ("backward", "The backward pass: how every number learns", ("every gradient agrees with",)),
+    "decoding": ("decoding", "Decoding with a KV cache: one token at a time", ("Step 3 of 3",)),
 }
 PAGES = {f"/{page.url_path}": EXPECTED[page.name] for page in REGISTRY}  # URL path → what that page shows
 

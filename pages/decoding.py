@@ -1,0 +1,137 @@
+"""Decoding page: attention one token at a time with a KV cache, as a chat model generates (on the session's case,
+or on tokens SmolLM2 generates here), each output checked against row t of the whole causal computation."""
+
+import streamlit as st
+
+from attention import decoding_figures as figs
+from attention.app import charts, compute, frame, pickers, share, tab
+from attention.app import decoding_room as room
+from attention.app.language import lang, t
+from attention.app.text import plain
+from attention.case import CaseError
+from attention.decoding import Sizes, cache_bytes_per_token, explain_score, full_heads, model_sizes
+from attention.i18n import render, text
+from attention.models import SMOLLM2, install_message
+
+
+def generation_controls(session) -> None:
+    """The sentence, how many new tokens, Generate; the tokens as they come; the layer and head to step through."""
+    view = session.decoding
+    if (missing := install_message(SMOLLM2.name)) is not None:
+        st.error(plain(render(lang(), missing)))
+        return
+    left, right = st.columns([4, 1])
+    typed = left.text_input(t("decoding.sentence"), room.sentence(session), key="decoding_sentence", max_chars=400)
+    count = right.number_input(t("decoding.new_tokens"), 1, 16, view.new_tokens, key="decoding_new_tokens")
+    room.choose(session, **{k: v for k, v in {"sentence": typed, "new_tokens": count}.items() if v is not None})
+    if view.heard:  # a generation stopped before it ended (a click elsewhere, or Stop): what it had made
+        st.warning(t("decoding.stopped", tokens=plain("".join(view.heard)), count=len(view.heard)))
+    asked = {"on_click": st.session_state.__setitem__, "args": ("decoding_asked", True)}  # heard before the run
+    st.button(t("decoding.generate"), key="decoding_go", icon=":material/play_arrow:", type="primary", **asked)
+    if st.session_state.pop("decoding_asked", False) or view.pending:  # a click, or a link's generation
+        with st.status(t("decoding.generating", model=SMOLLM2.title), expanded=True) as status:
+            shown = st.empty()
+            heard = lambda _: shown.markdown(plain("".join(session.decoding.heard)))  # noqa: E731
+            error = room.made_pending(session, heard) if view.pending else room.run_generation(session, heard)
+            status.update(label=t("decoding.generated"), state="complete" if error is None else "error")
+        share.keep_url(session, frame.trace())  # the URL links to the generation made in this run
+        if error is not None:
+            st.error(t("error.last_valid", error=plain(render(lang(), error.message))))
+    if (made := session.decoding.generation) is None:
+        return
+    st.markdown(f"**{plain(made.sentence)}** {plain(made.text)}")
+    timing = {"cached": sum(made.seconds) / len(made.seconds), "count": len(made.seconds)}
+    if session.decoding.uncached_seconds:
+        uncached = session.decoding.uncached_seconds
+        timing |= {"uncached": sum(uncached) / len(uncached)}
+        same = t("decoding.same_tokens") if session.decoding.uncached_same else t("decoding.other_tokens")
+        st.caption(t("decoding.timing", **timing, ratio=timing["uncached"] / timing["cached"], same=same,
+                     mib=made.cache_bytes / 2**20))  # fmt: skip
+    left, right = st.columns(2)
+    layer = left.number_input(t("real.layer"), 1, SMOLLM2.layers, session.decoding.layer, key="decoding_layer")
+    head = right.number_input(t("real.head"), 1, SMOLLM2.heads, session.decoding.head, key="decoding_head")
+    room.choose(session, layer=int(layer), head=int(head))
+
+
+def step_view(session, made, causal) -> None:
+    """The player over the tokens, then step t: its cache, q_t's scores, weights and output, the causal matrix."""
+    n, tokens = made.n, made.case.tokens
+    t_shown = room.shown_step(session, n)
+    row = st.container(horizontal=True, vertical_alignment="center")
+    row.button("◀", key="decoding_previous", on_click=room.go_to, args=(session, t_shown - 1, n), disabled=t_shown == 0)
+    row.button("▶", key="decoding_next", on_click=room.go_to, args=(session, t_shown + 1, n), disabled=t_shown == n - 1)
+    st.session_state.decoding_token = t_shown
+    st.select_slider(
+        t("decoding.token"), range(n), format_func=lambda i: f"{i + 1} · {tokens[i]}", key="decoding_token",
+        on_change=lambda: room.go_to(session, st.session_state.decoding_token, n),
+    )  # fmt: skip
+    step = made.steps[t_shown]
+    (st.success if step.agrees else st.error)(
+        t("decoding.step_status", t=t_shown + 1, n=n, difference=step.difference), icon=":material/verified:"
+    )
+    st.write(t("decoding.step_explained", t=t_shown + 1, keys=t_shown + 1, token=plain(tokens[t_shown])))
+    head = pickers.head_picker(causal, "decoding_head_picker")
+    left, right = st.columns(2)
+    for where, name in ((left, "k_cache"), (right, "v_cache")):
+        charts.chart(figs.step_heatmap(made, t_shown, name, head, lang()), f"chart_{name}", where=where)
+    st.caption(t("decoding.cache_caption", t=t_shown + 1))
+    left, right = st.columns(2)
+    for where, name in ((left, "scores_t"), (right, "weights_t")):
+        charts.chart(figs.step_heatmap(made, t_shown, name, head, lang()), f"chart_{name}", where=where)
+    key = st.selectbox(
+        t("decoding.explain_label", t=t_shown + 1), range(t_shown + 1), index=0, key="decoding_explain",
+        format_func=lambda j: f"{j + 1} · {tokens[j]}",
+    )  # fmt: skip
+    for line in explain_score(made, t_shown, min(key or 0, t_shown), head):
+        st.markdown(plain(render(lang(), line)))
+    left, right = st.columns(2)
+    charts.chart(figs.step_heatmap(made, t_shown, "output_t", None, lang()), "chart_output_t", where=left)
+    whole = charts.figure(figs.causal_heatmap, causal, head)  # kept: n × n at the limits
+    charts.chart(figs.row_outlined(whole, t_shown, lang()), "chart_causal", where=right)
+    st.caption(t("decoding.causal_caption", t=t_shown + 1))
+    shapes = ", ".join(f"{name} {' × '.join(map(str, shape))}" for name, shape in step.shapes().items())
+    st.caption(t("decoding.shapes", shapes=shapes))
+
+
+def work_and_memory(made) -> None:
+    """Multiply-adds per token with and without the cache; the cache's bytes, here and for SmolLM2."""
+    st.subheader(t("decoding.work_header"))
+    sizes = Sizes.of(made.case)
+    st.dataframe(figs.work_table(sizes, made.case.n, lang()), hide_index=True, key="decoding_work")
+    st.caption(t("decoding.work_caption"))
+    st.subheader(t("decoding.memory_header"))
+    st.dataframe(figs.memory_table(sizes, made.case.n, lang()), hide_index=True, key="decoding_memory")
+    smol, tokens = model_sizes(SMOLLM2), 20
+    per_token, full = cache_bytes_per_token(smol), cache_bytes_per_token(full_heads(smol))
+    sizes_said = {"layers": smol.layers, "kv_heads": smol.kv_heads, "heads": smol.heads, "d_head": smol.d_head}
+    after = {"after_kib": per_token * tokens / 1024, "full_kib": full * tokens / 1024, "saved": 1 - per_token / full}
+    said = {"model": SMOLLM2.title, "per_token": per_token, "tokens": tokens, **sizes_said, **after}
+    st.write(t("decoding.smollm2_memory", **said))
+    st.dataframe(figs.memory_table(smol, tokens, lang()), hide_index=True, key="decoding_memory_smollm2")
+
+
+frame.trace()  # (a page run outside the frame goes through it first)
+session = tab.current()
+language = session.lang  # a widget keeps its format_func, called after the run: the language it was drawn in
+st.header(t("decoding.header"))
+st.write(t("decoding.intro"))
+source = st.radio(
+    t("decoding.source"), room.SOURCES, index=room.SOURCES.index(session.decoding.source), horizontal=True,
+    format_func=lambda s: text(language, f"decoding.source_{s}"), key="decoding_source",
+)  # fmt: skip
+room.choose(session, source=source)
+if source == "generation":
+    generation_controls(session)
+case = room.case(session)
+causal = lambda of: compute.trace_of(session, of)  # noqa: E731 (the session's own trace when the case is causal)
+made = None if case is None else room.decoding(session, case, causal)
+if case is None:
+    st.info(t("decoding.generate_first"))
+elif isinstance(made, CaseError):
+    st.error(t("decoding.refused", error=plain(render(lang(), made.message))))
+else:
+    st.info(plain(render(lang(), made.status())), icon=":material/verified:")
+    for note in made.notes:
+        st.caption(plain(render(lang(), note)))
+    step_view(session, made, causal(made.case))
+    work_and_memory(made)

@@ -1,0 +1,312 @@
+"""Decoding with a KV cache against the whole causal computation (the core's causal trace and PyTorch's SDPA with
+is_causal), for every option; its refusal of other masks, its work and memory, the session, link, CLI, script,
+notebook, and the Decoding page."""
+
+import contextlib
+import io
+import json
+import runpy
+from dataclasses import replace
+
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from attention import attend
+from attention.__main__ import main
+from attention.app.decoding_room import DecodingView
+from attention.app.session import Session
+from attention.case import CaseError, case_to_dict
+from attention.decoding import (
+    MAX_DECODE_N,
+    Sizes,
+    cache_bytes_per_token,
+    decodable,
+    decode,
+    decoding_script,
+    explain_score,
+    full_heads,
+    measured_cache_bytes,
+    model_sizes,
+    multiply_adds,
+)  # fmt: skip
+from attention.files import case_to_link, dump_case
+from attention.i18n import render
+from attention.models import SMOLLM2
+from attention.numbers import approx
+from attention.presets import article, random_case, with_options
+from tests.apptest import APP, charts, session
+
+W_OUT = [[0.5, -1.0, 0.25], [1.5, 0.0, -0.5], [-2.0, 1.0, 0.75], [0.1, 0.2, -0.3]]  # (d_v = 4, d_out = 3)
+CASES = {
+    "article (no mask, rounded weights)": article(),
+    "one head, causal": random_case(n=6, seed=1, mask="causal"),
+    "sqrt_dk, temperature 0.5": random_case(n=5, seed=2, scale="sqrt_dk", temperature=0.5, mask="causal"),
+    "scale 0.3, float64": random_case(n=7, seed=3, scale=0.3, dtype="float64", mask="causal"),
+    "2 heads, w_out": random_case(n=5, d_k=4, d_v=4, seed=4, heads=2, w_out=W_OUT, mask="causal"),
+    "4 heads sharing 2 (grouped)": random_case(n=6, d_k=8, d_v=8, seed=5, heads=4, kv_heads=2, scale="sqrt_dk"),
+    "RoPE": random_case(n=6, d_k=4, seed=6, rope_base=10_000.0, mask="causal"),
+    "RoPE at given positions, grouped, temperature": random_case(
+        n=5, d_k=8, d_v=4, seed=7, heads=4, kv_heads=1, rope_base=100.0, positions=[3, 9, 4, 20, 21], temperature=2.0
+    ),
+    "n = 40, 8 heads sharing 2": random_case(n=40, d_in=16, d_k=32, d_v=32, seed=8, heads=8, kv_heads=2),
+}
+FP32 = {"rtol": 1.3e-6, "atol": 1e-5}
+
+
+def close(actual: torch.Tensor, expected: torch.Tensor) -> None:
+    """Equal as float32 sums in another order are: within 1e-5 of the largest number (outputs reach 100 at n = 40)."""
+    torch.testing.assert_close(
+        actual, expected.to(actual.dtype), rtol=1e-5, atol=1e-5 * (1 + expected.abs().max().item())
+    )
+
+
+def sdpa(case) -> torch.Tensor:
+    """PyTorch's fused attention with is_causal on the case's queries, keys and values (the core's, after RoPE)."""
+    trace = attend(decodable(case))
+    q, k, v = (trace[name] for name in ("queries", "keys", "values"))  # (h?, n, d), keys repeated per query head
+    scale = (decodable(case).options.scale, case.options.temperature)
+    multiplier = {"none": 1.0, "sqrt_dk": case.d_head**-0.5}.get(scale[0], scale[0]) / scale[1]
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=multiplier)
+    out = out.transpose(0, 1).flatten(1) if out.dim() == 3 else out
+    w_out = case.options.w_out
+    return out if w_out is None else out @ torch.tensor(w_out, dtype=out.dtype)
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES)
+def test_each_output_is_the_row_of_the_causal_trace_and_of_sdpa(case):
+    made = decode(case)
+    assert made.agrees and made.n == case.n
+    causal = attend(decodable(case)).outputs
+    assert made.outputs.dtype == causal.dtype
+    close(made.outputs, causal)
+    close(made.outputs, sdpa(case))
+    for step in made.steps:  # the status row's number is the largest difference of output t from row t
+        assert step.difference == (step["output_t"].double() - causal[step.t].double()).abs().max().item()
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES)
+def test_the_cache_grows_a_row_a_step_and_holds_the_causal_traces_keys_turned_once(case):
+    made, o = decode(case), case.options
+    trace, group = attend(decodable(case)), o.heads // (o.kv_heads or o.heads)
+    keys = trace["keys"] if o.heads > 1 else trace["keys"][None]  # (h, n, d): after RoPE, repeated per query head
+    values = trace["values"] if o.heads > 1 else trace["values"][None]
+    scores = trace["scores"] if o.heads > 1 else trace["scores"][None]
+    for step in made.steps:
+        t = step.t
+        k_cache = step["k_cache"] if o.heads > 1 else step["k_cache"][None]  # (g, t + 1, d)
+        v_cache = step["v_cache"] if o.heads > 1 else step["v_cache"][None]
+        assert k_cache.shape[-2] == t + 1 and step["q_t"].shape[-2] == 1  # one query; t + 1 cached keys
+        close(k_cache, keys[::group, : t + 1])  # a key is turned at its own position
+        close(v_cache, values[::group, : t + 1])
+        scores_t = step["scores_t"] if o.heads > 1 else step["scores_t"][None]
+        close(scores_t[:, 0], scores[:, t, : t + 1])  # row t of the causal scores
+
+
+def test_a_changed_cached_key_is_caught_by_the_check(monkeypatch):
+    """The check can fail: a cache that turns a key at the wrong position gives other outputs, and says so."""
+    import attention.decoding as decoding
+
+    real_rope = decoding.rope
+    monkeypatch.setattr(decoding, "rope", lambda m, at, base: real_rope(m, at + 1, base))  # one position off
+    made = decoding.decode(CASES["RoPE"])
+    assert made.agrees  # a shift of every position leaves every score as it was (RoPE depends on t_i − t_j)
+    monkeypatch.setattr(decoding, "rope", lambda m, at, base: real_rope(m, at * 2, base))  # positions doubled
+    made = decoding.decode(CASES["RoPE"])
+    assert not made.agrees and made.difference > 1e-3
+    assert "differs" in str(made.status()) and str(made.worst() + 1) in str(made.status())
+
+
+def test_no_mask_is_decoded_as_causal_and_the_rounded_weights_as_the_exact_softmax_with_a_note():
+    made = decode(article())
+    assert made.case.options.mask == "causal" and made.case.options.weights_override is None
+    assert [note.key for note in made.notes] == ["decoding.note_made_causal", "decoding.note_exact"]
+    assert not decode(random_case(mask="causal")).notes
+
+
+@pytest.mark.parametrize(
+    ("mask", "row", "column", "why"),
+    [
+        ([[1, 1, 0], [1, 1, 0], [1, 1, 1]], 1, 2, "decoding.mask_future"),  # token 1 would read key 2, not made yet
+        ([[1, 0, 0], [0, 1, 0], [1, 1, 1]], 2, 1, "decoding.mask_past"),  # a cached key left out
+        ([[1, 1, 1], [1, 1, 1], [1, 1, 1]], 1, 2, "decoding.mask_future"),  # bidirectional
+    ],
+)
+def test_a_custom_mask_that_is_not_causal_is_refused_saying_where_and_why(mask, row, column, why):
+    with pytest.raises(CaseError) as refused:
+        decode(random_case(mask=mask))
+    assert refused.value.problem.key == why and refused.value.where.params == {"row": row, "column": column}
+    assert "look back" in str(refused.value) or "every earlier key" in str(refused.value)
+    assert "只能向前看" in render("zh", refused.value.message) or "缓存" in render("zh", refused.value.message)
+
+
+def test_the_causal_mask_written_out_is_decoded():
+    assert decode(random_case(mask=[[1, 0, 0], [1, 1, 0], [1, 1, 1]])).agrees
+
+
+def test_work_with_the_cache_is_one_row_and_without_it_the_whole_computation():
+    s = Sizes.of(CASES["2 heads, w_out"])  # d_in 4, 2 heads of 2, d_out 3
+    projections = 4 * (4 + 4 + 4)  # one token through W_Q, W_K, W_V
+    assert multiply_adds(s, 0, cache=True) == multiply_adds(s, 0, cache=False)  # the first token: the same work
+    assert multiply_adds(s, 4, cache=True) == projections + 5 * 2 * (2 + 2) + 2 * 2 * 3
+    assert multiply_adds(s, 4, cache=False) == 5 * projections + 5 * 5 * 2 * (2 + 2) + 5 * 2 * 2 * 3
+
+
+def test_the_caches_measured_bytes_equal_the_formula_and_smollm2s_numbers():
+    for case in CASES.values():
+        made = decode(case)
+        assert measured_cache_bytes(made) == cache_bytes_per_token(Sizes.of(made.case)) * case.n
+    smol = model_sizes(SMOLLM2)
+    assert cache_bytes_per_token(smol) == 2 * 30 * 3 * 64 * 4 == 46_080  # float32, as the app's forward pass runs
+    assert cache_bytes_per_token(full_heads(smol)) == 3 * 46_080  # 9 key/value heads: grouped-query saves 2/3
+    assert cache_bytes_per_token(smol) * 20 == 921_600  # after 20 tokens: 900 KiB
+
+
+# The session, the link ------------------------------------------------------------------------------------------
+
+
+def test_a_link_carries_the_decoding_step_and_a_step_past_the_end_is_said():
+    s = Session.start()
+    s.open_link({"case": case_to_link(CASES["RoPE"]), "token": "4"})
+    assert s.decoding.t == 3 and not s.notices
+    from attention.app.decoding_room import link
+
+    assert link(s) == {"token": "4"}
+    again = Session.start()
+    again.open_link({"case": case_to_link(CASES["RoPE"]), **link(s)})
+    assert again.decoding == s.decoding
+    for bad in ("7", "0", "x", "99999", "²"):
+        past = Session.start()
+        past.open_link({"case": case_to_link(CASES["RoPE"]), "token": bad})
+        assert past.decoding == DecodingView() and [n.key for n in past.notices] == ["decoding.bad_step"]
+        assert past.case == CASES["RoPE"]  # the case is kept
+
+
+# CLI, script, notebook ---------------------------------------------------------------------------------------------
+
+
+def test_the_cli_decodes_a_case_file_and_refuses_a_mask_it_cannot_decode(tmp_path, capsys):
+    path = tmp_path / "case.json"
+    path.write_text(dump_case(CASES["4 heads sharing 2 (grouped)"]))
+    assert main(["decode", str(path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["agrees"] and len(out["steps"]) == 6 and out["steps"][2]["shapes"]["k_cache"] == "2 × 3 × 2"
+    bad = case_to_dict(random_case(n=2))
+    bad["options"]["mask"] = [[1, 1], [1, 1]]
+    path.write_text(json.dumps(bad))
+    assert main(["decode", str(path)]) == 2
+    assert "decoding can only look back" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["article (no mask, rounded weights)", "RoPE at given positions, grouped, temperature",
+                                  "2 heads, w_out", "scale 0.3, float64"])  # fmt: skip
+def test_the_exported_script_decodes_with_its_cache_and_asserts_the_causal_computation(name, capsys):
+    case = CASES[name]
+    namespace = runpy.run_path(_write(decoding_script(case)))
+    close(namespace["decoded"], decode(case).outputs)
+    assert "equals the causal computation" in capsys.readouterr().out
+
+
+def test_a_broken_script_would_fail_its_own_assertion():
+    text = decoding_script(CASES["RoPE"]).replace("POSITIONS[t : t + 1])  # turned once", "POSITIONS[:1])  # turned")
+    with pytest.raises(AssertionError), contextlib.redirect_stdout(io.StringIO()):
+        runpy.run_path(_write(text))
+
+
+def _write(text: str) -> str:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(text)
+    return f.name
+
+
+def test_a_decoding_shows_itself_in_a_notebook_with_its_steps_and_escaped_labels():
+    case = replace(CASES["one head, causal"], tokens=("<b>", *CASES["one head, causal"].tokens[1:]))
+    html = decode(case)._repr_html_()
+    assert html.count("<tr><td>") == 6 and "&lt;b&gt;" in html and "<code>k_cache</code> (4 × 3)" in html
+
+
+# The page ----------------------------------------------------------------------------------------------------------
+
+
+def decoding_page(query: dict | None = None, lang: str | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=90)
+    for k, v in (query or {}).items():
+        at.query_params[k] = v
+    at.run()
+    if lang:
+        session(at).lang = lang
+    at.switch_page("pages/decoding.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def test_the_page_steps_through_the_tokens_showing_the_cache_and_row_t_of_the_causal_scores():
+    at = decoding_page({"case": case_to_link(CASES["4 heads sharing 2 (grouped)"]), "token": "3"})
+    assert "Step 3 of 6" in at.success[0].value
+    z = {title.split(":")[0]: matrix for title, matrix in charts(at).items()}
+    made = decode(CASES["4 heads sharing 2 (grouped)"])
+    assert z["k_cache"].shape == (3, 2)  # three cached keys of the first key/value head
+    close(torch.tensor(z["scores_t"]), made.steps[2]["scores_t"][0].double())
+    at.button(key="decoding_next").click().run()
+    assert "Step 4 of 6" in at.success[0].value
+    assert charts(at)["k_cache: the keys of tokens 1 … 4 (new row: k_4)"].shape == (4, 2)  # one row more
+    assert at.query_params["token"] == "4"
+    said = " ".join(m.value for m in at.markdown)  # SmolLM2's cache after 20 tokens, and what grouped-query saves
+    assert "46,080 bytes a token" in said and "900 KiB" in said and "2,700 KiB" in said and "saves 67%" in said
+
+
+def test_a_link_with_a_step_past_the_end_says_so_and_shows_the_last_token():
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.query_params["case"], at.query_params["token"] = case_to_link(CASES["RoPE"]), "9"
+    at.run()  # the page the link opens says it (each notice once, on the first page drawn)
+    assert any("decoding step '9' is not a token of this case (it has 6)" in w.value for w in at.warning)
+    at.switch_page("pages/decoding.py").run()
+    assert "Step 6 of 6" in at.success[0].value and session(at).case == CASES["RoPE"]
+
+
+def test_a_case_with_a_mask_decoding_cannot_follow_is_refused_on_the_page_and_the_case_kept():
+    masked = with_options(random_case(n=3, seed=1), mask=((1, 1, 1), (1, 1, 1), (1, 1, 1)))
+    at = decoding_page({"case": case_to_link(masked)})
+    assert any("decoding can only look back" in e.value for e in at.error)
+    assert session(at).case == masked and not at.get("plotly_chart")
+
+
+def test_the_page_in_chinese():
+    at = decoding_page(lang="zh")
+    assert at.header[0].value == "用 KV 缓存解码：一次一个 token" and "第 3 步" in at.success[0].value
+
+
+@pytest.mark.parametrize("name", ["RoPE at given positions, grouped, temperature", "one head, causal"])
+def test_a_cached_score_is_explained_with_its_own_numbers_and_equals_the_causal_score(name):
+    made = decode(CASES[name])
+    o = made.case.options
+    t, j, head = 4, 1, (3 if o.heads > 1 else None)
+    lines = [str(line) for line in explain_score(made, t, j, head)]
+    assert "k_2 comes from the cache: it was computed once, at decoding step 2" in lines[0]
+    assert ("turned by RoPE at its position 9" in lines[0]) == (o.rope_base is not None)  # positions 3, 9, …
+    scores_t = made.steps[t]["scores_t"]
+    value = (scores_t[head, 0, j] if head is not None else scores_t[0, j]).item()
+    assert approx(value) in lines[-1] and lines[-1].count(approx(value)) == 2  # decoding's and the causal one
+    assert lines[1].startswith("q_5 · k_2 = ")
+
+
+def test_past_a_sentences_worth_the_first_tokens_are_decoded_said_and_the_given_causal_trace_is_used():
+    case = random_case(n=100, d_in=8, d_k=8, d_v=8, seed=9, heads=2, mask="causal")
+    causal = attend(case)
+    made = decode(case, causal)
+    assert made.n == MAX_DECODE_N and made.agrees
+    close(made.causal_scores, causal["scores"][:, :MAX_DECODE_N])
+    close(made.outputs, causal.outputs[:MAX_DECODE_N])
+    assert [note.key for note in made.notes] == ["decoding.note_first"] and "first 64 of the 100" in made.notes[0]
+    with pytest.raises(ValueError):
+        decode(case, attend(random_case(n=100, d_in=8, d_k=8, d_v=8, seed=10, heads=2, mask="causal")))
+
+
+def test_the_sessions_cache_counts_what_a_decoding_holds():
+    from attention.app.cache import nbytes
+
+    made = decode(CASES["n = 40, 8 heads sharing 2"])
+    scores_t = sum(step["scores_t"].numel() + step["weights_t"].numel() for step in made.steps) * 4
+    assert nbytes(made) >= scores_t + made.causal_scores.numel() * 4

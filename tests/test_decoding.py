@@ -14,8 +14,8 @@ from streamlit.testing.v1 import AppTest
 
 from attention import attend
 from attention.__main__ import main
-from attention.app.decoding_room import DecodingView
 from attention.app.session import Session
+from attention.app.views import DecodingView
 from attention.case import CaseError, case_to_dict
 from attention.decoding import (
     MAX_DECODE_N,

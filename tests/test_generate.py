@@ -8,7 +8,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from attention import models
-from attention.app.decoding_room import DecodingView
+from attention.app.views import DecodingView
 from attention.case import CaseError
 from attention.decoding import cache_bytes_per_token, decode, model_sizes
 from attention.models.generate import generate

@@ -4,7 +4,7 @@ Python, no Streamlit: the page draws it, tests drive it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .. import models
@@ -12,38 +12,12 @@ from ..case import Case, CaseError
 from ..decoding import Decoding, decodable, decode, step_of
 from ..i18n import excerpt, msg
 from ..models import MAX_SENTENCE_TOKENS, SMOLLM2
-from ..models.generate import MAX_NEW_TOKENS, Generation, check_length, generate
+from ..models.generate import MAX_NEW_TOKENS, check_length, generate
 
 if TYPE_CHECKING:
     from .session import Session
 
 SOURCES = ("case", "generation")  # what is decoded: the session's case, or the tokens SmolLM2 generated
-DEFAULT_NEW_TOKENS = 8
-
-
-@dataclass(frozen=True)
-class DecodingView:
-    """What the Decoding page shows: a value the session holds (Session.decoding) and replaces whole."""
-
-    t: int | None = None  # the decoding step (token t, from 0); None: the last token
-    source: str = "case"
-    sentence: str | None = None  # to generate from, as typed; None: the session's model sentence or the example
-    new_tokens: int = DEFAULT_NEW_TOKENS
-    generation: Generation | None = None  # the last finished (or stopped) generation
-    uncached_seconds: tuple[float, ...] | None = None  # the same generation without the cache, per token
-    uncached_same: bool | None = None  # whether it made the same tokens
-    layer: int = 3  # of the generation, from 1 (SmolLM2's layer 3 head 4: a previous-token head)
-    head: int = 4  # from 1
-    heard: tuple[str, ...] = ()  # the tokens heard so far while a generation runs (kept if it is stopped)
-    pending: bool = False  # a link's generation, to be made when the page is drawn
-
-
-@dataclass
-class Decodes:
-    """The session's part for the Decoding page (Session is one of these): a keyword-only field, after Session's own
-    (as learned.Learning's), so that the Session class stays within the house's size."""
-
-    decoding: DecodingView = field(default_factory=DecodingView, kw_only=True, repr=False, compare=False)
 
 
 PARAMS = ("token", "gen", "gen_tokens", "gen_layer", "gen_head")  # the link's parameters of the Decoding page

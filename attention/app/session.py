@@ -20,25 +20,15 @@ from ..models import Model
 from . import choices, decoding_room, origins, typed
 from .cache import Derived
 from .choices import NUMBERS, SIZES, Controls, Inputs
-from .decoding_room import Decodes
-from .learned import Learning
 from .origins import Article, File, Origin
+from .views import DecodingView, Learned, Tiling
 
 Cells = Mapping[tuple[int, int], object]  # (row, column) -> a cell's value as typed
 OPTION_GRIDS = {"options.mask": "mask", "options.w_out": "w_out", "options.weights_override": "rounded"}
 
 
 @dataclass
-class Tiling:
-    """The Tiles page's view (issue 23): its block sizes, the tile shown, and why block sizes were refused."""
-
-    blocks: tuple[int, int] | None = None  # (B_q, B_k) as chosen; None: tiles.default_block of n
-    tile: tuple[int, int] = (0, 0)  # (query tile, key tile), from 0
-    error: CaseError | None = None  # why block sizes typed were refused (the last valid ones stay); None: they were
-
-
-@dataclass
-class Session(Learning, Decodes):  # their fields `learned` (learned.py, issue 21), `decoding` (decoding_room.py)
+class Session:
     """One browser tab's state: the controls, the inputs as typed, and the last valid case, which every page shows."""
 
     controls: Controls
@@ -60,7 +50,9 @@ class Session(Learning, Decodes):  # their fields `learned` (learned.py, issue 2
     classroom: Classroom = field(default_factory=Classroom)  # an exercise done or made, the presenter view
     _numbers: Case | None = field(default=None, repr=False)  # the inputs' matrices, checked, with no options
     _origin: tuple | None = field(default=None, repr=False, compare=False)  # (case, source, origin): the last answer
-    tiling: Tiling = field(default_factory=lambda: Tiling())  # the Tiles page's view (issue 23), Tiling's fields
+    learned: Learned = field(default_factory=Learned)  # the Backward page's loss and training steps
+    decoding: DecodingView = field(default_factory=DecodingView, repr=False, compare=False)  # the Decoding page's
+    tiling: Tiling = field(default_factory=Tiling)  # the Tiles page's block sizes and tile
 
     @classmethod
     def start(cls, lang: str = "en") -> Session:
@@ -176,8 +168,6 @@ class Session(Learning, Decodes):  # their fields `learned` (learned.py, issue 2
     def go_to(self, step: str, by: int = 0, wrap: bool = False) -> None:
         """A step by its name, or `by` steps from it (core.step_near); the player goes round (`wrap`)."""
         self.step = step_near(self.case, step, by, wrap)
-
-    # Checking
 
     def _check(self, numbers: bool) -> None:
         """Check the inputs as typed (the matrices when they changed): a valid case becomes the case, else why not."""

@@ -23,7 +23,7 @@ def pages() -> list[StreamlitPage]:
 
 def navigation(among: list[StreamlitPage] | None = None) -> StreamlitPage:
     """The page this run shows, of the registry's (st.navigation draws their links at the top of the sidebar)."""
-    return st.navigation(pages() if among is None else among)
+    return st.navigation(pages() if among is None else among, expanded=True)  # every page, not 10 and "View more"
 
 
 def leave_pages_folder_mode() -> None:

@@ -30,11 +30,11 @@ PAGES = (
     Page("pages/variants.py", "page.variants", ":material/compare:", "variants"),
     Page("pages/multi_head.py", "page.multi_head", ":material/view_week:", "multi-head", live=True),
     Page("pages/explain.py", "page.explain", ":material/calculate:", "explain", hides=True),
-    Page("pages/backward.py", "backward.page", ":material/undo:", "backward"),  # issue 21: the backward pass
-    Page("pages/tiles.py", "page.tiles", ":material/grid_view:", "tiles"),  # issue 23: FlashAttention's tiles
-    Page("pages/devices.py", "page.devices", ":material/memory:", "devices"),
+    Page("pages/backward.py", "backward.page", ":material/undo:", "backward"),  # how attention learns
+    Page("pages/decoding.py", "page.decoding", ":material/fast_forward:", "decoding"),  # how it is run: a KV cache
+    Page("pages/tiles.py", "page.tiles", ":material/grid_view:", "tiles"),  # and in tiles (FlashAttention)
     Page("pages/exercise.py", "page.exercise", ":material/school:", "exercise", hides=True),
-    Page("pages/decoding.py", "page.decoding", ":material/fast_forward:", "decoding"),
+    Page("pages/devices.py", "page.devices", ":material/memory:", "devices"),
 )
 BY_NAME = {page.name: page for page in PAGES}
 BY_URL = {page.url_path: page for page in PAGES}

@@ -54,7 +54,7 @@ def draw(session: Session) -> None:
         )  # fmt: skip
         if (room := _room(session)) is not None:
             room[1](session)
-        st.subheader(t("sidebar.options"))  # what a learner changes first: in view without scrolling
+        st.subheader(t("sidebar.options"))  # what a learner changes first: next, under the pages
         _options(session, language)
         with st.expander(t("sidebar.sizes"), expanded=False):
             _sizes(session, language)

@@ -13,7 +13,7 @@ import torch
 from ..case import CaseError
 from ..core import rope
 from ..i18n import msg
-from .llama import _rms_norm
+from .llama import _rms_norm, after_heads, heads_of
 from .model import MAX_SENTENCE_TOKENS, Model, Run
 
 MAX_NEW_TOKENS = 16  # the page's choice; a sentence and its new tokens stay within MAX_SENTENCE_TOKENS in all
@@ -119,9 +119,7 @@ def forward_cached(model: Model, ids: torch.Tensor, cache: KVCache) -> tuple[tor
     for layer in range(s.layers):
         p = f"blk.{layer}."
         x = _rms_norm(h, w[p + "attn_norm.weight"])  # (m, d_model)
-        q = (x @ w[p + "attn_q.weight"].T).unflatten(-1, (s.heads, d)).transpose(0, 1)  # (h, m, 64)
-        k = (x @ w[p + "attn_k.weight"].T).unflatten(-1, (g, d)).transpose(0, 1)  # (g, m, 64)
-        v = (x @ w[p + "attn_v.weight"].T).unflatten(-1, (g, d)).transpose(0, 1)
+        q, k, v = heads_of(s, w, p, x)  # (h, m, 64), (g, m, 64), (g, m, 64): the new tokens' alone
         q, k = rope(q, at, s.rope_base), rope(k, at, s.rope_base)  # a key is turned once, at its own position
         cache.keys[layer, :, start:n], cache.values[layer, :, start:n] = k, v  # appended
         keys, values = cache.keys[layer, :, :n], cache.values[layer, :, :n]  # (g, n, 64): every token so far
@@ -131,10 +129,7 @@ def forward_cached(model: Model, ids: torch.Tensor, cache: KVCache) -> tuple[tor
         out = (weights @ values[:, None]).flatten(0, 1)  # (h, m, 64)
         inputs.append(x)
         head_outputs.append(out)
-        h = h + out.transpose(0, 1).flatten(1) @ w[p + "attn_output.weight"].T
-        f = _rms_norm(h, w[p + "ffn_norm.weight"])
-        gate, up = f @ w[p + "ffn_gate.weight"].T, f @ w[p + "ffn_up.weight"].T
-        h = h + (torch.nn.functional.silu(gate) * up) @ w[p + "ffn_down.weight"].T
+        h = after_heads(w, p, h, out)
     cache.length = n
     last = _rms_norm(h[-1:], w["output_norm.weight"])
     return torch.stack(inputs), torch.stack(head_outputs), last @ w["token_embd.weight"].T

@@ -63,22 +63,34 @@ class Llama:
         for layer in range(s.layers):
             p = f"blk.{layer}."
             x = _rms_norm(h, w[p + "attn_norm.weight"])  # (n, d): what the attention reads
-            q = (x @ w[p + "attn_q.weight"].T).unflatten(-1, (s.heads, s.head_dim)).transpose(0, 1)  # (h, n, 64)
-            k = (x @ w[p + "attn_k.weight"].T).unflatten(-1, (s.kv_heads, s.head_dim)).transpose(0, 1)  # (g, n, 64)
-            v = (x @ w[p + "attn_v.weight"].T).unflatten(-1, (s.kv_heads, s.head_dim)).transpose(0, 1)
+            q, k, v = heads_of(s, w, p, x)  # (h, n, 64), (g, n, 64), (g, n, 64)
             q, k = rope(q, positions, s.rope_base), rope(k, positions, s.rope_base)  # the core's RoPE
             k, v = k.repeat_interleave(group, dim=0), v.repeat_interleave(group, dim=0)  # query head i: kv head i // 3
             scores = (q @ k.mT / math.sqrt(s.head_dim)).masked_fill(~causal, float("-inf"))
             out = torch.softmax(scores, dim=-1) @ v  # (h, n, 64)
             inputs.append(x)
             head_outputs.append(out)
-            h = h + out.transpose(0, 1).flatten(1) @ w[p + "attn_output.weight"].T
-            f = _rms_norm(h, w[p + "ffn_norm.weight"])
-            gate, up = f @ w[p + "ffn_gate.weight"].T, f @ w[p + "ffn_up.weight"].T
-            h = h + (torch.nn.functional.silu(gate) * up) @ w[p + "ffn_down.weight"].T
+            h = after_heads(w, p, h, out)
         last = _rms_norm(h[-1:], w["output_norm.weight"])  # the next token is predicted from the last position alone
         logits = last @ w["token_embd.weight"].T  # (1, vocabulary): the embedding is tied to the output
         return torch.stack(inputs), torch.stack(head_outputs), logits
+
+
+def heads_of(s, w: dict, p: str, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A layer's queries, keys and values of x (m, d), by head (before RoPE): (h, m, 64), (g, m, 64), (g, m, 64)."""
+    q = (x @ w[p + "attn_q.weight"].T).unflatten(-1, (s.heads, s.head_dim)).transpose(0, 1)
+    k = (x @ w[p + "attn_k.weight"].T).unflatten(-1, (s.kv_heads, s.head_dim)).transpose(0, 1)
+    v = (x @ w[p + "attn_v.weight"].T).unflatten(-1, (s.kv_heads, s.head_dim)).transpose(0, 1)
+    return q, k, v
+
+
+def after_heads(w: dict, p: str, h: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """The rest of a layer once its heads have attended: their outputs projected into the residual stream h, then
+    the SwiGLU MLP added to it."""
+    h = h + out.transpose(0, 1).flatten(1) @ w[p + "attn_output.weight"].T
+    f = _rms_norm(h, w[p + "ffn_norm.weight"])
+    gate, up = f @ w[p + "ffn_gate.weight"].T, f @ w[p + "ffn_up.weight"].T
+    return h + (torch.nn.functional.silu(gate) * up) @ w[p + "ffn_down.weight"].T
 
 
 def _rms_norm(h: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:

@@ -24,29 +24,38 @@ def generation_controls(session) -> None:
     typed = left.text_input(t("decoding.sentence"), room.sentence(session), key="decoding_sentence", max_chars=400)
     count = right.number_input(t("decoding.new_tokens"), 1, 16, view.new_tokens, key="decoding_new_tokens")
     room.choose(session, **{k: v for k, v in {"sentence": typed, "new_tokens": count}.items() if v is not None})
-    if view.heard:  # a generation stopped before it ended (a click elsewhere, or Stop): what it had made
-        st.warning(t("decoding.stopped", tokens=plain("".join(view.heard)), count=len(view.heard)))
     asked = {"on_click": st.session_state.__setitem__, "args": ("decoding_asked", True)}  # heard before the run
     st.button(t("decoding.generate"), key="decoding_go", icon=":material/play_arrow:", type="primary", **asked)
     if st.session_state.pop("decoding_asked", False) or view.pending:  # a click, or a link's generation
         with st.status(t("decoding.generating", model=SMOLLM2.title), expanded=True) as status:
+            # a click while the script runs starts a new run, which ends this one at its next element: Stop is a
+            # button that does nothing but be clicked (what was heard so far is kept)
+            st.button(t("decoding.stop"), key="decoding_stop", icon=":material/stop:")
             shown = st.empty()
             heard = lambda _: shown.markdown(plain("".join(session.decoding.heard)))  # noqa: E731
-            error = room.made_pending(session, heard) if view.pending else room.run_generation(session, heard)
+            timing = lambda k: status.update(label=t("decoding.timing_uncached", k=k, n=view.new_tokens))  # noqa: E731
+            run = room.made_pending if view.pending else room.run_generation
+            error = run(session, heard, timing)
             status.update(label=t("decoding.generated"), state="complete" if error is None else "error")
         share.keep_url(session, frame.trace())  # the URL links to the generation made in this run
         if error is not None:
             st.error(t("error.last_valid", error=plain(render(lang(), error.message))))
+    if heard := session.decoding.heard:  # a generation stopped before it ended (Stop, or a click elsewhere)
+        st.warning(t("decoding.stopped", tokens=plain("".join(heard)), count=len(heard), asked=view.new_tokens))
     if (made := session.decoding.generation) is None:
         return
     st.markdown(f"**{plain(made.sentence)}** {plain(made.text)}")
-    timing = {"cached": sum(made.seconds) / len(made.seconds), "count": len(made.seconds)}
-    if session.decoding.uncached_seconds:
-        uncached = session.decoding.uncached_seconds
+    timing = {
+        "cached": sum(made.seconds) / len(made.seconds),
+        "count": len(made.seconds),
+        "mib": made.cache_bytes / 2**20,
+    }
+    if uncached := session.decoding.uncached_seconds:
         timing |= {"uncached": sum(uncached) / len(uncached)}
         same = t("decoding.same_tokens") if session.decoding.uncached_same else t("decoding.other_tokens")
-        st.caption(t("decoding.timing", **timing, ratio=timing["uncached"] / timing["cached"], same=same,
-                     mib=made.cache_bytes / 2**20))  # fmt: skip
+        st.caption(t("decoding.timing", **timing, ratio=timing["uncached"] / timing["cached"], same=same))
+    else:  # stopped while it was timed without the cache
+        st.caption(t("decoding.timing_cached", **timing))
     left, right = st.columns(2)
     layer = left.number_input(t("real.layer"), 1, SMOLLM2.layers, session.decoding.layer, key="decoding_layer")
     head = right.number_input(t("real.head"), 1, SMOLLM2.heads, session.decoding.head, key="decoding_head")

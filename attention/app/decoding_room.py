@@ -83,10 +83,11 @@ def choose(session: Session, **changes: object) -> None:
     session.decoding = replace(session.decoding, **accepted)
 
 
-def run_generation(session: Session, heard=None) -> CaseError | None:
+def run_generation(session: Session, heard=None, timing=None) -> CaseError | None:
     """Generate the chosen number of tokens after the sentence with the cache, each token handed to heard(text) as
-    it comes (and kept, so a stopped generation shows what it made), then again without the cache, timed; the
-    error of a sentence the model cannot read or too many tokens in all, which changes nothing shown."""
+    it comes (and kept, so a stopped generation shows what it made), then again without the cache, timed, each of
+    its tokens counted to timing(k); the error of a sentence the model cannot read or too many tokens in all,
+    which changes nothing shown. Stopped while timed, the generation stays, without the uncached time."""
     view, model = session.decoding, session.loader(SMOLLM2.name)
     text = sentence(session)
     try:
@@ -96,16 +97,24 @@ def run_generation(session: Session, heard=None) -> CaseError | None:
 
     def on_token(_: int, token: str) -> None:
         session.decoding = replace(session.decoding, heard=(*session.decoding.heard, token))
-        if heard is not None:
-            heard(token)
+        if heard is not None and len(session.decoding.heard) < view.new_tokens:  # the last is shown once kept:
+            heard(token)  # a Stop clicked then ends the run only after the generation is
+
+    def on_timed(_: int, __: str) -> None:
+        timed.append(None)
+        if timing is not None:
+            timing(len(timed))
 
     session.decoding = replace(view, heard=())
-    made = generate(model, text, view.new_tokens, cached=True, on_token=on_token)
-    without = generate(model, text, view.new_tokens, cached=False)
+    made, timed = generate(model, text, view.new_tokens, cached=True, on_token=on_token), []
     session.decoding = replace(
-        session.decoding, generation=made, uncached_seconds=without.seconds, uncached_same=made.new_ids ==
-        without.new_ids, source="generation", t=None, heard=(),
+        session.decoding, generation=made, uncached_seconds=None, uncached_same=None, source="generation", t=None,
+        heard=(),
     )  # fmt: skip
+    without = generate(model, text, len(made.new_ids), cached=False, on_token=on_timed)
+    session.decoding = replace(
+        session.decoding, uncached_seconds=without.seconds, uncached_same=made.new_ids == without.new_ids
+    )
     return None
 
 
@@ -147,14 +156,14 @@ def link(session: Session) -> dict[str, str]:
     return out
 
 
-def made_pending(session: Session, heard=None) -> CaseError | None:
+def made_pending(session: Session, heard=None, timing=None) -> CaseError | None:
     """A link's generation, made now (once); its step past the end said, and the last shown."""
     view = session.decoding
     if not view.pending:
         return None
     t = view.t
     session.decoding = replace(view, pending=False)
-    error = run_generation(session, heard)
+    error = run_generation(session, heard, timing)
     n = 0 if session.decoding.generation is None else len(session.decoding.generation.run.ids)
     if error is None and t is not None and t >= n:
         session.notices.append(msg("decoding.bad_step", value=excerpt(str(t + 1)), n=n))

@@ -1,8 +1,10 @@
 """Attention, step by step: the article's eight steps of self-attention as a traced PyTorch computation."""
 
-from .case import CASE_FORMAT, Case, CaseError, Options, case_to_dict, parse_case
-from .core import STEP_NAMES, Step, Trace, attend
-from .devices import available_devices, gpu_unavailable_reason, resolve_device
+from .base.case import CASE_FORMAT, Case, CaseError, Options, case_to_dict, parse_case
+from .base.device import available_devices, gpu_unavailable_reason, resolve_device
+from .base.record import Step
+from .forward.compute import Trace, attend
+from .forward.steps import STEP_NAMES
 
 __all__ = [
     "CASE_FORMAT",

@@ -7,14 +7,20 @@ import json
 import os
 import sys
 
-from .case import MAX_D, MAX_N, CaseError
-from .core import attend
-from .decoding import decode, decoding_script, dump_decoding
-from .devices import available_devices, gpu_unavailable_reason
-from .files import dump_case, dump_trace, load_case
-from .i18n import msg
-from .presets import PRESETS, preset
-from .tiles import tiles_text
+from .backward.compute import backward
+from .backward.files import backward_to_dict
+from .backward.loss import default_loss, parse_loss
+from .base.case import MAX_D, MAX_N, CaseError
+from .base.device import available_devices, gpu_unavailable_reason
+from .base.files import dump_case, load_case
+from .base.i18n import msg
+from .base.presets import PRESETS, preset
+from .decoding.compute import decode
+from .decoding.files import dump_decoding
+from .decoding.script import decoding_script
+from .forward.compute import attend
+from .forward.files import dump_trace
+from .tiles.script import tiles_text
 
 
 class _Parser(argparse.ArgumentParser):
@@ -61,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
             print(dump_case(preset(args.name, **sizes)))
         elif args.command in ("trace", "backward"):
             trace = attend(load_case(_read(args.case)))
-            out = dump_trace(trace, _backward(trace, args) if args.command == "backward" else None)
+            sections = {"backward": backward_to_dict(_backward(trace, args))} if args.command == "backward" else {}
+            out = dump_trace(trace, **sections)
             if args.output:
                 with open(args.output, "w", encoding="utf-8") as f:
                     f.write(out + "\n")
@@ -90,22 +97,20 @@ def main(argv: list[str] | None = None) -> int:
 
 def _backward(trace, args):
     """The backward pass of the trace with the loss the arguments name (a bad one: a CaseError naming it)."""
-    from . import backward
-
     if args.cell is not None:
         parts = args.cell.split(",")
         cell = [int(p) if p.strip().isdecimal() and len(p) < 8 else p for p in parts]
-        loss = backward.parse_loss({"cell": cell}, trace.case)
+        loss = parse_loss({"cell": cell}, trace.case)
     elif args.target is not None:
         try:
             rows = json.loads(_read(args.target))
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
             problem = msg("backward.error.target_json", detail=str(e)[:80])
             raise CaseError(msg("backward.where.target"), problem) from None
-        loss = backward.parse_loss({"target": rows}, trace.case)
+        loss = parse_loss({"target": rows}, trace.case)
     else:
-        loss = backward.default_loss(trace)
-    return backward.backward(trace, loss)
+        loss = default_loss(trace)
+    return backward(trace, loss)
 
 
 def _read(path: str) -> bytes:

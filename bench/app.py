@@ -168,7 +168,7 @@ def main() -> None:
             None,
         )
     )
-    from attention.app.pages import PAGES
+    from attention.app.registry import PAGES
 
     at, small = session(APP), {}
     for row in (*(page.name for page in PAGES), *list(STEPS)[1:]):

@@ -12,7 +12,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the app runs from its folder and is not installed
 from attention import attend
 from attention import backward as bw
-from attention.presets import random_case
+from attention.base.presets import random_case
 
 SIZES = (64, 256, 1024)  # n at d_in = d_k = d_v = 64; 1024 is the app's MAX_N
 TARGET = 3.0  # backward trace / autograd's backward at n = 1024 (issue 21)

@@ -15,7 +15,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the app runs from its folder and is not installed
 import attention
-from attention.presets import article, random_case
+from attention.base.presets import article, random_case
 
 SIZES = (3, 16, 64, 256, 1024)  # n; 1024 is the app's MAX_N
 D = 64  # d_in = d_k = d_v, the app's MAX_D; n = 3 is the article's case as it is (4/3/3)

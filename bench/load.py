@@ -21,7 +21,7 @@ from websockets.sync.client import connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the app is not installed; the e2e helpers live here
 from attention import attend
-from attention.presets import article
+from attention.base.presets import article
 from bench.browser import LOADED, MATCH
 from tests.e2e.cluster import COOKIE, REPLICA_HEADER, free_ports, serve
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, START_TIMEOUT, VIEWPORT, _healthy

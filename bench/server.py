@@ -19,8 +19,8 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the app is not installed; the e2e helpers live here
-from attention.files import case_to_link
-from attention.presets import random_case
+from attention.base.files import case_to_link
+from attention.base.presets import random_case
 from bench.browser import TITLED, new_page, server
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, ROOT
 from tests.e2e.test_browser import TIMEOUT_MS, cell, wait_ready

@@ -15,7 +15,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the app runs from its folder and is not installed
 import attention
 from attention import tiles
-from attention.presets import article, random_case, with_options
+from attention.base.presets import article, random_case
+from attention.forward.teach import with_options
 
 N, D, BLOCK = 1024, 64, 64  # the app's limits, FlashAttention's usual block
 CASES = {  # name -> options: one head, causal, and 8 heads (d = 8 each) with a causal mask

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
-from attention.app import compute, editors, typed
-from attention.app.pages import PAGES as REGISTRY
+from attention.app import editors, traces, typed
+from attention.app.registry import PAGES as REGISTRY
 from attention.app.session import Session
 from attention.app.tab import KEY
-from attention.core import Trace
+from attention.forward.compute import Trace
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PAGES = [page.name for page in REGISTRY]
@@ -50,7 +50,7 @@ def session(app: AppTest) -> Session:
 
 def current_trace(app: AppTest) -> Trace:
     """The trace the pages show (kept by the session's cache: made here only if the last run did not)."""
-    return compute.current(session(app))
+    return traces.current(session(app))
 
 
 def edit(app: AppTest, matrix: str, row: int, column: str, value) -> AppTest:

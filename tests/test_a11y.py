@@ -4,10 +4,14 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from attention import attend, figures
+from attention import attend
 from attention.app.charts import table_label
-from attention.core import AXES, PER_HEAD
-from attention.presets import article, random_case, with_options
+from attention.base.presets import article, random_case
+from attention.forward.compute import AXES, PER_HEAD
+from attention.forward.figures import broadcast_panels, query_sum, tensor_heatmap, weighted_heatmap
+from attention.forward.teach import with_options
+from attention.show.describe import describe
+from attention.show.heatmap import heatmap, highlight
 from tests.apptest import PAGES
 
 # The scales a heatmap may use, as Plotly stores them, and whether each is the diverging one (see figures.py).
@@ -38,18 +42,18 @@ def every_figure(trace) -> dict[str, go.Figure]:
     """Every heatmap builder in figures.py, on one trace."""
     head = 0 if trace.case.options.heads > 1 else None
     matrices = [n for step in trace.steps for n in step.tensors if len(AXES.get(n, ())) == 2]  # 2-D (per head)
-    out = {f"tensor {n}": figures.tensor_heatmap(trace, n, head if n in PER_HEAD else None) for n in matrices}
-    out["weighted"] = figures.weighted_heatmap(trace, head)
-    out |= {f"broadcast {k}": f for k, f in figures.broadcast_panels(trace, 1, head).items()}
-    out["query sum"] = figures.query_sum(trace, 1, head)
-    scores = figures.tensor_heatmap(trace, "scores", head)
-    out["highlight"] = figures.highlight(scores, (1,), None)
+    out = {f"tensor {n}": tensor_heatmap(trace, n, head if n in PER_HEAD else None) for n in matrices}
+    out["weighted"] = weighted_heatmap(trace, head)
+    out |= {f"broadcast {k}": f for k, f in broadcast_panels(trace, 1, head).items()}
+    out["query sum"] = query_sum(trace, 1, head)
+    scores = tensor_heatmap(trace, "scores", head)
+    out["highlight"] = highlight(scores, (1,), None)
     signed = np.arange(9.0).reshape(3, 3) - 4
-    out["signed difference"] = figures.heatmap(signed, list("abc"), list("abc"), "query", "key")
+    out["signed difference"] = heatmap(signed, list("abc"), list("abc"), "query", "key")
     big = np.arange(200 * 200.0).reshape(200, 200) - 20_000  # drawn as an image: its colour bar is checked
     names = [str(i) for i in range(200)]
-    out["signed image"] = figures.heatmap(big, names, names, "query", "key")
-    out["one-signed image"] = figures.heatmap(big + 20_000, names, names, "query", "key")
+    out["signed image"] = heatmap(big, names, names, "query", "key")
+    out["one-signed image"] = heatmap(big + 20_000, names, names, "query", "key")
     return out
 
 
@@ -86,7 +90,7 @@ def test_the_scale_check_can_fail(bad):
 
 def test_text_version_of_a_small_heatmap_lists_every_value():
     trace = attend(article())
-    title, summary, table = figures.describe(figures.tensor_heatmap(trace, "scores"))
+    title, summary, table = describe(tensor_heatmap(trace, "scores"))
     assert title == "scores"
     assert summary.startswith("scores: a heatmap of 3 × 3 numbers, rows are query, columns are key.")
     assert "largest 16 (at query Input 2, key Input 2)" in summary
@@ -96,11 +100,11 @@ def test_text_version_of_a_small_heatmap_lists_every_value():
 
 def test_text_version_names_masked_cells_and_keeps_labels_as_typed():
     trace = attend(with_options(article(), mask="causal"))
-    fig = figures.heatmap(trace["scores"], ["<b>a</b>", "a", "a"], ["1", "2", "3"], "query", "key", "masked")
-    _, summary, table = figures.describe(fig)
+    fig = heatmap(trace["scores"], ["<b>a</b>", "a", "a"], ["1", "2", "3"], "query", "key", "masked")
+    _, summary, table = describe(fig)
     assert "3 cells are masked" in summary
     assert list(table.index) == ["<b>a</b>", "a", "a (2)"]  # unescaped (HTML-escaped for Plotly), made unique
-    _, _, table = figures.describe(fig, label=table_label)  # st.table renders Markdown: typed labels escaped
+    _, _, table = describe(fig, label=table_label)  # st.table renders Markdown: typed labels escaped
     assert list(table.index) == ["\\<b>a\\</b>", "a", "a (2)"]
     assert table.iloc[0, 1] == "−∞" and table.iloc[0, 0] != "−∞"
 
@@ -108,14 +112,14 @@ def test_text_version_names_masked_cells_and_keeps_labels_as_typed():
 def test_text_version_of_a_big_heatmap_is_a_summary_per_row():
     z = np.arange(20 * 30, dtype=np.float64).reshape(20, 30)
     z[4] = np.nan  # a fully masked row
-    fig = figures.heatmap(z, [str(i) for i in range(20)], [str(j) for j in range(30)], "query", "key", "big")
-    _, summary, table = figures.describe(fig)
+    fig = heatmap(z, [str(i) for i in range(20)], [str(j) for j in range(30)], "query", "key", "big")
+    _, summary, table = describe(fig)
     assert "600 cells are too many" in summary and "Explain page" in summary
     assert "largest 599 (at query 19, key 29)" in summary
     assert table.shape == (20, 3)
     assert table.loc["0"].tolist() == ["0", "29", "29"] and table.loc["4"].tolist() == ["−∞"] * 3
-    tall = figures.heatmap(np.zeros((300, 2)), [str(i) for i in range(300)], ["a", "b"], "query", "key")
-    _, summary, table = figures.describe(tall)
+    tall = heatmap(np.zeros((300, 2)), [str(i) for i in range(300)], ["a", "b"], "query", "key")
+    _, summary, table = describe(tall)
     assert table is None and "even row by row" in summary  # 300 rows: the summary sentences only
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from attention import attend, case_to_dict, parse_case
-from attention.presets import article
+from attention.base.presets import article
 from tests.apptest import ARTICLE_OUTPUTS, PAGES, charts, current_trace, edit, session
 
 

@@ -8,10 +8,15 @@ import pytest
 import torch
 
 from attention import CaseError, attend
-from attention import backward as bw
-from attention.backward_script import to_backward_script
-from attention.files import dump_case, trace_to_dict
-from attention.presets import article, random_case, with_options
+from attention.backward.compute import Backward, autograd, backward, check
+from attention.backward.loss import Loss, default_loss, loss_to_dict, loss_value, parse_loss
+from attention.backward.script import to_backward_script
+from attention.backward.steps import BACKWARD_NAMES
+from attention.backward.training import TrainingError, train_step
+from attention.base.files import dump_case
+from attention.base.presets import article, random_case
+from attention.forward.files import trace_to_dict
+from attention.forward.teach import with_options
 
 W_OUT = [[0.5, -1.0, 0.25], [1.5, 0.0, -0.5], [-2.0, 1.0, 0.75], [0.1, 0.2, -0.3]]  # (d_v = 4, d_out = 3)
 BLOCKED_ROW = [[1, 0, 1], [0, 0, 0], [1, 1, 1]]  # query 2 may attend to nothing
@@ -37,7 +42,7 @@ CASES = {
 
 def losses(trace):
     n, d = trace.outputs.shape
-    return {"target": bw.default_loss(trace), "cell": bw.Loss(cell=(n - 1, d - 1)), "cell 0,0": bw.Loss(cell=(0, 0))}
+    return {"target": default_loss(trace), "cell": Loss(cell=(n - 1, d - 1)), "cell 0,0": Loss(cell=(0, 0))}
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -45,13 +50,13 @@ def losses(trace):
 def test_every_gradient_equals_autograd(name, kind):
     trace = attend(CASES[name])
     loss = losses(trace)[kind]
-    result = bw.backward(trace, loss)
-    theirs = bw.autograd(trace.case, loss)
+    result = backward(trace, loss)
+    theirs = autograd(trace.case, loss)
     tol = {"rtol": 1e-4, "atol": 1e-5} if trace.case.options.dtype == "float32" else {"rtol": 1e-9, "atol": 1e-10}
     assert set(theirs) <= set(result.gradients)
     for leaf, expected in theirs.items():
         torch.testing.assert_close(result.gradients[leaf], expected, **tol, msg=leaf)
-    assert bw.check(result).agrees
+    assert check(result).agrees
     for step in result.steps:  # never a NaN anywhere
         for tensor_name, tensor in step.tensors.items():
             assert torch.isfinite(tensor).all(), (step.name, tensor_name)
@@ -59,10 +64,10 @@ def test_every_gradient_equals_autograd(name, kind):
 
 def test_the_check_can_fail():
     trace = attend(CASES["sqrt_dk, causal"])
-    result = bw.backward(trace, bw.default_loss(trace))
+    result = backward(trace, default_loss(trace))
     wrong = dict(result.steps[-1].tensors) | {"d_x": result["d_x"] + 1e-2}
-    broken = bw.Backward(trace, result.loss, result.value, (*result.steps[:-1], _with(result.steps[-1], wrong)))
-    assert not bw.check(broken).agrees
+    broken = Backward(trace, result.loss, result.value, (*result.steps[:-1], _with(result.steps[-1], wrong)))
+    assert not check(broken).agrees
 
 
 def _with(step, tensors):
@@ -73,7 +78,7 @@ def _with(step, tensors):
 
 def test_steps_run_in_reverse_by_name_with_formulas():
     trace = attend(CASES["RoPE, grouped-query (4 query heads, 2 key/value heads), sqrt_dk, causal"])
-    result = bw.backward(trace, bw.default_loss(trace))
+    result = backward(trace, default_loss(trace))
     assert [s.name for s in result.steps] == ["outputs", "weighted", "softmax", "scores", "rope", "weights", "inputs"]
     assert [s.number for s in result.steps] == [7, 6, 5, 4, 3, 2, 1]
     assert all(s.formula and s.title and s.explanation for s in result.steps)
@@ -85,7 +90,7 @@ def test_steps_run_in_reverse_by_name_with_formulas():
 def test_seed_gradients_by_hand():
     """The article with the loss outputs[2, 1] (output 3's second number = 7.8): worked out on paper."""
     trace = attend(article())
-    result = bw.backward(trace, bw.Loss(cell=(2, 1)))
+    result = backward(trace, Loss(cell=(2, 1)))
     assert result.value == pytest.approx(7.8)
     # step 7 back: d outputs is 1 at (3, 2); every key gets that gradient
     assert result["d_outputs"].tolist() == [[0, 0, 0], [0, 0, 0], [0, 1, 0]]
@@ -102,7 +107,7 @@ def test_seed_gradients_by_hand():
 
 def test_masked_scores_get_exactly_zero_and_a_fully_masked_row_is_defined():
     trace = attend(CASES["scale 0.3, temperature 0.5, a fully masked row"])
-    result = bw.backward(trace, bw.Loss(cell=(1, 0)))  # output 2's: the fully masked query's own output
+    result = backward(trace, Loss(cell=(1, 0)))  # output 2's: the fully masked query's own output
     masked = torch.tensor(BLOCKED_ROW) == 0
     for name in ("d_scores", "d_scores_raw"):
         assert (result[name][masked] == 0).all() and torch.isfinite(result[name]).all()
@@ -110,13 +115,13 @@ def test_masked_scores_get_exactly_zero_and_a_fully_masked_row_is_defined():
     assert (result["d_scores"][1] == 0).all()
     causal = attend(CASES["sqrt_dk, causal"])
     upper = ~torch.ones(4, 4, dtype=torch.bool).tril()
-    assert (bw.backward(causal, bw.default_loss(causal))["d_scores_raw"][upper] == 0).all()
+    assert (backward(causal, default_loss(causal))["d_scores_raw"][upper] == 0).all()
 
 
 def test_loss_choices_are_validated():
     case = article()
-    assert bw.parse_loss({"cell": [3, 2]}, case) == bw.Loss(cell=(2, 1))
-    assert bw.parse_loss({"target": [[1, 2, 3]] * 3}, case).target == ((1.0, 2.0, 3.0),) * 3
+    assert parse_loss({"cell": [3, 2]}, case) == Loss(cell=(2, 1))
+    assert parse_loss({"target": [[1, 2, 3]] * 3}, case).target == ((1.0, 2.0, 3.0),) * 3
     for bad, where in (
         ({"cell": [4, 1]}, "output cell"),
         ({"cell": [True, 1]}, "output cell"),
@@ -127,29 +132,29 @@ def test_loss_choices_are_validated():
         ([], "loss"),
     ):
         with pytest.raises(CaseError, match=where):
-            bw.parse_loss(bad, case)
-    loss = bw.Loss(cell=(1, 2))
-    assert bw.parse_loss(bw.loss_to_dict(loss), case) == loss
+            parse_loss(bad, case)
+    loss = Loss(cell=(1, 2))
+    assert parse_loss(loss_to_dict(loss), case) == loss
 
 
 def test_a_training_step_lowers_the_loss_on_random_cases():
     for seed in range(5):
         trace = attend(random_case(n=5, d_in=4, d_k=4, d_v=4, seed=seed, heads=2, mask="causal"))
-        loss = bw.default_loss(trace)
-        before = bw.loss_value(trace, loss)
-        after = bw.loss_value(attend(bw.train_step(trace, loss, 0.01)), loss)
+        loss = default_loss(trace)
+        before = loss_value(trace, loss)
+        after = loss_value(attend(train_step(trace, loss, 0.01)), loss)
         assert after < before, seed
 
 
 def test_a_step_that_makes_numbers_non_finite_is_refused():
     trace = attend(random_case(seed=3))
-    far = bw.Loss(target=((1e6, 1e6, 1e6),) * 3)  # the gradient is about 1e6: one step of 10 leaves the bounds
-    with pytest.raises(bw.TrainingError, match="refused"):
-        bw.train_step(trace, far, 10.0)
-    assert bw.train_step(trace, far, 1e-9).w_value != trace.case.w_value  # a small one is taken
+    far = Loss(target=((1e6, 1e6, 1e6),) * 3)  # the gradient is about 1e6: one step of 10 leaves the bounds
+    with pytest.raises(TrainingError, match="refused"):
+        train_step(trace, far, 10.0)
+    assert train_step(trace, far, 1e-9).w_value != trace.case.w_value  # a small one is taken
     for lr in (0, -1, 11, float("nan"), "0.1"):
-        with pytest.raises(bw.TrainingError):
-            bw.train_step(trace, bw.default_loss(trace), lr)
+        with pytest.raises(TrainingError):
+            train_step(trace, default_loss(trace), lr)
 
 
 @pytest.mark.parametrize("name", ["article (rounded softmax)", "float64, 2 heads, w_out, a fully masked row"])
@@ -161,16 +166,16 @@ def test_the_exported_script_runs_and_matches(name, tmp_path):
         assert out.returncode == 0, out.stderr
         assert "every gradient equals torch.autograd's" in out.stdout
         d_x = torch.tensor(json.loads(out.stdout.strip().splitlines()[-2]), dtype=trace.outputs.dtype)
-        torch.testing.assert_close(d_x, bw.backward(trace, loss)["d_x"], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(d_x, backward(trace, loss)["d_x"], rtol=1e-5, atol=1e-6)
 
 
 def test_the_trace_file_has_a_backward_section():
     trace = attend(CASES["scale 0.3, temperature 0.5, a fully masked row"])
-    result = bw.backward(trace, bw.Loss(cell=(0, 1)))
+    result = backward(trace, Loss(cell=(0, 1)))
     file = json.loads(json.dumps(trace_to_dict(trace, result), allow_nan=False))
     section = file["backward"]
     assert section["loss"] == {"cell": [1, 2]} and section["check"]["agrees"]
-    assert [s["name"] for s in section["steps"]] == list(bw.BACKWARD_NAMES)
+    assert [s["name"] for s in section["steps"]] == list(BACKWARD_NAMES)
     d_x = section["steps"][-1]["tensors"]["d_x"]
     assert d_x["shape"] == [3, 4] and torch.tensor(d_x["data"]).allclose(result["d_x"])
     assert "backward" not in trace_to_dict(trace)
@@ -194,7 +199,7 @@ def test_cli(tmp_path):
 
 def test_notebook_repr():
     trace = attend(article())
-    html = bw.backward(trace, bw.default_loss(trace))._repr_html_()
+    html = backward(trace, default_loss(trace))._repr_html_()
     assert "agrees with torch.autograd" in html and "d_x" in html
 
 
@@ -285,7 +290,7 @@ def test_page_loss_choices_round_trip_the_link_and_bad_targets_keep_the_last():
 
 def test_a_gradients_arithmetic_with_its_real_numbers():
     trace = attend(article())
-    result = bw.backward(trace, bw.default_loss(trace))  # output 3's second number: target 9, output 7.8
+    result = backward(trace, default_loss(trace))  # output 3's second number: target 9, output 7.8
     title, lines, _ = bw.explain_gradient(result, "scores", (2, 1))
     assert str(title) == "∂L/∂scores₃₂ = " + f"{result['d_scores'][2, 1].item():.4g}".replace("-", "−")
     a, da = trace["weights_exact"][2], result["d_weights"][2]  # dA₃ⱼ = dO₃₂ · V_j2 = −1.2 · (2, 8, 6)
@@ -296,13 +301,17 @@ def test_a_gradients_arithmetic_with_its_real_numbers():
     _, lines, _ = bw.explain_gradient(result, "outputs", (2, 1))
     assert [str(line) for line in lines] == ["dO₃₂ = O₃₂ − T₃₂ = 7.8 − 9 = (−1.2)"]
     masked = attend(with_options(article(), mask="causal", weights_override=None))
-    _, lines, _ = bw.explain_gradient(bw.backward(masked, bw.default_loss(masked)), "scores", (0, 2))
+    _, lines, _ = bw.explain_gradient(backward(masked, default_loss(masked)), "scores", (0, 2))
     assert "exactly 0" in str(lines[0])
     assert bw.explain_gradient(result, "outputs_by_query", (0, 0)) is None
 
 
 def test_a_real_heads_gradients_equal_autograd_and_its_tokens_sensitivity_is_on_the_page():
     from attention import models
+    from attention.backward.compute import Backward, Loss, autograd, backward, check
+    from attention.backward.loss import default_loss, loss_to_dict, loss_value, parse_loss
+    from attention.backward.steps import BACKWARD_NAMES
+    from attention.backward.training import TrainingError, train_step
     from tests.apptest import session
 
     if models.missing("minilm") is not None:
@@ -310,7 +319,7 @@ def test_a_real_heads_gradients_equal_autograd_and_its_tokens_sensitivity_is_on_
     model = models.loaded("minilm")
     case = models.head_case(model, model.run("The cat sat on the mat"), 0, 0)  # biases as x's column of ones
     trace = attend(case)
-    assert bw.check(bw.backward(trace, bw.Loss(cell=(2, 0)))).agrees
+    assert check(backward(trace, Loss(cell=(2, 0)))).agrees
     at = open_backward({"model": "minilm", "text": "The cat sat on the mat", "layer": "1", "head": "1"})
     tokens = session(at).case.tokens
     assert tokens == case.tokens and len(tokens) > 3
@@ -333,7 +342,7 @@ def test_an_edit_after_training_makes_the_link_name_the_weights():
 
 def test_a_raw_scores_gradient_is_the_scale_times_the_scores_with_its_arithmetic():
     trace = attend(random_case(seed=0, scale="sqrt_dk", temperature=0.5))
-    result = bw.backward(trace, bw.Loss(cell=(2, 1)))
+    result = backward(trace, Loss(cell=(2, 1)))
     _, lines, _ = bw.explain_gradient(result, "scores_raw", (2, 1))
     factor = (1 / 3**0.5) / 0.5
     assert result["d_scores_raw"][2, 1].item() == pytest.approx(factor * result["d_scores"][2, 1].item())

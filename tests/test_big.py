@@ -10,10 +10,14 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from attention import attend, figures
-from attention.core import Broadcast
-from attention.files import dump_trace
-from attention.presets import random_case
+from attention import attend
+from attention.base.presets import random_case
+from attention.forward.compute import Broadcast
+from attention.forward.figures import tensor_heatmap, weighted_heatmap
+from attention.forward.files import dump_trace
+from attention.show.describe import describe
+from attention.show.heatmap import heatmap, highlight
+from attention.show.image import IMAGE_TICKS
 from tests.apptest import APP, current_trace, edit, session
 
 
@@ -43,7 +47,7 @@ def labels(n: int) -> list[str]:
 def test_a_big_heatmap_is_an_image_of_its_values_on_the_colour_bar_scale():
     z = torch.randn(300, 200, generator=torch.Generator().manual_seed(0))
     z[7, 9] = float("-inf")  # a masked score: a transparent cell
-    fig = figures.heatmap(z, labels(300), labels(200), "query", "key", "scores")
+    fig = heatmap(z, labels(300), labels(200), "query", "key", "scores")
     image, bar = fig.data
     pixels, palette, alpha = decode_png(image.source)
     assert pixels.shape == (300, 200)
@@ -60,21 +64,21 @@ def test_a_big_heatmap_is_an_image_of_its_values_on_the_colour_bar_scale():
 
 def test_a_one_signed_big_heatmap_spans_its_range_and_small_ones_stay_heatmaps():
     w = torch.softmax(torch.randn(200, 200, generator=torch.Generator().manual_seed(1)), dim=-1)
-    fig = figures.heatmap(w, labels(200), labels(200), "query", "key")
+    fig = heatmap(w, labels(200), labels(200), "query", "key")
     pixels, _, _ = decode_png(fig.data[0].source)
     assert pixels.min() == 0 and pixels.max() == 254  # Viridis from the smallest to the largest weight
     assert not fig.data[1].reversescale
-    small = figures.heatmap(w[:64, :64], labels(64), labels(64), "query", "key")
+    small = heatmap(w[:64, :64], labels(64), labels(64), "query", "key")
     assert small.data[0].type == "heatmap" and not small.layout.meta["image"]
 
 
 def test_image_ticks_name_the_tokens_escaped_and_highlights_land_on_the_cells():
     names = labels(500)
     names[0] = "<b>bold</b>"
-    fig = figures.heatmap(torch.rand(500, 64), names, labels(64), "token", "feature")
+    fig = heatmap(torch.rand(500, 64), names, labels(64), "token", "feature")
     assert fig.layout.yaxis.ticktext[0] == "&lt;b&gt;bold&lt;/b&gt;" and fig.layout.yaxis.tickvals[0] == 1
-    assert len(fig.layout.yaxis.tickvals) == figures.IMAGE_TICKS and fig.layout.yaxis.tickvals[-1] == 500
-    figures.highlight(fig, (3,), (5,))  # 0-based cell (3, 5) is the pixel centred at (6, 4)
+    assert len(fig.layout.yaxis.tickvals) == IMAGE_TICKS and fig.layout.yaxis.tickvals[-1] == 500
+    highlight(fig, (3,), (5,))  # 0-based cell (3, 5) is the pixel centred at (6, 4)
     rect = fig.layout.shapes[0]
     assert (rect.x0, rect.x1, rect.y0, rect.y1) == (5.5, 6.5, 3.5, 4.5)
 
@@ -82,7 +86,7 @@ def test_image_ticks_name_the_tokens_escaped_and_highlights_land_on_the_cells():
 def test_at_n_1024_the_heaviest_step_sends_less_than_the_raw_float32():
     trace = attend(random_case(1024, 64, 64, 64))
     assert isinstance(trace["weighted"], Broadcast)
-    shown = [figures.tensor_heatmap(trace, "scores_raw"), figures.tensor_heatmap(trace, "scores")]
+    shown = [tensor_heatmap(trace, "scores_raw"), tensor_heatmap(trace, "scores")]
     sent = sum(len(f.to_json()) for f in shown)
     assert sent < 2 * 1024 * 1024 * 4 * 0.5, sent  # two n × n float32 matrices: under half their raw bytes
 
@@ -130,9 +134,9 @@ def test_the_text_version_of_an_image_reads_its_numbers_from_the_summary_it_carr
     z = torch.randn(200, 150, generator=torch.Generator().manual_seed(2))
     z[4] = float("-inf")  # a fully masked row
     rows, cols = labels(200), labels(150)
-    fig = figures.heatmap(z, rows, cols, "query", "key", "scores")
+    fig = heatmap(z, rows, cols, "query", "key", "scores")
     assert fig.layout.meta["image"]
-    _, summary, table = figures.describe(fig)
+    _, summary, table = describe(fig)
     finite = torch.where(z.isfinite(), z, float("nan"))
     i, j = divmod(int(torch.where(z.isfinite(), z, -float("inf")).argmax()), 150)
     assert f"Smallest {float(finite.nan_to_num(float('inf')).min()):.4g}" in summary
@@ -153,29 +157,29 @@ def test_a_big_trace_file_has_the_broadcasts_shape_and_no_numbers():
 
 def test_images_of_odd_matrices_draw_without_garbage():
     labels_200 = labels(200)
-    constant = figures.heatmap(np.full((200, 200), 3.0), labels_200, labels_200, "query", "key")
+    constant = heatmap(np.full((200, 200), 3.0), labels_200, labels_200, "query", "key")
     assert set(decode_png(constant.data[0].source)[0].ravel()) == {127}  # mid-scale, as one value has no range
-    masked = figures.heatmap(np.full((200, 200), -np.inf), labels_200, labels_200, "query", "key")
+    masked = heatmap(np.full((200, 200), -np.inf), labels_200, labels_200, "query", "key")
     assert set(decode_png(masked.data[0].source)[0].ravel()) == {255} and not masked.data[1].showscale
     spikes = np.zeros((200, 200))
     spikes[0, 0], spikes[1, 1] = np.inf, -1.0
-    pixels = decode_png(figures.heatmap(spikes, labels_200, labels_200, "query", "key").data[0].source)[0]
+    pixels = decode_png(heatmap(spikes, labels_200, labels_200, "query", "key").data[0].source)[0]
     assert pixels.max() <= 255 and pixels[1, 1] == 0  # +inf is clipped into the scale, not wrapped around
 
 
 def test_step_6_as_an_image_hovers_with_cell_positions_not_pixel_colours():
     trace = attend(random_case(32, 4, 4, 64, seed=4))  # 32 · 32 rows × 64 columns: an image
-    fig = figures.weighted_heatmap(trace)
+    fig = weighted_heatmap(trace)
     assert fig.layout.meta["image"] and "%{z" not in fig.data[0].hovertemplate
-    small = figures.weighted_heatmap(attend(random_case(4, 4, 4, 3, seed=4)))
+    small = weighted_heatmap(attend(random_case(4, 4, 4, 3, seed=4)))
     assert "%{z" in small.data[0].hovertemplate
 
 
 def test_highlights_leave_out_rows_the_figure_does_not_draw():
     trace = attend(random_case(100, 4, 4, 64, seed=5))
-    fig = figures.weighted_heatmap(trace)  # 1024 // 100 = 10 keys of 100 queries drawn
+    fig = weighted_heatmap(trace)  # 1024 // 100 = 10 keys of 100 queries drawn
     assert fig.layout.meta["rows"] == 1000
-    figures.highlight(fig, tuple(j * 100 + 3 for j in range(100)), (0,))  # query 3's row under every key
+    highlight(fig, tuple(j * 100 + 3 for j in range(100)), (0,))  # query 3's row under every key
     assert len(fig.layout.shapes) == 2 * 10  # an outline and its halo for the 10 keys drawn
 
 
@@ -211,7 +215,7 @@ def test_a_new_option_checks_the_options_alone_and_a_cell_edit_checks_everything
 
 def test_a_rerun_that_changes_no_number_reuses_the_figures_and_an_edit_makes_new_ones(monkeypatch):
     made = []
-    real = figures.tensor_heatmap
+    real = tensor_heatmap
     monkeypatch.setattr(
         figures, "tensor_heatmap", lambda *args, **kwargs: made.append(args[1]) or real(*args, **kwargs)
     )

@@ -11,7 +11,7 @@ import torch
 
 from attention import attend
 from attention.app.cache import Derived, nbytes
-from attention.presets import article, random_case
+from attention.base.presets import article, random_case
 
 
 def test_a_thing_is_made_once_per_key():

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from attention import CaseError, attend, case_to_dict, figures, parse_case, resolve_device
-from attention.core import Broadcast
-from attention.files import MAX_LINK_CHARS, case_from_link, case_to_link, dump_case, dump_trace, load_case
-from attention.presets import article, random_case
+from attention import CaseError, attend, case_to_dict, parse_case, resolve_device
+from attention.base.files import MAX_LINK_CHARS, case_from_link, case_to_link, dump_case, load_case
+from attention.base.presets import article, random_case
+from attention.forward.compute import Broadcast
+from attention.forward.files import dump_trace
+from attention.show.heatmap import labels
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -290,7 +292,7 @@ def test_the_bias_option_labels_xs_last_column_and_travels_in_a_file_and_a_link(
     case = random_case(3, 4, 3, 3, seed=1, bias=True)
     assert case.options.bias and case_to_dict(case)["options"] == {"bias": True}
     assert load_case(dump_case(case)) == case and case_from_link(case_to_link(case)) == case
-    assert figures.labels(attend(case), "feature", 4)[-1] == "1 (bias)"
-    assert figures.labels(attend(random_case(3, 4, 3, 3, seed=1)), "feature", 4)[-1] == "4"
+    assert labels(attend(case), "feature", 4)[-1] == "1 (bias)"
+    assert labels(attend(random_case(3, 4, 3, 3, seed=1)), "feature", 4)[-1] == "4"
     with pytest.raises(CaseError, match=r"options\.bias: is 'yes', not true or false"):
         parse_case({**case_to_dict(case), "options": {"bias": "yes"}})

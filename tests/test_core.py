@@ -4,9 +4,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attention import STEP_NAMES, CaseError, attend, case_to_dict, core, parse_case, script
-from attention.files import trace_to_dict
-from attention.presets import ARTICLE_ROUNDED_WEIGHTS, article, random_case, resize, with_options
+from attention import STEP_NAMES, CaseError, attend, case_to_dict, parse_case
+from attention.base.presets import ARTICLE_ROUNDED_WEIGHTS, article, random_case, resize
+from attention.forward.compute import REPEAT_MAX_N, WHOLE_MAX_NUMBERS, Broadcast, one_query, scale_factor, step_names
+from attention.forward.files import trace_to_dict
+from attention.forward.script import blocks, shown
+from attention.forward.steps import LABELS, step_of
+from attention.forward.teach import with_options
 
 # The seed's printed numbers (../shared/seed/): PyTorch code and its output, verbatim.
 SEED_KEYS = [[0.0, 1.0, 1.0], [4.0, 4.0, 0.0], [2.0, 3.0, 1.0]]
@@ -80,23 +84,23 @@ def test_a_trace_files_code_is_the_scripts_and_runs_in_order():
     for case in (article(), random_case(5, 6, 8, 6, seed=3, heads=4, kv_heads=2, rope_base=100.0, mask="causal")):
         trace = attend(case)
         written = trace_to_dict(trace)["steps"]
-        assert [s["code"] for s in written] == [script.shown(case, s.name) for s in trace.steps]
+        assert [s["code"] for s in written] == [shown(case, s.name) for s in trace.steps]
         scope = {}
         exec("import math\nimport torch", scope)
         for step in trace.steps:
-            exec("\n".join(script.blocks(case)[step.name]), scope)
+            exec("\n".join(blocks(case)[step.name]), scope)
         torch.testing.assert_close(scope["outputs"], trace.outputs)
 
 
 def test_a_step_is_named_by_its_name_its_label_or_its_old_place():
     plain, rotated = article(), random_case(3, 4, 4, 4, seed=1, rope_base=100.0)
-    assert core.step_of(plain, "scores") == "scores" and core.step_of(rotated, "scores") == "scores"
-    assert core.step_of(plain, "4") == "scores" and core.step_of(rotated, "4") == "rope"  # as old links opened
-    assert core.step_of(rotated, "3b") == "rope" and core.step_of(plain, "3b") is None
-    assert core.step_of(plain, "rope") is None and core.step_of(rotated, "9") == "repeat"
+    assert step_of(plain, "scores") == "scores" and step_of(rotated, "scores") == "scores"
+    assert step_of(plain, "4") == "scores" and step_of(rotated, "4") == "rope"  # as old links opened
+    assert step_of(rotated, "3b") == "rope" and step_of(plain, "3b") is None
+    assert step_of(plain, "rope") is None and step_of(rotated, "9") == "repeat"
     for bad in ("9", "0", "²", "9" * 5000, "http://evil.example", ""):
-        assert core.step_of(plain, bad) is None, bad
-    assert [core.LABELS[name] for name in core.step_names(rotated)][2:5] == ["3", "3b", "4"]
+        assert step_of(plain, bad) is None, bad
+    assert [LABELS[name] for name in step_names(rotated)][2:5] == ["3", "3b", "4"]
 
 
 def test_rope_and_grouped_heads_show_their_code_and_it_runs_in_order():
@@ -120,7 +124,7 @@ def _sdpa_gqa(case):
     q = (x @ torch.tensor(case.w_query)).unflatten(-1, (h, -1)).transpose(0, 1)
     k, v = ((x @ torch.tensor(w)).unflatten(-1, (g, -1)).transpose(0, 1) for w in (case.w_key, case.w_value))
     causal = o.mask == "causal"
-    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=core.scale_factor(case), enable_gqa=True)
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale_factor(case), enable_gqa=True)
     return out.transpose(0, 1).flatten(1)  # (n, h · d_v/g)
 
 
@@ -375,7 +379,7 @@ def test_one_query_recomputes_steps_4_to_7_for_that_query():
     case = random_case(5, 4, 4, 4, seed=4, heads=2, mask="causal", w_out=[[1, 0], [0, 1], [1, 1], [0, 0]])
     trace = attend(case)
     for i in range(5):
-        alone = core.one_query(trace, i)
+        alone = one_query(trace, i)
         torch.testing.assert_close(alone["scores"], trace["scores"][..., i : i + 1, :])
         torch.testing.assert_close(alone["outputs"], trace.outputs[i : i + 1], **FP32)
 
@@ -383,11 +387,11 @@ def test_one_query_recomputes_steps_4_to_7_for_that_query():
 @pytest.mark.parametrize("heads", [1, 2])
 @pytest.mark.parametrize("mask", [None, "causal"])
 def test_big_cases_make_the_broadcast_on_demand_and_repeat_the_first_queries(heads, mask):
-    n, d_v = 70, 64  # 70 · 70 · 64 numbers: past core.WHOLE_MAX_NUMBERS
+    n, d_v = 70, 64  # 70 · 70 · 64 numbers: past WHOLE_MAX_NUMBERS
     case = random_case(n, 8, 8, d_v, seed=heads, heads=heads, mask=mask, scale="sqrt_dk")
     trace = attend(case)
     weighted = trace["weighted"]
-    assert isinstance(weighted, core.Broadcast)
+    assert isinstance(weighted, Broadcast)
     assert tuple(weighted.shape) == ((heads,) if heads > 1 else ()) + (n, n, d_v // heads)
     values, weights = trace["values"], trace["weights"]
     whole = values[..., :, None, :] * weights.mT[..., :, :, None]  # what the small-n path records
@@ -395,7 +399,7 @@ def test_big_cases_make_the_broadcast_on_demand_and_repeat_the_first_queries(hea
         index = ((heads - 1,) if heads > 1 else ()) + index
         torch.testing.assert_close(weighted[index], whole[index], rtol=0, atol=0)
     if heads > 1:  # one head alone is that head's Broadcast, made no bigger
-        assert isinstance(weighted[1], core.Broadcast)
+        assert isinstance(weighted[1], Broadcast)
         torch.testing.assert_close(weighted[1][3, 4], whole[1, 3, 4], rtol=0, atol=0)
     # The outputs sum n products (some cancel); two float32 sums of them in other orders (SDPA's, the broadcast's)
     # differ by about √n · eps · Σ|terms| each: past FP32's atol in a cell whose terms cancel (seen: 1.07e-5)
@@ -406,16 +410,16 @@ def test_big_cases_make_the_broadcast_on_demand_and_repeat_the_first_queries(hea
         summed.transpose(0, 1).flatten(1) if heads > 1 else summed, trace.outputs, rtol=0, atol=atol
     )
     by_query = trace["outputs_by_query"]
-    assert by_query.shape == (core.REPEAT_MAX_N, d_v)
-    torch.testing.assert_close(by_query, trace.outputs[: core.REPEAT_MAX_N], **FP32)
-    torch.testing.assert_close(core.one_query(trace, n - 1)["outputs"][0], trace.outputs[n - 1], **FP32)
+    assert by_query.shape == (REPEAT_MAX_N, d_v)
+    torch.testing.assert_close(by_query, trace.outputs[: REPEAT_MAX_N], **FP32)
+    torch.testing.assert_close(one_query(trace, n - 1)["outputs"][0], trace.outputs[n - 1], **FP32)
     notes = " ".join(trace.warnings)
     assert f"would hold {n * n * d_v:,} numbers" in notes
-    assert f"equals the matrix form for queries 1-{core.REPEAT_MAX_N} of {n}" in notes
+    assert f"equals the matrix form for queries 1-{REPEAT_MAX_N} of {n}" in notes
 
 
 def test_small_cases_keep_the_whole_broadcast_and_repeat_every_query():
-    n = 16  # 16 · 16 · 64 numbers: within core.WHOLE_MAX_NUMBERS, and n = REPEAT_MAX_N
+    n = 16  # 16 · 16 · 64 numbers: within WHOLE_MAX_NUMBERS, and n = REPEAT_MAX_N
     trace = attend(random_case(n, 8, 8, 64, seed=1))
     assert isinstance(trace["weighted"], torch.Tensor)
     assert trace["outputs_by_query"].shape == (n, 64)

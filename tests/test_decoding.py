@@ -15,26 +15,27 @@ from streamlit.testing.v1 import AppTest
 from attention import attend
 from attention.__main__ import main
 from attention.app.session import Session
-from attention.app.views import DecodingView
-from attention.case import CaseError, case_to_dict
-from attention.decoding import (
+from attention.base.case import CaseError, case_to_dict
+from attention.base.files import case_to_link, dump_case
+from attention.base.i18n import render
+from attention.base.numbers import approx
+from attention.base.presets import article, random_case
+from attention.decoding.compute import (
     MAX_DECODE_N,
     Sizes,
     cache_bytes_per_token,
     decodable,
     decode,
-    decoding_script,
     explain_score,
     full_heads,
     measured_cache_bytes,
     model_sizes,
     multiply_adds,
-)  # fmt: skip
-from attention.files import case_to_link, dump_case
-from attention.i18n import render
+)
+from attention.decoding.script import decoding_script
+from attention.decoding.state import DecodingView
+from attention.forward.teach import with_options
 from attention.models import SMOLLM2
-from attention.numbers import approx
-from attention.presets import article, random_case, with_options
 from tests.apptest import APP, charts, session
 
 W_OUT = [[0.5, -1.0, 0.25], [1.5, 0.0, -0.5], [-2.0, 1.0, 0.75], [0.1, 0.2, -0.3]]  # (d_v = 4, d_out = 3)
@@ -169,7 +170,7 @@ def test_a_link_carries_the_decoding_step_and_a_step_past_the_end_is_said():
     s = Session.start()
     s.open_link({"case": case_to_link(CASES["RoPE"]), "token": "4"})
     assert s.decoding.t == 3 and not s.notices
-    from attention.app.decoding_room import link
+    from attention.decoding.state import link
 
     assert link(s) == {"token": "4"}
     again = Session.start()

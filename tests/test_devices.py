@@ -8,9 +8,10 @@ import threading
 import pytest
 import torch
 
-from attention import attend, devices, figures
-from attention.measured import BENCH, _parse, measured
-from attention.presets import article
+from attention import attend, devices
+from attention.base.presets import article
+from attention.devices.figures import measured_times
+from attention.devices.measured import BENCH, _parse, measured
 
 
 def test_a_new_thread_warms_up_before_its_first_step():
@@ -37,7 +38,7 @@ def test_the_projects_cpu_figures_are_read_from_bench_core_md():
     assert all(len(steps) == 8 for steps in found.step_ms.values())
     text = (BENCH / "core.md").read_text(encoding="utf-8")
     assert f"| 1024 | {found.step_ms[1024][0]:.3f} |" in text  # the steps' table's first cell, as written
-    table = figures.measured_times(found)
+    table = measured_times(found)
     assert list(table.index) == list(found.step_ms) and table.shape == (len(found.step_ms), 10)
     assert table.loc[1024, "whole trace"] == found.trace_ms[1024]
 

@@ -9,7 +9,7 @@ from attention import attend
 from attention.app import editors, typed
 from attention.app import session as state
 from attention.app.session import Session
-from attention.presets import article
+from attention.base.presets import article
 from tests.apptest import ARTICLE_OUTPUTS, charts, component_data, current_trace, edit, forge, session
 
 PLACE = "x, row 2 (Input 2), column 3"

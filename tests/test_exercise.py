@@ -13,10 +13,12 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from attention import attend, exercise
-from attention.case import CaseError
-from attention.exercise import Attempt, Blank, Exercise
-from attention.files import case_to_link
-from attention.presets import article, random_case, with_options
+from attention.base.case import CaseError
+from attention.base.files import case_to_link
+from attention.base.presets import article, random_case
+from attention.exercise.compute import Blank, Exercise
+from attention.exercise.state import Attempt
+from attention.forward.teach import with_options
 from tests.apptest import APP, charts, current_trace, open_share_panel, session
 
 

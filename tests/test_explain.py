@@ -14,9 +14,9 @@ import torch
 from attention import explain as explain_module
 from attention import figures
 from attention import numbers as numbers_module
-from attention.core import AXES, attend
-from attention.explain import EXPLAINERS, explain, explainable
-from attention.presets import article, random_case
+from attention.base.explain import EXPLAINERS, explain, explainable
+from attention.base.presets import article, random_case
+from attention.forward.compute import AXES, attend
 
 # The seed's printed step-6 tensor, weighted[j, i] = (query i's weight on key j) × value row j.
 SEED_WEIGHTED = [

@@ -8,9 +8,9 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from attention import models
-from attention.app.views import DecodingView
-from attention.case import CaseError
-from attention.decoding import cache_bytes_per_token, decode, model_sizes
+from attention.base.case import CaseError
+from attention.decoding.compute import cache_bytes_per_token, decode, model_sizes
+from attention.decoding.state import DecodingView
 from attention.models.generate import generate
 from tests.apptest import APP, session
 

@@ -12,11 +12,12 @@ from streamlit.testing.v1 import AppTest
 
 import attention
 from attention import devices
-from attention.app import compute
+from attention.app import traces as compute
 from attention.app.text import plain
-from attention.devices import Device
-from attention.files import case_to_link
-from attention.presets import article, random_case, with_options
+from attention.base.device import Device
+from attention.base.files import case_to_link
+from attention.base.presets import article, random_case
+from attention.forward.teach import with_options
 from tests.apptest import APP, ARTICLE_OUTPUTS, charts, current_trace, edit, forge
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,5 @@
-"""The house: arrows one way (core ← figures ← the Streamlit side ← pages), small rooms, no private Streamlit API."""
+"""The house: a folder per capability, each module's layer read from its name, arrows one way, no import circle
+anywhere in the package, small rooms, every capability registered once, no private Streamlit API."""
 
 import ast
 import sys
@@ -6,39 +7,62 @@ from pathlib import Path
 
 import pytest
 
-from attention.app.pages import PAGES
+from attention.app.registry import CAPABILITIES, PAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 STDLIB = set(sys.stdlib_module_names)
-# Each layer and the outside packages it may import, besides the standard library and the layers below it.
-LAYERS = {
+SHARED = ("base", "show", "app", "models")  # the shared base, shared display, the frame, the real models
+CAPABILITY_FOLDERS = ("forward", "backward", "decoding", "tiles", "exercise", "devices")
+# A module's layer follows from its name (or its name's last part: explain_room is a room); a name not here is core.
+LAYER_OF_NAME = {"figures": "figures", "state": "state", "link": "room", "room": "room", "page": "page"}
+ORDER = ("core", "figures", "state", "room", "page")  # a layer imports only itself and those before it
+# The frame (attention/app/) is what capabilities plug into: their state, rooms and pages use its session and widgets,
+# and it loops over their registry (link.py) and runs their pages by pages/. Arrows between them: no circle (below).
+FRAME_USES = {"core", "figures", "state", "room", "frame"}
+# Each layer's outside packages, besides the standard library (and those of the layers before it).
+PACKAGES = {
     "core": {"torch"},
-    # the real models' loaders (attention/models/): beside the core, with the readers of the models' files
-    "models": {"torch", "gguf", "safetensors", "tokenizers"},
-    "figures": {"numpy", "pandas", "plotly", "torch"},
-    "app": {"streamlit", "numpy", "pandas", "plotly", "torch", "segno"},
-    "pages": {"streamlit", "numpy", "pandas", "plotly", "torch"},
+    "figures": {"numpy", "pandas", "plotly"},
+    "state": set(),
+    "room": {"streamlit", "segno"},
+    "page": set(),
 }
-FIGURES = {"attention/figures.py", "attention/tile_figures.py", "attention/decoding_figures.py"}  # pure builders
-BELOW = {"core": {"core"}, "models": {"core", "models"}, "figures": {"core", "figures"}}
-BELOW["app"] = {"core", "models", "figures", "app"}
-BELOW["pages"] = {"core", "models", "figures", "app"}
+READERS = {"gguf", "safetensors", "tokenizers"}  # the real models' files (attention/models/, core)
 
 
 def layer(path: Path) -> str:
-    relative = path.relative_to(ROOT)
-    if relative.parts[0] == "pages" or relative == Path("app.py"):
+    """A file's layer: pages/ and app.py; the frame (attention/app/); else by its name."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    if parts[0] == "pages" or parts == ("app",):
         return "pages"
-    if relative.parts[:2] == ("attention", "app"):
-        return "app"
-    if relative.parts[:2] == ("attention", "models"):
-        return "models"
-    return "figures" if relative.as_posix() in FIGURES else "core"
+    if parts[1] == "app":
+        return "frame"
+    if parts[1] in ("base", "__init__", "__main__"):
+        return "core"
+    if parts[1] == "show":
+        return "figures"
+    return LAYER_OF_NAME.get(parts[-1].rsplit("_", 1)[-1], "core")
+
+
+def allowed_packages(mine: str) -> set[str]:
+    below = ORDER if mine in ("frame", "pages") else ORDER[: ORDER.index(mine) + 1]
+    return set().union(*(PACKAGES[name] for name in below))
+
+
+def may_import(mine: str, theirs: str) -> bool:
+    """Whether a module of layer `mine` may import one of layer `theirs`."""
+    if mine == "pages" or theirs == "pages":
+        return mine == "pages"
+    if mine == "frame" or theirs == "frame":
+        return theirs in FRAME_USES if mine == "frame" else mine in ("state", "room", "page")
+    return ORDER.index(theirs) <= ORDER.index(mine)
 
 
 def imports(path: Path, package: str | None = None, nodes: list | None = None) -> list[tuple[str, int]]:
     """(the module imported, its line): relative imports resolved against the file's package (attention.…)."""
     package = package or ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    if path.name == "__init__.py" and package is None:
+        package = ".".join(path.relative_to(ROOT).parts[:-1])
     out = []
     for node in ast.walk(ast.parse(path.read_text())) if nodes is None else nodes:
         if isinstance(node, ast.Import):
@@ -51,52 +75,74 @@ def imports(path: Path, package: str | None = None, nodes: list | None = None) -
     return out
 
 
-def module_layer(module: str) -> str | None:
-    """The layer of one of the project's modules (None: an outside package)."""
-    if f"{module.replace('.', '/')}.py" in FIGURES:
-        return "figures"
-    if module == "attention.models" or module.startswith("attention.models."):
-        return "models"
-    if module.startswith("attention.app"):
-        return "app"
-    return "core" if module == "attention" or module.startswith("attention.") else None
-
-
 SOURCES = [ROOT / "app.py", *sorted(ROOT.glob("pages/*.py")), *sorted(ROOT.glob("attention/**/*.py"))]
+MODULES = {".".join(p.relative_to(ROOT).with_suffix("").parts): p for p in SOURCES}
 
 
-def wrong_way(found: list[tuple[str, int]], mine: str) -> list[str]:
-    """The imports a file of layer `mine` may not make."""
-    wrong = []
+def module_path(module: str) -> Path | None:
+    """The project's file of an imported module (a name imported from a module: the module's; a package: its face)."""
+    while module:
+        for name in (module, f"{module}.__init__"):
+            if name in MODULES:
+                return MODULES[name]
+        module = module.rpartition(".")[0]
+    return None
+
+
+def wrong_way(found: list[tuple[str, int]], path: Path, mine: str) -> list[str]:
+    """The imports a file of layer `mine` may not make: an outside package past its layer's, a later layer's module."""
+    wrong, packages = [], allowed_packages(mine) | (READERS if "models" in path.parts else set())
     for module, line in found:
-        theirs, top = module_layer(module), module.split(".")[0]
-        if theirs is None and top not in STDLIB and top not in LAYERS[mine]:
-            wrong.append(f"line {line}: {module} (outside packages allowed here: {sorted(LAYERS[mine])})")
-        elif theirs is not None and theirs not in BELOW[mine]:
-            wrong.append(f"line {line}: {module} is {theirs}, above {mine}")
+        top, theirs = module.split(".")[0], module_path(module) if module.startswith("attention") else None
+        if top not in ("attention", "pages") and top not in STDLIB and top not in packages:
+            wrong.append(f"line {line}: {module} (outside packages allowed here: {sorted(packages)})")
+        elif theirs is not None and not may_import(mine, layer(theirs)):
+            wrong.append(f"line {line}: {module} is {layer(theirs)}, which {mine} may not import")
     return wrong
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_imports_point_one_way(path):
-    assert not wrong_way(imports(path), layer(path))
+    assert not wrong_way(imports(path), path, layer(path))
 
 
-def test_the_import_check_catches_arrows_the_wrong_way(tmp_path):
-    module = tmp_path / "case.py"
-    module.write_text("import streamlit\nfrom .app import state\nfrom . import figures\nimport json\n")
-    wrong = wrong_way(imports(module, package="attention"), "core")
-    assert [w.split(":")[0] for w in wrong] == ["line 1", "line 2", "line 3"]
-    figures = tmp_path / "figures.py"
-    figures.write_text("from .app.cache import Derived\nimport plotly\n")
-    assert len(wrong_way(imports(figures, package="attention"), "figures")) == 1
+def test_the_layer_check_catches_arrows_the_wrong_way(tmp_path):
+    compute = ROOT / "attention" / "tiles" / "compute.py"
+    found = [("streamlit", 1), ("attention.tiles.room", 2), ("attention.show.heatmap", 3), ("json", 4)]
+    assert [w.split(":")[0] for w in wrong_way(found, compute, "core")] == ["line 1", "line 2", "line 3"]
+    figures = ROOT / "attention" / "tiles" / "figures.py"
+    assert len(wrong_way([("attention.app.charts", 1), ("plotly", 2)], figures, "figures")) == 1
+    assert layer(ROOT / "attention" / "forward" / "explain_room.py") == "room"
+    assert layer(ROOT / "attention" / "backward" / "training.py") == "core"
+
+
+def test_every_capability_is_a_folder_with_its_parts_and_registered_once():
+    folders = {p.name for p in (ROOT / "attention").iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == {*SHARED, *CAPABILITY_FOLDERS}, folders - {*SHARED, *CAPABILITY_FOLDERS}
+    registered = [c.name for c in CAPABILITIES]
+    assert sorted(registered) == sorted(CAPABILITY_FOLDERS) and len(set(registered)) == len(registered)
+    for name in CAPABILITY_FOLDERS:
+        parts = {p.stem for p in (ROOT / "attention" / name).glob("*.py")}
+        assert {"__init__", "link", "page"} <= parts, (name, parts)  # registered by link.py, drawn by page.py
+        assert any(layer(ROOT / "attention" / name / f"{part}.py") == "core" for part in parts - {"__init__"}), name
+
+
+def test_the_registry_is_the_one_list_of_pages_and_each_page_file_is_short():
+    assert sorted(p.file for p in PAGES) == sorted(f"pages/{p.name}" for p in ROOT.glob("pages/*.py"))
+    assert len({p.url_path for p in PAGES}) == len(PAGES) and sum(not p.url_path for p in PAGES) == 1
+    for path in ROOT.glob("pages/*.py"):  # its URL: one call of its capability's page body
+        code = [line for line in path.read_text().split('"""', 2)[2].splitlines() if line.strip()]
+        assert len(code) == 2 and code[0].startswith("from attention."), (path.name, code)
+    for path in [ROOT / "app.py", ROOT / "tests" / "apptest.py", ROOT / "bench" / "app.py"]:
+        text = path.read_text()
+        assert "pages/walkthrough.py" not in text and '"walkthrough",' not in text, f"{path.name} lists pages itself"
 
 
 def test_the_streamlit_side_is_small_rooms_and_everything_short_functions():
     long = []
     for path in SOURCES:
         text = path.read_text()
-        if layer(path) == "app" and len(text.splitlines()) > 300:
+        if layer(path) in ("room", "page", "frame") and len(text.splitlines()) > 300:
             long.append(f"{path.name}: {len(text.splitlines())} lines")
         assert text.startswith('"""'), f"{path} does not open with a line saying what it is"
         for node in ast.walk(ast.parse(text)):
@@ -120,14 +166,6 @@ def test_no_private_streamlit_name_is_used():
     assert not private, private
 
 
-def test_the_page_registry_is_the_one_list_of_pages():
-    assert sorted(p.file for p in PAGES) == sorted(f"pages/{p.name}" for p in ROOT.glob("pages/*.py"))
-    assert len({p.url_path for p in PAGES}) == len(PAGES) and sum(not p.url_path for p in PAGES) == 1
-    for path in [ROOT / "app.py", ROOT / "tests" / "apptest.py", ROOT / "bench" / "app.py"]:
-        text = path.read_text()
-        assert "pages/walkthrough.py" not in text and '"walkthrough",' not in text, f"{path.name} lists pages itself"
-
-
 def runtime_imports(path: Path, package: str | None = None) -> list[str]:
     """The project's modules a file imports when it runs, deferred ones inside functions too; not those under
     `if TYPE_CHECKING:` (read by type checkers alone)."""
@@ -140,12 +178,7 @@ def runtime_imports(path: Path, package: str | None = None) -> list[str]:
         for inner in ast.walk(child)
     }
     kept = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom) and id(n) not in hidden]
-    return [module for module, _ in imports(path, package, kept) if module.startswith("attention.app")]
-
-
-def module_of(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    return [module for module, _ in imports(path, package, kept) if module.startswith("attention")]
 
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -169,21 +202,17 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def app_graph() -> dict[str, set[str]]:
-    """The Streamlit side's imports: a module imports a package's __init__ too when it imports something in it."""
+def package_graph() -> dict[str, set[str]]:
+    """The package's imports, file to file (a name imported from a module: the module)."""
     graph = {}
-    for path in sorted(ROOT.glob("attention/app/**/*.py")):
-        found = set()
-        for module in runtime_imports(path):
-            while module not in {module_of(p) for p in ROOT.glob("attention/app/**/*.py")} and "." in module:
-                module = module.rsplit(".", 1)[0]  # a name imported from a module: the module
-            found.add(module)
-        graph[module_of(path)] = found - {module_of(path)}
+    for path in sorted(ROOT.glob("attention/**/*.py")):
+        found = {module_path(module) for module in runtime_imports(path)} - {None, path}
+        graph[str(path.relative_to(ROOT))] = {str(p.relative_to(ROOT)) for p in found}
     return graph
 
 
-def test_the_streamlit_side_has_no_import_circle():
-    assert circles(app_graph()) == []
+def test_no_import_circle_anywhere_in_the_package():
+    assert circles(package_graph()) == []
 
 
 def test_the_circle_check_finds_a_circle_hidden_by_a_deferred_import(tmp_path):
@@ -195,7 +224,6 @@ def test_the_circle_check_finds_a_circle_hidden_by_a_deferred_import(tmp_path):
 
 
 # Who may ask which origin or model a case has: the origins and the models themselves (and their own room).
-ASKERS = {"attention/app/model_room.py"}
 ASKING = ("isinstance(", '== "real"', "== 'real'", '"smollm2"', '"minilm"', "spec.name ==", "ModelHead", "is_real")
 
 
@@ -209,7 +237,7 @@ def test_no_file_outside_the_origins_and_models_asks_which_it_is():
     asking = []
     for path in SOURCES:
         name = path.relative_to(ROOT).as_posix()
-        if name in ASKERS or name.startswith(("attention/app/origins/", "attention/models/")):
+        if name.startswith(("attention/app/origins/", "attention/models/")):
             continue
         lines = enumerate(path.read_text().splitlines(), start=1)
         asking += [f"{name}:{number}: {line.strip()}" for number, line in lines if asks(line)]
@@ -227,14 +255,11 @@ def test_the_asking_check_catches_the_old_ways_of_asking():
     assert not asks("return value if isinstance(value, str) else excerpt(value)")
 
 
-def test_the_readmes_layout_lists_every_file_of_the_package():
-    readme = (ROOT / "README.md").read_text()
-    layout = readme.split("## Layout", 1)[1].split("```")[1]
+def test_the_layout_lists_every_file_of_the_package():
+    layout = (ROOT / "docs" / "layout.md").read_text().split("```")[1]
     files = [*ROOT.glob("attention/**/*.py"), *ROOT.glob("attention/app/web/*"), *ROOT.glob("pages/*.py")]
     unlisted = [
-        f.relative_to(ROOT).as_posix()
-        for f in files
-        if "__pycache__" not in f.parts and not any(f"{part}" in layout for part in [f.name])
+        f.relative_to(ROOT).as_posix() for f in files if "__pycache__" not in f.parts and f.name not in layout
     ]
     folders = {f.parent.name + "/" for f in files if f.parent != ROOT} - {"web/"}
     assert not unlisted and all(folder in layout for folder in folders), (unlisted, folders)

@@ -9,19 +9,20 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from attention import i18n, parse_case
-from attention.app.pages import PAGES as REGISTRY
-from attention.case import CaseError
-from attention.core import AXES, STEP_NAMES
-from attention.files import case_from_link, case_to_link
-from attention.i18n import LANGUAGES, Message, excerpt, language_for, msg, render, text
-from attention.presets import article
-from attention.script import shown as shown_code
+from attention import parse_case
+from attention.app.registry import PAGES as REGISTRY
+from attention.base.case import CaseError
+from attention.base.files import case_from_link, case_to_link
+from attention.base.i18n import LANGUAGES, Message, excerpt, language_for, msg, render, table, text
+from attention.base.presets import article
+from attention.forward.compute import AXES
+from attention.forward.script import shown as shown_code
+from attention.forward.steps import STEP_NAMES
 from tests.apptest import APP, MASKED_CASE, PAGES, component_data, current_trace, edit, open_share_panel, session
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "attention").glob("**/*.py"))]
-TABLES = {lang: json.loads((ROOT / "attention" / "locales" / f"{lang}.json").read_text()) for lang in LANGUAGES}
+TABLES = {lang: json.loads((ROOT / "attention" / "base" / "locales" / f"{lang}.json").read_text()) for lang in LANGUAGES}
 
 
 def fields(template: str) -> list[tuple[str, str | None, str]]:
@@ -57,7 +58,7 @@ def test_every_template_is_non_empty_and_chinese_where_it_has_words():
             assert re.search(r"[\u4e00-\u9fff]", template), f"zh {key} looks untranslated: {template!r}"
 
 
-# Keys named in the code: t("…"), _t("…"), msg("…"), text(lang, "…"), i18n.text(lang, "…"), _hover(lang, "…").
+# Keys named in the code: t("…"), _t("…"), msg("…"), text(lang, "…"), text(lang, "…"), _hover(lang, "…").
 # A key built by an f-string (t(f"step.{name}.title")) is a pattern; any other computed key is only allowed inside
 # the catalogue's own plumbing.
 KEY_ARGUMENT = {"t": 0, "_t": 0, "msg": 0, "Message": 0, "text": 1, "_hover": 1}
@@ -175,9 +176,9 @@ SYMBOL = re.compile(r"[A-Za-zΣ]")
 @pytest.fixture
 def pseudo(monkeypatch) -> None:
     """A language "qps" whose templates are the English ones inside ⟦…⟧ (AppTest runs the app in this process)."""
-    english = i18n.table("en")
+    english = table("en")
     table = {key: f"{OPEN}{template}{CLOSE}" for key, template in english.items()}
-    monkeypatch.setitem(i18n.LANGUAGES, PSEUDO, "Pseudo")
+    monkeypatch.setitem(LANGUAGES, PSEUDO, "Pseudo")
     monkeypatch.setattr(i18n, "table", lambda lang: table if lang == PSEUDO else english if lang == "en" else {})
 
 
@@ -413,7 +414,7 @@ def test_every_page_renders_in_chinese():
 
 
 def article_formula(step: str) -> str:
-    from attention.core import formula
+    from attention.forward.steps import formula
 
     return formula(step, article())
 

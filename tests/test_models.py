@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from attention import attend, case_to_dict, models, parse_case
-from attention.case import CaseError
-from attention.core import scale_factor
-from attention.i18n import render
+from attention.base.case import CaseError
+from attention.base.i18n import render
+from attention.forward.compute import scale_factor
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # transformers reads the packages' files; nothing from a hub
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from nbclient import NotebookClient
 
-from attention.presets import article
+from attention.base.presets import article
 from tests.apptest import ARTICLE_OUTPUTS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from attention import attend, models
 from attention.app.origins import Article, ModelHead, model
-from attention.script import real_script
+from attention.models.script import real_script
 from tests.apptest import APP, PAGES, current_trace, edit, session
 
 pytestmark = pytest.mark.skipif(models.missing("smollm2") or models.missing("minilm"), reason="model packages")

@@ -6,9 +6,10 @@ import plotly.io as pio
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from attention import attend, figures
-from attention.core import step_names
-from attention.presets import article
+from attention import attend
+from attention.base.presets import article
+from attention.forward.compute import step_names
+from attention.forward.figures import tensor_heatmap
 from tests.apptest import APP, edit, session
 
 
@@ -78,7 +79,7 @@ def test_a_rerun_that_changes_nothing_makes_nothing(figures_made):
 def test_a_figure_carries_its_numbers_and_no_plotly_template():
     """Streamlit copies (to_dict) and writes out (to_json) every chart on every run, and draws it in its own theme:
     a figure without Plotly's default template (7 KB) is what that costs for a 3 × 3 heatmap."""
-    fig = figures.tensor_heatmap(attend(article()), "outputs")
+    fig = tensor_heatmap(attend(article()), "outputs")
     shipped = pio.to_json(fig, validate=False)
     assert len(shipped) < 2_000, len(shipped)
     assert fig.to_dict()["layout"]["template"] == pio.templates["none"].to_plotly_json()

@@ -13,10 +13,11 @@ from streamlit.testing.v1 import AppTest
 
 from attention import attend, case_to_dict, parse_case
 from attention.app import pickers
-from attention.files import MAX_LINK_CHARS, case_from_link, case_to_link, dump_case
-from attention.oracles import fused_outputs
-from attention.presets import article, random_case, resize, variant_name, variants, with_options
-from attention.script import to_script
+from attention.base.files import MAX_LINK_CHARS, case_from_link, case_to_link, dump_case
+from attention.base.presets import article, random_case, resize
+from attention.forward.oracle import fused_outputs
+from attention.forward.script import to_script
+from attention.forward.teach import variant_name, variants, with_options
 from tests.apptest import APP, ARTICLE_OUTPUTS, MASKED_CASE, PAGES, charts, current_trace, open_share_panel, session
 
 # The article with one number changed: its rounded softmax no longer fits, so the case has the exact one

@@ -10,8 +10,9 @@ from attention.app import session as state
 from attention.app.choices import Controls
 from attention.app.origins import Article, Edited, File, Link, Random
 from attention.app.session import Session
-from attention.files import case_to_link, dump_case
-from attention.presets import article, random_case, with_options
+from attention.base.files import case_to_link, dump_case
+from attention.base.presets import article, random_case
+from attention.forward.teach import with_options
 from tests.apptest import ARTICLE_OUTPUTS, MASKED_CASE
 
 

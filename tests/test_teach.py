@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from attention import attend
-from attention.presets import random_case
-from attention.teach import sqrt_dk_effect
+from attention.base.presets import random_case
+from attention.forward.teach import sqrt_dk_effect
 
 
 def whole(raw: torch.Tensor, seen: torch.Tensor, d: int) -> dict[str, float]:

@@ -10,15 +10,19 @@ import torch
 from streamlit.testing.v1 import AppTest
 from torch.overrides import TorchFunctionMode
 
-from attention import attend, tiles, tiles_script
+from attention import attend
 from attention.__main__ import main
-from attention.app import tiles_room
+from attention.tiles import room as tiles_room
 from attention.app.session import Session, choose_blocks
-from attention.case import CaseError
-from attention.files import dump_case
-from attention.numbers import approx
-from attention.oracles import check, fused_outputs
-from attention.presets import article, random_case, with_options
+from attention.base.case import CaseError
+from attention.base.files import dump_case
+from attention.base.numbers import approx
+from attention.base.presets import article, random_case
+from attention.forward.oracle import check, fused_outputs
+from attention.forward.teach import with_options
+from attention.tiles.compute import check, check_blocks, default_block, estimates, tiled
+from attention.tiles.script import to_script
+from attention.tiles.state import link
 from tests.apptest import APP, session
 
 BLOCKED = [[1, 0, 1, 0, 0], [0, 0, 0, 0, 0], [1, 1, 1, 0, 0], [0, 0, 0, 0, 0], [1, 1, 1, 1, 1]]  # rows 2, 4: nothing
@@ -49,8 +53,8 @@ def blocks_for(case, blocks):
 @pytest.mark.parametrize("name", CASES)
 def test_tiled_outputs_equal_step_7_and_sdpa(name, blocks):
     case = CASES[name]
-    run = tiles.tiled(case, *blocks_for(case, blocks))
-    agreement = tiles.check(run, attend(case).step("outputs").tensors["outputs"])
+    run = tiled(case, *blocks_for(case, blocks))
+    agreement = check(run, attend(case).step("outputs").tensors["outputs"])
     assert agreement.agrees, agreement
     tolerance = {"float32": {"rtol": 1.3e-6, "atol": 1e-5}, "float64": {"rtol": 1e-10, "atol": 1e-10}}
     torch.testing.assert_close(run.outputs, fused_outputs(case), **tolerance[case.options.dtype])
@@ -58,39 +62,39 @@ def test_tiled_outputs_equal_step_7_and_sdpa(name, blocks):
 
 def test_a_wrong_result_is_called_wrong():
     case = CASES["plain"]
-    run = tiles.tiled(case, 2, 3)
+    run = tiled(case, 2, 3)
     reference = attend(case).outputs.clone()
     reference[2, 1] += 1e-4 * reference.abs().max()  # a difference past 1e-6 of the largest number
-    assert not tiles.check(run, reference).agrees
-    assert tiles.check(run, attend(case).outputs).agrees
+    assert not check(run, reference).agrees
+    assert check(run, attend(case).outputs).agrees
 
 
 def test_the_article_with_the_rounded_softmax_is_tiled_with_the_exact_one():
-    run = tiles.tiled(article())  # the article's case holds the rounded weights: not attention
+    run = tiled(article())  # the article's case holds the rounded weights: not attention
     assert run.case.options.weights_override is None
     exact = attend(with_options(article(), weights_override=None))
-    assert tiles.check(run, exact.outputs).agrees and not tiles.check(run, attend(article()).outputs).agrees
+    assert check(run, exact.outputs).agrees and not check(run, attend(article()).outputs).agrees
 
 
 def test_the_defaults_make_the_article_two_key_tiles_and_a_causal_mask_skips_one():
-    run = tiles.tiled(with_options(article(), mask="causal"))
+    run = tiled(with_options(article(), mask="causal"))
     assert (run.block_q, run.block_k, run.key_tiles, run.query_tiles) == (2, 2, 2, 2)
     assert run.skipped == ((0, 1),)  # queries 1-2 may not see key 3
     assert run.visit(0, 1).skipped and not run.visit(0, 1).tensors
-    assert tiles.default_block(1024) == 64 and tiles.default_block(1) == 1
+    assert default_block(1024) == 64 and default_block(1) == 1
 
 
 def test_causal_tiles_above_the_diagonal_are_skipped_about_half():
     case = random_case(n=64, d_in=4, seed=9, mask="causal")
-    run = tiles.tiled(case, 8, 8)
+    run = tiled(case, 8, 8)
     assert set(run.skipped) == {(i, j) for i in range(8) for j in range(8) if j > i}  # 28 of 64
     assert len(run.skipped) / run.tiles == pytest.approx(28 / 64)
-    assert tiles.check(run, attend(case).outputs).agrees
+    assert check(run, attend(case).outputs).agrees
 
 
 def test_each_visit_records_the_online_softmax_and_its_rescaling():
     case = CASES["scale, temperature 4"]
-    run = tiles.tiled(case, 2, 2)
+    run = tiled(case, 2, 2)
     trace = attend(case)
     scores = trace["scores"]
     for v in run.visits:
@@ -104,11 +108,11 @@ def test_each_visit_records_the_online_softmax_and_its_rescaling():
         row_max = scores[v.queries.start : v.queries.stop, : v.keys.stop].amax(-1)  # m: the row's max so far
         torch.testing.assert_close(t["m"][0], row_max)
     for q in range(case.n):  # the last estimate of every query is its row of step 7
-        torch.testing.assert_close(tiles.estimates(run, q, 0)[-1], trace.outputs[q])
+        torch.testing.assert_close(estimates(run, q, 0)[-1], trace.outputs[q])
 
 
 def test_the_explanation_of_l_adds_up_with_its_terms():
-    run = tiles.tiled(CASES["scale, temperature 4"], 3, 2)
+    run = tiled(CASES["scale, temperature 4"], 3, 2)
     v = run.visit(1, 1)
     lines = tiles.explain(run, v, 0, 1)
     t = {k: x[0, 1].item() for k, x in v.tensors.items() if x.dim() == 2}
@@ -118,7 +122,7 @@ def test_the_explanation_of_l_adds_up_with_its_terms():
     assert t["l"] == pytest.approx(t["l_before"] * t["rescale"] + total, rel=1e-6)
     assert ell.endswith(f"= {approx(t['l'])}")
     assert tiles.explain(run, v, 0, 1, "zh")[2].startswith("处理完键块 2 后的 ℓ")
-    skipped = tiles.tiled(with_options(article(), mask="causal"))
+    skipped = tiled(with_options(article(), mask="causal"))
     assert "skipped" in tiles.explain(skipped, skipped.visit(0, 1), 0, 0)[0]
 
 
@@ -140,13 +144,13 @@ class Largest(TorchFunctionMode):
 def test_at_scale_no_n_by_n_tensor_is_made_and_nothing_is_recorded():
     case = random_case(n=1024, d_in=64, d_k=64, d_v=64, seed=10, mask="causal", scale="sqrt_dk")
     with Largest() as seen:
-        run = tiles.tiled(case, 64, 64)
+        run = tiled(case, 64, 64)
     assert seen.largest < 1024 * 1024 // 8, seen.largest  # a tile of 64 × 64 and the n × 64 matrices
     assert run.visits == () and run.tile_bytes < 1024 * 1024 * 4 // 50  # under 2 % of one score matrix
     with Largest() as seen:  # the watch sees an n × n tensor when one is made
         (torch.ones(1024, 64) @ torch.ones(64, 1024)).sum()
     assert seen.largest == 1024 * 1024
-    kept = tiles.tiled(case, 64, 64, keep=(3,))  # the page's one query tile, recorded
+    kept = tiled(case, 64, 64, keep=(3,))  # the page's one query tile, recorded
     assert {v.query_tile for v in kept.visits} == {3} and len(kept.visits) == 16
     assert check(case, kept.outputs).agrees  # SDPA, within the app's own check (scores up to 424 here: float32's
     # rounding of them differs between SDPA's kernel and any matmul, the eight steps' too, by 2e-4 of outputs of 36)
@@ -168,14 +172,14 @@ def test_at_scale_no_n_by_n_tensor_is_made_and_nothing_is_recorded():
 )
 def test_bad_block_sizes_are_refused_naming_the_field(blocks, field, words):
     with pytest.raises(CaseError) as bad:
-        tiles.check_blocks(*blocks, 3)
+        check_blocks(*blocks, 3)
     assert str(bad.value).startswith(field) and words in str(bad.value)
 
 
 def test_too_many_tiles_are_refused():
     with pytest.raises(CaseError, match="block sizes: make 1048576 tiles"):
-        tiles.check_blocks(1, 1, 1024)
-    assert tiles.check_blocks("16", " 16 ", 1024) == (16, 16)
+        check_blocks(1, 1, 1024)
+    assert check_blocks("16", " 16 ", 1024) == (16, 16)
 
 
 def test_the_session_keeps_the_last_valid_blocks_and_the_link_round_trips():
@@ -184,7 +188,7 @@ def test_the_session_keeps_the_last_valid_blocks_and_the_link_round_trips():
     s.tiling.tile = (2, 1)
     choose_blocks(s, "0", "2")
     assert s.tiling.blocks == (1, 2) and "B_q" in str(s.tiling.error)
-    params = tiles.link(s.tiling.blocks, s.tiling.tile)
+    params = link(s.tiling.blocks, s.tiling.tile)
     assert params == {"bq": "1", "bk": "2", "tile": "3.2"}
     other = Session.start()
     other.open_link(params)
@@ -214,7 +218,7 @@ def test_the_cli_reports_each_tile_and_the_check(tmp_path, capsys):
 @pytest.mark.parametrize("name", ["fully masked rows, temperature", "grouped kv heads, RoPE, sqrt_dk, causal"])
 def test_the_exported_script_runs_its_tiled_loop_and_asserts_step_7(name, tmp_path):
     path = tmp_path / "tiles.py"
-    path.write_text(tiles_script.to_script(CASES[name], 2, 3))
+    path.write_text(to_script(CASES[name], 2, 3))
     done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "tiled outputs equal step 7's" in done.stdout and "key tile 2: m =" in done.stdout
@@ -273,9 +277,9 @@ def test_the_page_in_chinese_and_with_a_causal_mask():
 
 
 def test_a_tiled_run_shows_itself_in_jupyter_with_its_tiles():
-    html = tiles.tiled(with_options(article(), mask="causal"))._repr_html_()
+    html = tiled(with_options(article(), mask="causal"))._repr_html_()
     assert "4 tiles, 1 skipped" in html and html.count("<tr><td>") == 4 and "skipped: every score" in html
-    big = tiles.tiled(random_case(n=80, seed=11), 40, 40, keep=(1,))._repr_html_()
+    big = tiled(random_case(n=80, seed=11), 40, 40, keep=(1,))._repr_html_()
     assert "recorded: query tiles 2" in big and big.count("<tr><td>") == 2
 
 

@@ -17,7 +17,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
-from ..core import Broadcast, Trace
+from ..forward.compute import Broadcast, Trace
 
 T = TypeVar("T")
 BUDGET = 256 * 2**20  # bytes a session keeps: one trace at the limits (192 MiB: README, "Hosting") and its figures

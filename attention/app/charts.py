@@ -8,8 +8,8 @@ from collections.abc import Callable
 import plotly.graph_objects as go
 import streamlit as st
 
-from .. import figures
-from ..core import Trace
+from ..forward.compute import Trace
+from ..show import describe, tables
 from . import clicks, tab
 from .language import lang, t
 from .text import plain
@@ -51,22 +51,22 @@ def chart(fig: go.Figure, key: str, where=st, clickable: bool = False) -> tuple[
 
 
 def table(trace: Trace, name: str, head: int | None = None):
-    """figures.table of a recorded tensor, kept like a figure (a step shown again does not rebuild its tables)."""
+    """tables.table of a recorded tensor, kept like a figure (a step shown again does not rebuild its tables)."""
     key = ("table", trace.case, trace.device, getattr(trace, "hidden", ()), name, head, lang())
-    return tab.current().derived.get(key, lambda: figures.table(trace, name, head, lang=lang()))
+    return tab.current().derived.get(key, lambda: tables.table(trace, name, head, lang=lang()))
 
 
 def numbers(table, key: str, where=st) -> None:
-    """A table of figures.table (numbers written as text) with its numbers right-aligned, as a column of numbers is."""
+    """A table of tables.table (numbers written as text) with its numbers right-aligned, as a column of numbers is."""
     right = {column: st.column_config.TextColumn(alignment="right") for column in table.columns}
     where.dataframe(table, key=key, column_config=right)
 
 
 def _described(fig: go.Figure, table: bool) -> tuple:
-    """figures.describe(fig) in the reader's language, kept on the figure: a kept figure is described once."""
+    """describe.describe(fig) in the reader's language, kept on the figure: a kept figure is described once."""
     memo, key = fig.__dict__.setdefault("_described", {}), (lang(), table)
     if key not in memo:
-        memo[key] = figures.describe(fig, lang(), label=table_label, table=table)
+        memo[key] = describe.describe(fig, lang(), label=table_label, table=table)
     return memo[key]
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields, replace
 
-from .. import presets
-from ..case import (
+from ..base import presets
+from ..base.case import (
     DEVICE_PATTERN,
     DTYPES,
     MAX_D,
@@ -19,7 +19,7 @@ from ..case import (
     MIN_TEMPERATURE,
     Case,
 )
-from ..i18n import excerpt
+from ..base.i18n import excerpt
 from .origins import PRESETS
 
 Grid = tuple[tuple[object, ...], ...]  # rows of cells as typed: numbers, or whatever a client sent

@@ -10,8 +10,8 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from .. import figures
-from ..core import AXES
+from ..forward.steps import AXES
+from ..show.heatmap import TOKEN_KINDS, heatmap, highlight
 from . import charts, clicks, grid
 from .choices import GRIDS
 from .language import lang, t
@@ -77,7 +77,7 @@ def _big(session: Session, name: str, title: str) -> None:
     row = left.number_input(t("editor.row"), 1, len(matrix), step=1, key=f"{key}_row")
     column = right.number_input(t("editor.column"), 1, len(matrix[0]), step=1, key=f"{key}_column")
     grid.draw(session, name, key, window=(row - 1, column - 1, row, column))
-    fig = figures.highlight(go.Figure(_figure(session, name)), (row - 1,), (column - 1,))  # a copy: it is kept
+    fig = highlight(go.Figure(_figure(session, name)), (row - 1,), (column - 1,))  # a copy: it is kept
     charts.chart(fig, chart, clickable=True)
 
 
@@ -88,9 +88,9 @@ def _figure(session: Session, name: str) -> go.Figure:
     def make() -> go.Figure:
         numbers = np.array([[v if grid.is_number(v) else np.nan for v in row] for row in matrix], dtype=np.float32)
         row_kind, col_kind = KINDS[name]
-        labels = [[str(tokens[i]) if kind in figures.TOKEN_KINDS else str(i + 1) for i in range(size)]
+        labels = [[str(tokens[i]) if kind in TOKEN_KINDS else str(i + 1) for i in range(size)]
                   for kind, size in ((row_kind, len(matrix)), (col_kind, len(matrix[0])))]  # fmt: skip
-        return figures.heatmap(numbers, *labels, row_kind, col_kind, grid.shown_name(name), lang())
+        return heatmap(numbers, *labels, row_kind, col_kind, grid.shown_name(name), lang())
 
     return session.derived.get(("typed figure", name, matrix, tokens, lang()), make)
 

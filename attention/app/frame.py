@@ -1,6 +1,6 @@
 """The frame every page runs in: the session brought up to date, the sidebar, the banners, the URL, then the page.
 
-One edit travels one way: widget → session (session.py) → case → trace (compute.py) → figures → page. The banners
+One edit travels one way: widget → session (session.py) → case → trace (traces.py) → figures → page. The banners
 (notices, the error, the check against PyTorch) and the share panel are drawn here, once a run, above the page.
 """
 
@@ -10,11 +10,13 @@ import threading
 
 import streamlit as st
 
-from ..core import Trace
-from ..i18n import msg, render
-from . import compute, editors, exercises, navigation, process, questions, reconnect, share, sidebar, tab
+from ..base.i18n import msg, render
+from ..exercise import room as exercise_room
+from ..exercise import state as exercise
+from ..forward.compute import Trace
+from . import editors, links, navigation, process, reconnect, share, sidebar, tab, traces
 from .language import t
-from .pages import BY_URL, PAGES
+from .registry import BY_URL, CAPABILITIES, PAGES
 from .session import Session
 from .text import plain
 
@@ -39,32 +41,29 @@ def run(pages: list | None = None) -> None:
     """app.py's whole body: bring the session up to date, draw the frame, run the chosen page of the registry (or
     of `pages`: a benchmark's frame around an empty page)."""
     first_run = tab.current() is None
-    s = tab.started()
+    s = links.started()
     sidebar.read(s)  # the widgets' (and the origin's room's) and editors' new values, before any widget is drawn
     editors.read(s)
-    questions.answer(s)  # a question's link from the overview
-    exercises.open_link(s, st.query_params)  # an exercise's link: a shared one, or a ready-made one's
-    trace = compute.current(s)
+    links.follow(s)  # a link made inside the app: a question's, a ready-made exercise's
+    trace = traces.current(s)
     st.set_page_config(page_title=t("app.title"), page_icon=":material/visibility:", layout="wide")
     st.html(APP_CSS)
     if reconnect.follow(t("notice.upload_lost"), first_run):  # its server was lost: restored from its link
         s.notices.append(msg("notice.server_changed"))
     page = navigation.navigation(pages)
-    if s.classroom.present:  # the presenter view: larger type, no sidebar
-        st.html(exercises.PRESENTER_CSS)
-        st.button(t("exercise.leave_present"), key="leave_present", on_click=lambda: exercises.leave_presenting(s))
     sidebar.draw(s)
-    exercises.progress(s, trace)
+    for capability in CAPABILITIES:  # what a capability draws around every page (an exercise's progress)
+        capability.frame(s, trace)
     if page.url_path not in LIVE:
         banners(s, trace)
-    share.keep_url(s, trace)
+    links.keep(s)
     share.panel(s, trace)
     _run.framed = True
     try:
-        if exercises.page_allowed(s, trace, BY_URL[page.url_path]):
+        if exercise.page_allowed(s, trace, BY_URL[page.url_path]):
             page.run()
         else:
-            exercises.waiting_page()
+            exercise_room.waiting_page()
         editors.pace(s)  # the run's last element: a dragged editor sends its next value when it is drawn
     finally:  # a rerun or a stop interrupts the page with an exception
         _run.framed = False
@@ -75,7 +74,7 @@ def trace() -> Trace:
     if not framed():  # Streamlit ran this page alone (see navigation.leave_pages_folder_mode)
         navigation.leave_pages_folder_mode()
     s = tab.current()
-    return exercises.shown(s, compute.current(s))  # an open exercise's numbers hidden
+    return exercise.shown(s, traces.current(s))  # an open exercise's numbers hidden
 
 
 def framed() -> bool:
@@ -93,10 +92,10 @@ def banners(s: Session, trace: Trace) -> None:
     for notice in notices:
         st.warning(plain(render(lang, notice)), icon=":material/info:")
     row = st.container(horizontal=True, wrap=False, vertical_alignment="center", height=STATUS_PX, border=False)
-    own = compute.origin_check(s, trace)  # a model's head: checked against the model's own output instead
-    check, kind = (compute.check(s, trace), "verify") if own is None else (own, s.origin.verify)
+    own = traces.origin_check(s, trace)  # a model's head: checked against the model's own output instead
+    check, kind = (traces.check(s, trace), "verify") if own is None else (own, s.origin.verify)
     where = "" if trace.device == "cpu" else t("verify.computed_on", device=trace.device)
-    note = "" if compute.exact(s, trace) is trace else t("verify.exact_note")
+    note = "" if traces.exact(s, trace) is trace else t("verify.exact_note")
     said = {"oracle": render(lang, check.oracle), "difference": check.difference, "note": note, "where": where}
     if check.agrees:
         badge = row.popover(t(f"{kind}.badge"), icon=":material/verified:", key="check", width=BADGE_PX)

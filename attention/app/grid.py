@@ -11,8 +11,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from ..case import MAX_ABS
-from ..i18n import render
+from ..base.case import MAX_ABS
+from ..base.i18n import render
 from . import typed
 from .language import lang, t
 from .session import OPTION_GRIDS, Session, place

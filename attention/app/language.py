@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from .. import i18n
+from ..base import i18n
 from . import tab
 
 

@@ -8,8 +8,9 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from ..core import Trace
-from . import compute, editors, exercises, frame, share, tab
+from ..exercise.state import shown
+from ..forward.compute import Trace
+from . import editors, frame, links, tab, traces
 from .session import Session
 
 SHARE_PANEL = "share_panel"  # the share panel's expander key (share.py): open, it shows the case
@@ -31,11 +32,11 @@ def _run(s: Session, body: Callable[[Trace], None]) -> None:
             FRAMED
         ):  # a new grid (a file opened), or the open share panel's link and files
             st.rerun(scope="app")
-    trace = compute.current(s)
+    trace = traces.current(s)
     if not frame.framed():
-        share.keep_url(s, trace)  # the URL stays a link to what is shown
+        links.keep(s)  # the URL stays a link to what is shown
     frame.banners(s, trace)
-    body(exercises.shown(s, trace))  # an open exercise's numbers hidden
+    body(shown(s, trace))  # an open exercise's numbers hidden
     editors.pace(s, live=True)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from .. import models
-from ..i18n import msg, render
+from ..base.i18n import msg, render
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from .language import t
-from .pages import PAGES
+from .registry import PAGES
 
 if TYPE_CHECKING:
     from streamlit.navigation.page import StreamlitPage  # what st.Page returns

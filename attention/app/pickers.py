@@ -6,8 +6,8 @@ import time
 
 import streamlit as st
 
-from .. import i18n
-from ..core import Trace
+from ..base import i18n
+from ..forward.compute import Trace
 from . import tab
 from .language import t
 

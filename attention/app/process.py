@@ -14,9 +14,10 @@ import ctypes
 import ctypes.util
 import gc
 
-from .. import figures
-from ..core import attend
-from ..presets import article
+from ..base.presets import article
+from ..forward.compute import attend
+from ..forward.figures import tensor_heatmap
+from ..show.tables import table
 
 MMAP_THRESHOLD = 131072  # bytes: glibc's starting mmap threshold, which MALLOC_MMAP_THRESHOLD_=131072 also fixes
 M_MMAP_THRESHOLD = -3  # mallopt's parameter number for it (glibc's malloc.h)
@@ -40,8 +41,8 @@ def return_big_blocks() -> bool:
 def settle() -> None:
     """Make once what the first run would make (Plotly's validators, torch's kernels), then freeze (see above)."""
     trace = attend(article())
-    figures.tensor_heatmap(trace, "scores", None, lang="en")
-    figures.table(trace, "scores", None, lang="en")
+    tensor_heatmap(trace, "scores", None, lang="en")
+    table(trace, "scores", None, lang="en")
     gc.collect()  # the garbage of the imports first: frozen, it would never be collected
     gc.freeze()
 

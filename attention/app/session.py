@@ -9,19 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
-from .. import files, models, presets, tiles
-from ..case import CASE_FORMAT, Case, CaseError, Options, parse_case, with_options
-from ..core import ROUNDED_WITHIN, STEP_NAMES, step_names, step_near, step_of
-from ..devices import resolve_device
-from ..exercise import Classroom
-from ..i18n import LANGUAGES, Message, clip, excerpt, msg
+from .. import models
+from ..base import files, presets
+from ..base.case import CASE_FORMAT, Case, CaseError, Options, parse_case, with_options
+from ..base.device import resolve_device
+from ..base.i18n import LANGUAGES, Message, clip, excerpt, msg
+from ..forward.compute import ROUNDED_WITHIN
+from ..forward.steps import STEP_NAMES, step_near
+from ..forward.teach import rounding_gap
 from ..models import Model
-from . import choices, decoding_room, origins, typed
+from . import choices, origins, typed
 from .cache import Derived
 from .choices import NUMBERS, SIZES, Controls, Inputs
 from .origins import Article, File, Origin
-from .views import DecodingView, Learned, Tiling
+
+View = TypeVar("View")
 
 Cells = Mapping[tuple[int, int], object]  # (row, column) -> a cell's value as typed
 OPTION_GRIDS = {"options.mask": "mask", "options.w_out": "w_out", "options.weights_override": "rounded"}
@@ -47,12 +51,9 @@ class Session:
     derived: Derived = field(default_factory=Derived, repr=False, compare=False)  # see cache.py
     source: Origin | None = None  # where the last whole case came from (see origin; Session.start sets it)
     loader: Callable[[str], Model] = field(default=models.loaded, repr=False, compare=False)  # the app's: loaded.py
-    classroom: Classroom = field(default_factory=Classroom)  # an exercise done or made, the presenter view
+    views: dict[type, object] = field(default_factory=dict)  # each capability's view of this tab, by its kind
     _numbers: Case | None = field(default=None, repr=False)  # the inputs' matrices, checked, with no options
     _origin: tuple | None = field(default=None, repr=False, compare=False)  # (case, source, origin): the last answer
-    learned: Learned = field(default_factory=Learned)  # the Backward page's loss and training steps
-    decoding: DecodingView = field(default_factory=DecodingView, repr=False, compare=False)  # the Decoding page's
-    tiling: Tiling = field(default_factory=Tiling)  # the Tiles page's block sizes and tile
 
     @classmethod
     def start(cls, lang: str = "en") -> Session:
@@ -61,6 +62,14 @@ class Session:
         session = cls(Controls(), Inputs.of(article), article, lang=lang, source=Article(article))
         session._check(numbers=True)
         return session
+
+    def view(self, kind: type[View]) -> View:
+        """This tab's view of a capability (what its page shows: a tile, a loss), made on first use."""
+        return self.views.setdefault(kind, kind())
+
+    def keep(self, view: object) -> None:
+        """A view replaced whole (a frozen one)."""
+        self.views[type(view)] = view
 
     @property
     def origin(self) -> Origin:
@@ -96,9 +105,6 @@ class Session:
         """The article's numbers and options (its preset) again; the device stays."""
         self.controls = replace(self.controls, preset="article")
         Article.start(self)
-
-    def open_link(self, params: Mapping[str, str | None]) -> None:
-        open_link(self, params)  # a shared link: its case, step and language
 
     def import_file(self, name: str, data: bytes) -> None:
         """An uploaded case file; a bad one changes nothing and says why."""
@@ -163,8 +169,6 @@ class Session:
         self.inputs = replace(self.inputs, w_out=choices.identity(len(self.inputs.w_value[0])) if on else None)
         self._check(numbers=False)
 
-    # View state
-
     def go_to(self, step: str, by: int = 0, wrap: bool = False) -> None:
         """A step by its name, or `by` steps from it (core.step_near); the player goes round (`wrap`)."""
         self.step = step_near(self.case, step, by, wrap)
@@ -180,45 +184,17 @@ class Session:
             self.error = as_typed(e, self.inputs)
 
 
-def open_link(session: Session, params: Mapping[str, str | None]) -> None:
-    """A shared link (?case=…&step=…&lang=…) restores its case, step and language; a bad part is refused with a
-    notice, and the rest is kept."""
+def open_origin(session: Session, params: Mapping[str, str | None]) -> None:
+    """A shared link's case (?case=…, or a model's) and language; a bad part is refused with a notice, and the rest
+    is kept (the step and the capabilities' parameters: app/links.py)."""
     for kind in origins.LINKED:  # ?case=…, or a model's ?model=…&text=…: the first kind the link names opens it
         if kind.opens(session, params):
             break
-    step, language = params.get("step"), params.get("lang")
-    if step and (name := step_of(session.case, step)) is not None:  # step=scores; old links' 1 … 8 (9), and 3b
-        session.step = name
-    elif step:
-        session.notices.append(msg("notice.bad_step", steps=len(step_names(session.case))))
-    if any(params.get(name) for name in tiles.PARAMS):  # the Tiles page's block sizes and tile
-        _open_tiles(session, params)
-    decoding_room.open_link(session, params)  # the Decoding page's step (token=), or its generation (gen=…)
+    language = params.get("lang")
     if language and language in LANGUAGES:
         session.lang = language
     elif language:
         session.notices.append(msg("notice.bad_lang", languages=", ".join(LANGUAGES)))
-
-
-def choose_blocks(session: Session, block_q: object, block_k: object) -> None:
-    """The Tiles page's block sizes as typed: valid ones are kept (the tile shown moved inside the tiles), else the
-    last valid ones stay, with why."""
-    view = session.tiling
-    try:
-        view.blocks, view.error = tiles.check_blocks(block_q, block_k, session.case.n), None
-        view.tile = tiles.clamp_tile(view.tile, session.case.n, view.blocks)
-    except CaseError as e:
-        view.error = e
-
-
-def _open_tiles(session: Session, params: Mapping[str, str | None]) -> None:
-    """The link's block sizes (bq, bk) and tile ("2.1": query tile 2, key tile 1); a bad one is refused with a
-    notice naming it, and the Tiles page shows its defaults."""
-    try:
-        blocks, tile = tiles.from_link(params.get("bq"), params.get("bk"), params.get("tile"), session.case.n)
-        session.tiling = Tiling(blocks, tile)
-    except CaseError as e:
-        session.notices.append(msg("tiles.notice_refused", error=e.message))
 
 
 def _origin(session: Session) -> Origin:
@@ -251,7 +227,7 @@ def _with_options(numbers: Case, controls: Controls, inputs: Inputs) -> tuple[Ca
     case = with_options(numbers, **options)
     if inputs.rounded != presets.ARTICLE_ROUNDED_WEIGHTS:
         return case, None
-    gap = presets.rounding_gap(case)
+    gap = rounding_gap(case)
     if gap > ROUNDED_WITHIN:
         return with_options(case, weights_override=None), msg("notice.rounded_stale", gap=gap)
     return case, None

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from .. import i18n
-from ..case import DTYPES, MAX_HEADS, MAX_SCALE, MAX_TEMPERATURE, MIN_SCALE, MIN_TEMPERATURE
-from ..devices import available_devices, gpu_unavailable_reason
-from ..i18n import LANGUAGES
-from . import model_room, origins
+from ..base import i18n
+from ..base.case import DTYPES, MAX_HEADS, MAX_SCALE, MAX_TEMPERATURE, MIN_SCALE, MIN_TEMPERATURE
+from ..base.device import available_devices, gpu_unavailable_reason
+from ..base.i18n import LANGUAGES
+from ..models import room as model_room
+from . import origins
 from .choices import CONTROLS, FILLS, MASKS, MAX_SEED, SCALES, SIZES
 from .language import t
 from .session import Session

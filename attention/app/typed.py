@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 import re
 
-from ..case import MAX_ABS
-from ..i18n import Message, excerpt, msg
+from ..base.case import MAX_ABS
+from ..base.i18n import Message, excerpt, msg
 
 # Numbers as people write them: -0.5, .5, 5., 1e5, 1E-3, +2; spaces around them are ignored, as a spreadsheet does.
 # Nothing else: no thousands separators, no decimal comma, no Unicode minus, no "inf" or "nan" (float() takes those).

@@ -16,7 +16,7 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..i18n import msg
+from ..base.i18n import msg
 from .bert import Bert
 from .llama import Llama
 from .model import MAX_SENTENCE_CHARS, MAX_SENTENCE_TOKENS, Model, Run, head_case, head_weights, layer_case

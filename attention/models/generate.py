@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..case import CaseError
-from ..core import rope
-from ..i18n import msg
+from ..base.case import CaseError
+from ..base.i18n import msg
+from ..forward.compute import rope
 from .llama import _rms_norm, after_heads, heads_of
 from .model import MAX_SENTENCE_TOKENS, Model, Run
 

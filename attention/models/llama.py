@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from ..core import rope
+from ..forward.compute import rope
 from .tokens import byte_level
 
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..case import MAX_ABS, MAX_WIDE_N, Case, CaseError, Options, max_d, with_options
-from ..i18n import clip, msg
+from ..base.case import MAX_ABS, MAX_WIDE_N, Case, CaseError, Options, max_d, with_options
+from ..base.i18n import clip, msg
 from .tokens import labels
 
 MAX_SENTENCE_CHARS = 400  # characters a sentence may have before it is tokenized (it is user input)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from ..case import MAX_TOKEN_CHARS
+from ..base.case import MAX_TOKEN_CHARS
 
 
 @functools.cache  # a constant table (GPT-2's byte-level alphabet, reversed), built on first use: no user data

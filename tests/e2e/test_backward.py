@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from attention import attend
-from attention import backward as bw
-from attention.app import learning
-from attention.presets import article
+from attention.backward import state as learning
+from attention.backward.loss import default_loss
+from attention.backward.training import train_step
+from attention.base.presets import article
 from tests.e2e.test_browser import HEATMAPS, _decode, wait_ready
 
 pytestmark = pytest.mark.e2e
@@ -28,9 +29,9 @@ LOSSES = """() => [...document.querySelectorAll('.js-plotly-plot')]
 def trained_outputs(steps: int) -> np.ndarray:
     """The oracle: the core's own training steps from the article, as the app's link replays them."""
     trace = attend(article())
-    loss = bw.default_loss(trace)
+    loss = default_loss(trace)
     for _ in range(steps):
-        trace = attend(bw.train_step(trace, loss, learning.DEFAULT_LR))
+        trace = attend(train_step(trace, loss, learning.DEFAULT_LR))
     return trace.outputs.numpy()
 
 

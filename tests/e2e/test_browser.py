@@ -13,11 +13,12 @@ import pytest
 from playwright.sync_api import Locator, Page, expect
 
 from attention import attend, case_to_dict, parse_case
-from attention.app.pages import PAGES as REGISTRY
+from attention.app.registry import PAGES as REGISTRY
 from attention.app.session import Session
-from attention.files import case_to_link
-from attention.oracles import fused_outputs
-from attention.presets import article, with_options
+from attention.base.files import case_to_link
+from attention.base.presets import article
+from attention.forward.oracle import fused_outputs
+from attention.forward.teach import with_options
 
 pytestmark = pytest.mark.e2e
 expect.set_options(timeout=60_000)  # expect()'s own default is 5 s: too short for a rerun on two slow cores

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from attention.files import case_to_link
-from attention.presets import random_case
+from attention.base.files import case_to_link
+from attention.base.presets import random_case
 from tests.e2e.test_browser import HEATMAPS, SCREENSHOTS, wait_ready
 
 pytestmark = pytest.mark.e2e

@@ -10,11 +10,11 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from attention import attend
-from attention.app.pages import PAGES
-from attention.exercise import Blank, Exercise
-from attention.files import case_to_link
-from attention.numbers import short_float32, written
-from attention.presets import random_case
+from attention.app.registry import PAGES
+from attention.base.files import case_to_link
+from attention.base.numbers import short_float32, written
+from attention.base.presets import random_case
+from attention.exercise.compute import Blank, Exercise
 
 from .conftest import VIEWPORT
 from .test_browser import _decode, assert_no_exception, open_page, wait_ready

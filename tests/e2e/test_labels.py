@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Browser
 
-from attention.app.pages import PAGES
+from attention.app.registry import PAGES
 
 from .test_browser import wait_ready
 

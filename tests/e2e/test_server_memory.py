@@ -13,8 +13,8 @@ import torch
 from playwright.sync_api import Browser, Page, expect
 
 from attention.app.cache import SESSION_BOUND
-from attention.case import CASE_FORMAT, parse_case
-from attention.files import dump_case
+from attention.base.case import CASE_FORMAT, parse_case
+from attention.base.files import dump_case
 from tests.e2e.conftest import VIEWPORT, Served, serving
 from tests.e2e.test_browser import assert_no_exception, wait_ready
 

@@ -8,9 +8,10 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from attention import attend
-from attention.app.pages import PAGES
-from attention.files import case_to_link
-from attention.presets import article, with_options
+from attention.app.registry import PAGES
+from attention.base.files import case_to_link
+from attention.base.presets import article
+from attention.forward.teach import with_options
 from tests.apptest import MASKED_CASE
 from tests.e2e.test_browser import assert_no_exception, heatmaps, open_page, wait_for_heatmap, wait_ready
 

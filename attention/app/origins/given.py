@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from ... import files, presets
-from ...case import CaseError
-from ...i18n import msg
+from ...base import files, presets
+from ...base.case import CaseError
+from ...base.i18n import msg
 from .origin import Origin
 
 if TYPE_CHECKING:

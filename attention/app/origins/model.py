@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
-from ... import models, oracles
-from ...case import Case, CaseError
-from ...core import Trace
-from ...i18n import Message, excerpt, msg
+from ... import models
+from ...base.case import Case, CaseError
+from ...base.i18n import Message, excerpt, msg
+from ...base.record import Check, compare
+from ...forward.compute import Trace
 from ...models import SPECS, Model, ModelMissing, Run
-from ...script import real_script
+from ...models.script import real_script
 from .origin import Origin
 
 if TYPE_CHECKING:
@@ -93,10 +94,9 @@ class ModelHead(Origin):
             return every.permute(1, 0, 2).reshape(every.shape[1], -1)
         return run.head_output(c.layer - 1, c.head - 1)
 
-    def check(self, trace: Trace) -> oracles.Check:
+    def check(self, trace: Trace) -> Check:
         """Whether the eight steps agree with the model's own output of that head (attention/models/)."""
-        difference = (trace.outputs.detach().cpu().double() - self.own_output().double()).abs().max().item()
-        return oracles.Check(self.choice.title(), difference, difference <= AGREES_WITHIN)
+        return compare(self.choice.title(), trace.outputs, self.own_output(), 0.0, AGREES_WITHIN)
 
 
 def allowed(name: str, value: object, model: str) -> bool:

@@ -10,11 +10,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from ... import oracles
-from ...case import Case
-from ...core import Trace
-from ...i18n import Message, msg
-from ...script import to_script
+from ...base.case import Case
+from ...base.i18n import Message, msg
+from ...base.record import Check
+from ...forward.compute import Trace
+from ...forward.script import to_script
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -56,7 +56,7 @@ class Origin:
         """The exported script: the case's numbers through the eight steps."""
         return to_script(case)
 
-    def check(self, trace: Trace) -> oracles.Check | None:
+    def check(self, trace: Trace) -> Check | None:
         """A check of the trace beside PyTorch's, which only this origin can make (None: none; see model.py)."""
         return None
 

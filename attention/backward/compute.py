@@ -1,0 +1,158 @@
+"""The backward pass: the loss's gradient through the eight steps in reverse, by hand in torch, recorded by name;
+and the same gradients by torch.autograd, its oracle."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from ..base.case import Case
+from ..base.record import Check, Record, Recorder, Step, compare, worst
+from ..forward.compute import Trace, option_tensors, positions, rope, scale_factor
+from ..forward.steps import ROPE
+from .loss import Loss, gradient
+from .steps import GRAD_AXES, backward_names, step
+
+
+@dataclass(frozen=True)
+class Backward(Record):
+    """The record of one backward pass: the forward trace it started from, the loss, and its steps in reverse."""
+
+    TITLE: ClassVar = "Backward pass"
+    forward: Trace
+    loss: Loss
+    value: float  # the loss's value
+    steps: tuple[Step, ...]
+
+    @property
+    def case(self) -> Case:
+        return self.forward.case
+
+    def twin(self, name: str) -> str | None:
+        """The forward tensor a gradient belongs to (d_scores → scores), None when the forward trace lacks it."""
+        forward = name.removeprefix("d_")
+        return forward if forward in self.forward else None
+
+    def axes(self, name: str) -> tuple[str, ...]:
+        """A gradient's axes: its forward twin's (the head first where it has one)."""
+        twin = self.twin(name)
+        return self.forward.axes(twin) if twin is not None else GRAD_AXES.get(name, ("query", "value dim"))
+
+    @property
+    def gradients(self) -> dict[str, torch.Tensor]:
+        """The leaves' gradients: x, W_Q, W_K, W_V (and w_out when the case has it)."""
+        names = ("d_x", "d_w_query", "d_w_key", "d_w_value", "d_w_out")
+        return {name: self[name] for name in names if name in self}
+
+    def heading(self) -> str:
+        checked = check(self)
+        agrees = "agrees with" if checked.agrees else "differs from"
+        return (f"loss ({self.loss.kind}) = {self.value:.6g} · {agrees} {checked.oracle} "
+                f"(largest difference {checked.difference:.2g})")  # fmt: skip
+
+
+def backward(trace: Trace, loss: Loss) -> Backward:
+    """The gradient of the loss through the eight steps in reverse, by hand in torch, on the CPU (where the trace's
+    tensors are): each step's gradients recorded under its forward step's name."""
+    case, o = trace.case, trace.case.options
+    h, g = o.heads, o.kv_heads or o.heads
+    allowed, _, w_out = option_tensors(case, torch.device("cpu"))  # (n, n) bool, (d_v, d_out): or None
+    x, w_query, w_key, w_value = (trace[name] for name in ("x", "w_query", "w_key", "w_value"))
+    queries, keys, values = trace["queries"], trace["keys"], trace["values"]  # (h?, n, d/h)
+    weights, weights_exact = trace["weights"], trace["weights_exact"]  # (h?, n_q, n_k): used in step 6, exact
+    recorder = Recorder(backward_names(case))
+    record = recorder.record
+    # the loss, and step 7 back: d outputs, through w_out and the heads' concatenation, to every key's product
+    value, d_outputs = gradient(trace.outputs, loss)  # (n, d_out)
+    tensors = {"d_outputs": d_outputs}
+    d_concat = d_outputs
+    if w_out is not None:  # outputs = concat @ w_out
+        concat = trace["concat"]  # (n, d_v)
+        tensors["d_w_out"] = concat.T @ d_outputs  # (d_v, d_out)
+        d_concat = tensors["d_concat"] = d_outputs @ w_out.T  # (n, d_v)
+    d_head_outputs = d_concat
+    if h > 1:  # the concatenation undone: head i's columns back to head i
+        d_head_outputs = tensors["d_head_outputs"] = d_concat.unflatten(-1, (h, -1)).transpose(0, 1)  # (h, n, d/h)
+    # step 7 summed the products over the keys: the sum hands each key the same gradient (a view, no copy)
+    n_k = values.shape[-2]
+    d_weighted = d_head_outputs[..., None, :, :].expand(*values.shape[:-2], n_k, *d_head_outputs.shape[-2:])
+    record("outputs", **tensors, d_weighted=d_weighted)  # d_weighted: (h?, n_k, n_q, d_v)
+    # step 6 back: weighted[j, i, :] = A_ij · v_j, so d A_ij = Σ_c dW[j, i, c] v_jc and d v_j = Σ_i dW[j, i, :] A_ij
+    d_weights = d_head_outputs @ values.mT  # (h?, n_q, n_k): the broadcast's sum over value dims, as a matmul
+    d_values = weights.mT @ d_head_outputs  # (h?, n_k, d_v/h): the weights used (the rounded ones, when used)
+    record("weighted", d_weights=d_weights, d_values=d_values)
+    # step 5 back: the softmax's Jacobian, row by row: d S_ij = A_ij (d A_ij − Σ_k A_ik d A_ik). The rounded
+    # override has no gradient (a constant), so the exact softmax's is used; a masked A_ij is 0, so its d S_ij is 0
+    row_mean = torch.linalg.vecdot(weights_exact, d_weights).unsqueeze(-1)  # (h?, n_q, 1): Σ_k A_ik dA_ik
+    d_scores = (d_weights - row_mean).mul_(weights_exact)  # (h?, n_q, n_k): one n × n tensor made, not three
+    record("softmax", d_scores=d_scores)
+    # step 4 back: S = (scale / temperature) · Q Kᵀ, masked: a masked score is a constant −∞, its gradient exactly 0
+    factor = scale_factor(case) / o.temperature
+    d_scores_raw = d_scores if factor == 1 else d_scores * factor  # (h?, n_q, n_k): the same tensor at 1 (memory)
+    if allowed is not None:
+        d_scores_raw = d_scores_raw.masked_fill(~allowed, 0.0)  # already 0 there (A = 0); said once more, for −0
+    d_queries = d_scores_raw @ keys  # (h?, n_q, d_k/h)
+    d_keys = d_scores_raw.mT @ queries  # (h?, n_k, d_k/h)
+    record("scores", d_scores_raw=d_scores_raw, d_queries=d_queries, d_keys=d_keys)
+    if o.rope_base is not None:  # step 3b back: a rotation's transpose is the rotation by the opposite angle
+        t = positions(case)
+        d_queries, d_keys = rope(d_queries, -t, o.rope_base), rope(d_keys, -t, o.rope_base)
+        record(ROPE, d_queries_unrotated=d_queries, d_keys_unrotated=d_keys)
+    # step 3 back: the heads joined again (a shared key/value head sums its query heads' gradients), then Q = X W_Q
+    d_q, d_k, d_v = d_queries, d_keys, d_values
+    if h > 1:
+        d_k, d_v = (m.unflatten(0, (g, h // g)).sum(1) for m in (d_k, d_v))  # (g, n, d/h): each group summed
+        d_q, d_k, d_v = (m.transpose(0, 1).flatten(1) for m in (d_q, d_k, d_v))  # (n, d): head i's columns
+    record("weights", d_w_query=x.T @ d_q, d_w_key=x.T @ d_k, d_w_value=x.T @ d_v)  # (d_in, d) each
+    # step 1 back: x reached the scores three ways (as queries, keys and values): its gradient sums all three
+    d_x = d_q @ w_query.T + d_k @ w_key.T + d_v @ w_value.T  # (n, d_in)
+    record("inputs", d_x=d_x)
+    steps = tuple(step(case, loss, name, *recorder.records[name]) for name in backward_names(case))
+    return Backward(trace, loss, value, steps)
+
+
+def autograd(case: Case, loss: Loss) -> dict[str, torch.Tensor]:
+    """The same gradients by torch.autograd: the forward written with differentiable torch ops (no in-place ones),
+    the rounded override as its value with the exact softmax's gradient (straight through), then .backward()."""
+    o, dtype = case.options, getattr(torch, case.options.dtype)
+    h, g = o.heads, o.kv_heads or o.heads
+    allowed, override, w_out = option_tensors(case, torch.device("cpu"))
+    leaves = {name: torch.tensor(getattr(case, name), dtype=dtype, requires_grad=True) for name in _LEAVES}
+    if w_out is not None:
+        leaves["w_out"] = w_out.clone().requires_grad_(True)
+    x = leaves["x"]
+    q, k, v = (x @ leaves[name] for name in ("w_query", "w_key", "w_value"))
+    q = q.unflatten(-1, (h, -1)).transpose(0, 1)
+    k, v = (m.unflatten(-1, (g, -1)).transpose(0, 1).repeat_interleave(h // g, dim=0) for m in (k, v))
+    if o.rope_base is not None:
+        q, k = rope(q, positions(case), o.rope_base), rope(k, positions(case), o.rope_base)
+    scores = q @ k.mT * (scale_factor(case) / o.temperature)
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+        scores = torch.where(allowed.any(-1, keepdim=True), scores, 0.0)  # a fully masked row: no NaN to pass
+    a = torch.softmax(scores, dim=-1)
+    if allowed is not None:
+        a = a.masked_fill(~allowed, 0.0)  # that row's weights 0, as the core gives
+    if override is not None:
+        a = a + (override - a).detach()  # the override's value, the exact softmax's gradient
+    outputs = (a @ v).transpose(0, 1).flatten(1)
+    if w_out is not None:
+        outputs = outputs @ leaves["w_out"]
+    if loss.cell is not None:
+        outputs[loss.cell].backward()
+    else:
+        (0.5 * ((outputs - torch.tensor(loss.target, dtype=dtype)) ** 2).sum()).backward()
+    return {f"d_{name}": leaf.grad for name, leaf in leaves.items()}
+
+
+_LEAVES = ("x", "w_query", "w_key", "w_value")
+
+
+def check(result: Backward) -> Check:
+    """The hand-written gradients against autograd's on the same case (the forward is checked against SDPA): every
+    leaf's, the worst of them."""
+    tol = 1e-4 if result.forward.case.options.dtype == "float32" else 1e-10
+    theirs = autograd(result.forward.case, result.loss)
+    return worst(compare("torch.autograd", result[name], expected, 2 * tol, tol) for name, expected in theirs.items())

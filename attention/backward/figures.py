@@ -1,0 +1,84 @@
+"""Pure builders for the Backward page: a gradient beside its forward twin on one colour scale, step 6's gradient,
+the sensitivity maps, the loss over the training steps, and what a step did to W_Q (no st.* here)."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import torch
+
+from ..base.i18n import text
+from ..forward.compute import Trace
+from ..show.heatmap import heatmap, labels
+from .compute import Backward
+
+WEIGHTED_MAX_ROWS = 64  # d weighted's (key, query) rows drawn: its first keys
+
+
+def span(*matrices: torch.Tensor | None) -> tuple[float, float]:
+    """One colour scale for a gradient and its twin, centred on 0: ± the largest magnitude of the two (masked −∞
+    scores left out)."""
+    top = 0.0
+    for m in matrices:
+        if m is None:
+            continue
+        values = m[torch.isfinite(m)]
+        top = max(top, values.abs().max().item() if values.numel() else 0.0)
+    return (-top or -1.0, top or 1.0)
+
+
+def gradient_pair(result: Backward, grad: str, head: int | None, lang: str = "en") -> tuple[go.Figure, ...]:
+    """A gradient (one head of it) and, when the trace has it, its forward twin, on one colour scale."""
+    trace, tensor, twin = result.forward, result[grad], result.twin(grad)
+    g = tensor[head] if head is not None and result.has_head(grad) else tensor
+    f = None if twin is None else trace.view(twin, head)
+    kinds = result.axes(grad)[-2:]
+    rows, cols = labels(trace, kinds[0], g.shape[0], lang), labels(trace, kinds[1], g.shape[1], lang)
+    shared = span(g, f)
+    title = text(lang, "backward.grad", of=grad.removeprefix("d_"))
+    grads = heatmap(g, rows, cols, *kinds, title, lang, shared)
+    return (grads,) if f is None else (grads, heatmap(f, rows, cols, *kinds, twin, lang, shared))
+
+
+def weighted_gradient(result: Backward, head: int | None, lang: str = "en") -> go.Figure:
+    """d weighted: every key's block is the same d outputs (its first keys, as rows key · query)."""
+    trace, d = result.forward, result.view("d_weighted", head)
+    n_k, n_q, d_v = d.shape
+    keys = max(1, min(n_k, WEIGHTED_MAX_ROWS // max(1, n_q)))
+    tokens = labels(trace, "token", n_k)
+    rows = [f"k {tokens[j]} · q {tokens[i]}" for j in range(keys) for i in range(n_q)]
+    z = d[:keys].reshape(keys * n_q, d_v)
+    title = text(lang, "backward.grad", of="weighted")
+    return heatmap(z, rows, labels(trace, "value dim", d_v), "key · query", "value dim", title, lang)
+
+
+def sensitivity(result: Backward, lang: str = "en") -> dict[str, go.Figure]:
+    """How much each number of x and of each weight matrix moves the picked output: each leaf's gradient."""
+    figures = {}
+    for name, g in result.gradients.items():
+        kinds = result.axes(name)[-2:]
+        rows, cols = (
+            labels(result.forward, kinds[0], g.shape[0], lang),
+            labels(result.forward, kinds[1], g.shape[1], lang),
+        )
+        title = text(lang, "backward.sensitivity_of", of=name.removeprefix("d_"))
+        figures[name] = heatmap(g, rows, cols, *kinds, title, lang, span(g))
+    return figures
+
+
+def loss_line(losses: list[float], lang: str = "en") -> go.Figure:
+    """The loss before the first step and after each: a Plotly line, as cheap to build as the heatmaps (an Altair
+    chart costs ~50 ms a run)."""
+    steps = {"title": {"text": text(lang, "backward.steps_axis")}, "dtick": 1 if len(losses) < 20 else None}
+    return go.Figure(
+        go.Scatter(x=list(range(len(losses))), y=losses, mode="lines+markers"),
+        layout={"title": {"text": text(lang, "backward.loss_title")}, "height": 260, "margin": {"t": 40, "b": 40},
+                "xaxis": steps, "yaxis": {"title": {"text": text(lang, "backward.loss_axis")}}},
+    )  # fmt: skip
+
+
+def change(trace: Trace, name: str, before: torch.Tensor, title: str, lang: str = "en") -> go.Figure:
+    """What a training step did to a weight: its numbers now less those before, centred on 0."""
+    moved = trace[name].double() - before
+    kinds = trace.axes(name)
+    rows, cols = labels(trace, kinds[0], moved.shape[0], lang), labels(trace, kinds[1], moved.shape[1], lang)
+    return heatmap(moved, rows, cols, *kinds, title, lang, span(moved))

@@ -1,0 +1,234 @@
+"""The Backward page's rooms: the loss chooser, the backward step picker and player, a gradient beside its forward
+twin, the sensitivity maps, the tokens' sensitivity, a gradient's arithmetic on the Explain page, and the script."""
+
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+import torch
+
+from ..app import charts, pickers, tab
+from ..app.language import lang, t
+from ..app.session import Session
+from ..app.text import plain
+from ..base import i18n
+from ..base.explain import explain
+from ..exercise.state import hiding
+from ..forward.compute import Trace
+from ..show.heatmap import heatmap
+from . import figures, state
+from .compute import Backward, backward
+from .loss import Loss
+from .script import code, to_backward_script
+
+KEEP = "session"
+STEP_KEY, AT_KEY, PLAY_KEY = "backward_step", "backward_at", "backward_playing"
+TOKEN_SENSITIVITY_MAX_N = 64  # one backward pass per token: past this, the map is not made
+SENSITIVE_TOP = 3  # the numbers named that move the picked output most
+
+
+def loss_chooser(trace: Trace) -> Loss:
+    """The loss: a target for the outputs (one cell edited at a time, with the editor's messages) or one output
+    number; returns the session's loss for this trace."""
+    s = tab.current()
+    n, d = trace.outputs.shape
+    kinds = ("target", "cell")
+    first = (min(2, n - 1), min(1, d - 1))  # output 3's second number first
+    st.session_state.backward_loss_kind = "cell" if s.view(state.Learned).loss_cell is not None else "target"
+    language = lang()  # the widget keeps its format_func: the language it was drawn in
+
+    def kind_changed() -> None:
+        cell = st.session_state.backward_loss_kind == "cell"
+        state.choose_cell(s, first if cell else None)
+
+    st.radio(
+        t("backward.loss"), kinds, key="backward_loss_kind", horizontal=True, on_change=kind_changed,
+        format_func=lambda k: i18n.text(language, f"backward.loss_{k}"),
+    )  # fmt: skip
+    tokens = trace.case.tokens
+    if s.view(state.Learned).loss_cell is not None:
+        at = s.view(state.Learned).loss_cell
+        st.session_state.bw_cell_row, st.session_state.bw_cell_col = min(at[0], n - 1), min(at[1], d - 1)
+
+        def cell_changed() -> None:
+            state.choose_cell(s, (st.session_state.bw_cell_row or 0, st.session_state.bw_cell_col or 0))
+
+        left, right = st.columns(2)
+        left.selectbox(t("backward.output_row"), range(n), format_func=tokens.__getitem__, key="bw_cell_row",
+                       on_change=cell_changed)  # fmt: skip
+        right.selectbox(t("backward.output_column"), range(d), format_func=lambda j: str(j + 1), key="bw_cell_col",
+                        on_change=cell_changed)  # fmt: skip
+    else:
+        chosen = state.loss(s, trace)
+        target = torch.tensor(chosen.target, dtype=torch.float64)
+        rows, cols = list(tokens), [str(j + 1) for j in range(d)]
+        st.caption(t("backward.target_help"))
+        left, middle, right = st.columns(3)
+        i = left.selectbox(t("backward.output_row"), range(n), format_func=tokens.__getitem__, key="bw_target_row",
+                           index=min(2, n - 1))  # fmt: skip
+        j = middle.selectbox(t("backward.output_column"), range(d), format_func=lambda c: str(c + 1),
+                             key="bw_target_col", index=min(1, d - 1))  # fmt: skip
+        i, j = i or 0, j or 0
+        key = f"bw_target_value_{i}_{j}_{s.generation}"
+        if key not in st.session_state:
+            st.session_state[key] = repr(float(target[i, j]))
+        right.text_input(
+            t("backward.target_value"), key=key,
+            on_change=lambda: state.edit_target(s, trace, i, j, st.session_state[key]),
+        )  # fmt: skip
+        if s.view(state.Learned).target_error is not None:
+            st.error(
+                t("error.last_valid", error=plain(i18n.render(lang(), s.view(state.Learned).target_error.message))),
+                icon="⚠️",
+            )
+        fig = heatmap(target, rows, cols, "query", "output dim", t("backward.target_title"), lang())
+        charts.chart(fig, "chart_target")
+    return state.loss(s, trace)
+
+
+def status(result: Backward) -> None:
+    """One line: the loss's value, and whether the gradients agree with autograd's (the largest difference)."""
+    checked = state.gradient_check(tab.current(), result)
+    said = {"value": result.value, "difference": checked.difference, "oracle": checked.oracle}
+    if checked.agrees:
+        st.success(t("backward.agrees", **said), icon=":material/verified:")
+    else:
+        st.error(t("backward.differs", **said))
+
+
+def step_picker(result: Backward) -> str:
+    """The backward steps in the order they run, as radio buttons, with ◀ / ▶ and a player."""
+    names = tuple(step.name for step in result.steps)
+    labels = {step.name: step.label for step in result.steps}
+    at = st.session_state.get(AT_KEY, names[0])
+    st.session_state[STEP_KEY] = at if at in names else names[0]
+    language = lang()
+
+    def moved(by: int = 0, wrap: bool = False) -> None:
+        here = names.index(st.session_state.get(AT_KEY, names[0])) if st.session_state.get(AT_KEY) in names else 0
+        there = (here + by) % len(names) if wrap else min(len(names) - 1, max(0, here + by))
+        st.session_state[AT_KEY] = names[there]
+
+    st.radio(
+        t("backward.step"), names, key=STEP_KEY, horizontal=True, label_visibility="collapsed",
+        format_func=lambda name: f"{labels[name]}← {i18n.text(language, f'backward.{name}.short')}",
+        on_change=lambda: st.session_state.__setitem__(AT_KEY, st.session_state[STEP_KEY]),
+    )  # fmt: skip
+    here = st.session_state[STEP_KEY]
+    row = st.container(horizontal=True, vertical_alignment="center")
+    row.button("◀", key="bw_previous", on_click=moved, args=(-1,), disabled=here == names[0])
+    row.button("▶", key="bw_next", on_click=moved, args=(1,), disabled=here == names[-1])
+    row.toggle(t("walkthrough.play"), key=PLAY_KEY, persist_state=KEEP, help=t("backward.play_help"))
+    if st.session_state.get(PLAY_KEY):
+        st.fragment(lambda: _advance(moved), run_every=2.0)()
+    st.session_state[AT_KEY] = here
+    return here
+
+
+def _advance(moved) -> None:
+    last = st.session_state.get("bw_played_at")
+    if last is None:
+        st.session_state.bw_played_at = time.monotonic()
+    elif time.monotonic() - last >= 1.9:
+        st.session_state.bw_played_at = time.monotonic()
+        moved(1, wrap=True)
+        st.rerun(scope="app")
+
+
+def step_view(result: Backward, name: str) -> None:
+    """One backward step: title, why, formula, the code, its notes, and each gradient beside its forward twin."""
+    trace, step = result.forward, result.step(name)
+    st.subheader(t(f"backward.{name}.title"))
+    st.write(t(f"backward.{name}.explanation"))
+    st.latex(step.formula)
+    st.code(code(trace.case, result.loss, name), language="python", wrap_lines=True)
+    for note in step.notes:
+        st.info(plain(i18n.render(lang(), note)))
+    head = pickers.head_picker(trace, "backward_head") if any(result.has_head(g) for g in step.tensors) else None
+    for grad, tensor in step.tensors.items():
+        twin, shape = result.twin(grad), " × ".join(map(str, tensor.shape))
+        said = {"of": grad.removeprefix("d_"), "grad": grad, "shape": shape, "twin": twin}
+        st.markdown(t("backward.tensor_twin", **said) if twin else t("backward.tensor", **said))
+        if grad == "d_weighted":
+            charts.chart(figures.weighted_gradient(result, head, lang()), "chart_d_weighted")
+            continue
+        for where, fig, key in zip(st.columns(2), figures.gradient_pair(result, grad, head, lang()),
+                                   (f"chart_{grad}", f"chart_f_{grad}"), strict=False):  # fmt: skip
+            charts.chart(fig, key, where=where)
+
+
+def explanation(session: Session, trace: Trace, name: str, index: tuple[int, ...]) -> None:
+    """On the Explain page: the picked number's gradient with the Backward page's loss, as arithmetic."""
+    if state.too_big(trace) or hiding(session, trace):  # an open exercise's numbers: its gradients would tell them
+        return
+    result = state.result(session, trace)
+    if f"d_{name}" not in result:
+        return
+    made = explain(result, f"d_{name}", index, lang())
+    st.subheader(t("backward.explain.header"), anchor=False)
+    st.caption(t("backward.explain.loss", loss=t(f"backward.loss_{result.loss.kind}")))
+    st.markdown(f"**{plain(made.title)}**")
+    st.latex(made.formula)
+    if made.lines:
+        st.code("\n".join(made.lines), language=None, wrap_lines=True)
+
+
+# The sensitivity map ----------------------------------------------------------------------------------------------
+
+
+def sensitivity(trace: Trace) -> None:
+    """Pick an output number: how much each number of x and of each weight matrix moves it (one backward pass with
+    that number as the loss), and the numbers that move it most."""
+    s = tab.current()
+    n, d = trace.outputs.shape
+    tokens = trace.case.tokens
+    left, right = st.columns(2)
+    row = left.selectbox(t("backward.output_row"), range(n), format_func=tokens.__getitem__, key="bw_sens_row",
+                         index=min(2, n - 1), persist_state=KEEP)  # fmt: skip
+    col = right.selectbox(t("backward.output_column"), range(d), format_func=lambda j: str(j + 1), key="bw_sens_col",
+                          persist_state=KEEP)  # fmt: skip
+    row, col = min(row or 0, n - 1), min(col or 0, d - 1)
+    result = state.backward_of(s, trace, Loss(cell=(row, col)))
+    grads = result.gradients
+    found = []  # each matrix's largest few, then the largest of those: (|g|, name, row, column, g)
+    for name, g in grads.items():
+        top = g.flatten().abs().topk(min(SENSITIVE_TOP, g.numel())).indices
+        found += [(abs(g.flatten()[k].item()), name, *divmod(int(k), g.shape[1]), g.flatten()[k].item()) for k in top]
+    found = sorted(found, reverse=True)[:SENSITIVE_TOP]
+    top = ", ".join(f"{name.removeprefix('d_')}[{i + 1}, {j + 1}] ({v:+.4g})" for _, name, i, j, v in found)
+    st.write(t("backward.sensitive", token=tokens[row], column=col + 1, top=top))
+    columns = [column for _ in range(0, len(grads), 2) for column in st.columns(2)]  # two maps a row
+    for where, (name, fig) in zip(columns, figures.sensitivity(result, lang()).items(), strict=False):
+        charts.chart(fig, f"chart_sens_{name}", where=where)
+
+
+def token_sensitivity(trace: Trace) -> None:
+    """Which tokens' inputs each token's output depends on: for output row i, the size ‖∂(Σ_c o_ic)/∂x_j‖ of every
+    input row j's gradient, the tokens on both axes (a model's head: its own tokens)."""
+    n = trace.case.n
+    if n > TOKEN_SENSITIVITY_MAX_N:
+        st.caption(t("backward.tokens_too_many", n=n, limit=TOKEN_SENSITIVITY_MAX_N))
+        return
+    s = tab.current()
+
+    def make() -> torch.Tensor:
+        rows = []
+        for i in range(n):
+            d = trace.outputs.shape[1]
+            grad = sum(backward(trace, Loss(cell=(i, c)))["d_x"] for c in range(min(d, 8)))
+            rows.append(grad.norm(dim=-1))  # (n,): how much output i moves with input row j
+        return torch.stack(rows)
+
+    z = s.derived.get(("token sensitivity", trace.case), make)
+    tokens = list(trace.case.tokens)
+    fig = heatmap(z, tokens, tokens, "query", "token", t("backward.tokens_title"), lang())
+    charts.chart(fig, "chart_token_sensitivity")
+
+
+def script_button(session: Session, trace: Trace) -> None:
+    """In the share panel: the backward pass's script with the session's loss, made on a click (the steps by hand,
+    then autograd's check)."""
+    case, loss = trace.case, state.loss(session, trace)
+    st.download_button(t("backward.script"), lambda: to_backward_script(case, loss), "attention_backward.py",
+                       "text/x-python", on_click="ignore", key="get_backward_script")  # fmt: skip

@@ -1,0 +1,86 @@
+"""The backward steps, the forward ones in reverse, each named after the forward step it goes back through (so a
+gradient d_<name> sits beside its forward twin <name>): what each gradient is made from, and their formulas."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from ..base.case import Case
+from ..base.i18n import msg, text
+from ..base.record import Step
+from ..forward.compute import scale_factor
+from ..forward.steps import LABELS, ROPE, number
+from .loss import Loss
+
+# Step 8 repeats steps 4-7 and adds nothing to go back through; step 2's weights get their gradients from step 3,
+# where they met x, and step 1's x likewise.
+BACKWARD_NAMES = ("outputs", "weighted", "softmax", "scores", "weights", "inputs")
+# A gradient's axes: its forward twin's, and those of the few with no twin in the trace
+GRAD_AXES = {"d_w_out": ("value dim", "output dim"), "d_concat": ("query", "value dim")}
+# What each gradient is made from: the gradients before it (the loss's first) and the forward tensors it meets
+MADE_FROM = {
+    "d_outputs": ("outputs",),
+    "d_w_out": ("concat", "d_outputs"),
+    "d_concat": ("d_outputs",),
+    "d_head_outputs": ("d_concat",),
+    "d_weighted": ("d_head_outputs",),
+    "d_weights": ("d_head_outputs", "values"),
+    "d_values": ("weights", "d_head_outputs"),
+    "d_scores": ("weights_exact", "d_weights"),
+    "d_scores_raw": ("d_scores",),
+    "d_queries": ("d_scores_raw", "keys"),
+    "d_keys": ("d_scores_raw", "queries"),
+    "d_queries_unrotated": ("d_queries",),
+    "d_keys_unrotated": ("d_keys",),
+    "d_w_query": ("x", "d_queries"),
+    "d_w_key": ("x", "d_keys"),
+    "d_w_value": ("x", "d_values"),
+    "d_x": ("d_queries", "d_keys", "d_values", "w_query", "w_key", "w_value"),
+}
+
+
+def backward_names(case: Case) -> tuple[str, ...]:
+    """The backward steps a case has, in the order they run: RoPE's after the scores when the case has it."""
+    if case.options.rope_base is None:
+        return BACKWARD_NAMES
+    at = BACKWARD_NAMES.index("scores") + 1
+    return (*BACKWARD_NAMES[:at], ROPE, *BACKWARD_NAMES[at:])
+
+
+def step(case: Case, loss: Loss, name: str, tensors: Mapping, seconds: float) -> Step:
+    """A backward step: its title, formula and notes, its gradients and what each was made from."""
+    title, explanation = text("en", f"backward.{name}.title"), text("en", f"backward.{name}.explanation")
+    notes = (msg("backward.note.rounded"),) if name == "softmax" and case.options.weights_override else ()
+    reads = {grad: _made_from(grad, tensors) for grad in tensors}
+    return Step(number(name), name, LABELS[name], title, explanation,
+                formula(name, case, loss), tensors, MappingProxyType(reads), "cpu", seconds, notes)  # fmt: skip
+
+
+def _made_from(grad: str, tensors: Mapping) -> tuple[str, ...]:
+    """A gradient's parents; d_head_outputs is d_concat's, or the loss's own d_outputs without w_out."""
+    parents = MADE_FROM.get(grad, ())
+    return ("d_concat" if "d_concat" in tensors else "d_outputs",) if grad == "d_head_outputs" else parents
+
+
+def formula(name: str, case: Case, loss: Loss | None = None) -> str:
+    """A backward step's formula in LaTeX, with the case's options (∂L/∂T written dT)."""
+    o = case.options
+    if name == "outputs":
+        cell = None if loss is None else loss.cell
+        first = r"dO = O - T" if cell is None else rf"dO = e_{{{cell[0] + 1},{cell[1] + 1}}}"
+        project = r",\quad dW_O = C^\top dO,\quad dC = dO\, W_O^\top" if o.w_out is not None else ""
+        return first + project + r",\quad d\mathcal{W}_{j,i,:} = dO_{i,:}\ \forall j"
+    if name == "weighted":
+        return r"dA_{ij} = \sum_c d\mathcal{W}_{j,i,c} V_{jc} = (dO\,V^\top)_{ij},\quad dV = A^\top dO"
+    if name == "softmax":
+        return r"dS_{ij} = A_{ij}\big(dA_{ij} - \textstyle\sum_k A_{ik}\, dA_{ik}\big)"
+    if name == "scores":
+        factor = scale_factor(case) / o.temperature
+        mask = r",\quad dS_{ij} = 0\ \text{where}\ M_{ij} = 0" if o.mask is not None else ""
+        return rf"dS^{{raw}} = {factor:g}\, dS{mask},\quad dQ = dS^{{raw}} K,\quad dK = dS^{{raw\top}} Q"
+    if name == ROPE:
+        return r"dq \leftarrow R_t^\top\, dq,\quad dk \leftarrow R_t^\top\, dk"
+    if name == "weights":
+        return r"dW_Q = X^\top dQ,\quad dW_K = X^\top dK,\quad dW_V = X^\top dV"
+    return r"dX = dQ\, W_Q^\top + dK\, W_K^\top + dV\, W_V^\top"

@@ -1,0 +1,266 @@
+"""Decoding with a KV cache: attention one token at a time, as a chat model generates, recorded and checked
+against the whole causal computation (the trace of the same case with a causal mask)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import ClassVar
+
+import torch
+
+from ..base.case import Case, CaseError, with_options
+from ..base.device import resolve_device
+from ..base.i18n import Message, msg
+from ..base.record import Check, Record, Recorder, Step, compare, worst
+from ..forward.compute import Trace, attend, option_tensors, positions, rope, scale_factor
+
+Tensor = torch.Tensor
+AGREES_RTOL = 1e-5  # output t against row t of the causal trace: the same sums in another order (float32)
+CAUSAL = "the causal trace"  # the oracle of every step: the whole causal computation of the same case
+# Decoded steps: a sentence's worth (the generation's limit, models.MAX_SENTENCE_TOKENS). Past it the first ones are
+# decoded, as step 8 repeats the first 16 queries: a Python loop of 1,024 steps took 8.6 s at the limits (16 heads)
+MAX_DECODE_N = 64
+
+# What each axis of a decoding step's tensors is; with heads > 1 the per-head ones have the head axis first (the
+# cache's is the key/value head: with grouped-query attention, fewer than the query heads)
+AXES = {
+    "x_t": ("token", "feature"),
+    "q_t": ("token", "query dim"),
+    "k_t": ("token", "key dim"),
+    "v_t": ("token", "value dim"),
+    "k_cache": ("key", "key dim"),
+    "v_cache": ("key", "value dim"),
+    "scores_t": ("query", "key"),
+    "weights_t": ("query", "key"),
+    "output_t": ("query", "output dim"),
+}
+PER_HEAD = {"q_t", "k_t", "v_t", "k_cache", "v_cache", "scores_t", "weights_t"}
+
+
+# What each decoding step's tensor is made from: token t's alone, the cache, then its row of attention
+MADE_FROM = {
+    "q_t": ("x_t",),
+    "k_t": ("x_t",),
+    "v_t": ("x_t",),
+    "k_cache": ("k_t",),
+    "v_cache": ("v_t",),
+    "scores_t": ("q_t", "k_cache"),
+    "weights_t": ("scores_t",),
+    "output_t": ("weights_t", "v_cache"),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecodeStep(Step):
+    """Decoding step t (from 0): token t's query, key and value, the cache after k_t and v_t were appended, q_t's
+    scores and weights against it, and output t; checked against row t of the causal trace."""
+
+    t: int
+    check: Check  # output t against row t of the causal trace
+
+    @property
+    def difference(self) -> float:
+        return self.check.difference
+
+    @property
+    def agrees(self) -> bool:
+        return self.check.agrees
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        return {name: tuple(tensor.shape) for name, tensor in self.tensors.items()}
+
+
+@dataclass(frozen=True)
+class Decoding(Record):
+    """A case decoded token by token with a KV cache: its steps, and the causal trace each step is checked with."""
+
+    AXES: ClassVar = AXES
+    PER_HEAD: ClassVar = frozenset(PER_HEAD)
+    TITLE: ClassVar = "Decoding with a KV cache"
+    case: Case  # as decoded: causal, the exact softmax
+    # the whole causal computation's scores, its rows of the decoded tokens (h?, m, n): not the trace itself, which
+    # the session's cache holds and may drop (at the limits a decoding holding it kept a second 192 MiB trace alive)
+    causal_scores: Tensor
+    steps: tuple[DecodeStep, ...]
+    outputs: Tensor  # (n, d_out): the steps' outputs stacked (the first MAX_DECODE_N rows past it)
+    notes: tuple[Message, ...] = ()  # what decoding changed of the case as given (no mask, rounded weights)
+
+    def tensors_held(self) -> list[Tensor]:
+        """Every tensor it holds, for the session's cache to count (app/cache.py)."""
+        return [self.causal_scores, self.outputs, *(tensor for step in self.steps for tensor in step.tensors.values())]
+
+    @property
+    def n(self) -> int:
+        return len(self.steps)
+
+    @property
+    def check(self) -> Check:
+        """Every output t against row t of the causal trace: the worst of them."""
+        return worst(step.check for step in self.steps)
+
+    @property
+    def difference(self) -> float:
+        return max(step.difference for step in self.steps)
+
+    @property
+    def agrees(self) -> bool:
+        return all(step.agrees for step in self.steps)
+
+    def worst(self) -> int:
+        """The step (from 0) whose output is furthest from its row of the causal trace."""
+        return max(range(self.n), key=lambda t: self.steps[t].difference)
+
+    def status(self) -> Message:
+        """The status row: whether every output t equals row t of the causal trace, and the largest difference."""
+        said = {"n": self.n, "difference": self.difference, "row": self.worst() + 1}
+        return msg("decoding.agrees" if self.agrees else "decoding.differs", **said)
+
+    def heading(self) -> str:
+        return str(self.status())
+
+
+def decodable(case: Case) -> Case:
+    """The case as decoding runs it: causal (decoding can only look back: key j does not exist yet while token i <
+    j is decoded) and with the exact softmax; CaseError for a custom mask that is not the causal one."""
+    mask = case.options.mask
+    if isinstance(mask, tuple):
+        for i, row in enumerate(mask):
+            for j, allowed in enumerate(row):
+                if bool(allowed) != (j <= i):
+                    problem = msg("decoding.mask_future" if j > i else "decoding.mask_past")
+                    raise CaseError(msg("decoding.where_mask", row=i + 1, column=j + 1), problem)
+    return with_options(case, mask="causal", weights_override=None)
+
+
+def decode(case: Case, causal: Trace | None = None) -> Decoding:
+    """Decode the case token by token with a KV cache (its first MAX_DECODE_N tokens), each step checked against
+    row t of its causal trace (`causal`, when it is already made: the trace of decodable(case))."""
+    given, case = case, decodable(case)
+    notes = tuple(_notes(given))
+    causal = attend(case) if causal is None else causal
+    if causal.case != case:
+        raise ValueError("the causal trace given is not of the case as decoded")
+    o = case.options
+    device, dtype = resolve_device(o.device), getattr(torch, o.dtype)
+    h, g = o.heads, o.kv_heads or o.heads
+    _, _, w_out = option_tensors(case, device)  # (d_v, d_out) or None
+    x = torch.tensor(case.x, dtype=dtype, device=device)  # (n, d_in)
+    w_query, w_key, w_value = (torch.tensor(w, dtype=dtype, device=device) for w in (case.w_query, case.w_key,
+                                                                                     case.w_value))  # fmt: skip
+    at = positions(case)  # (n,): each token's position for RoPE
+    multiplier = scale_factor(case) / o.temperature
+    # the cache, allocated whole and filled a row a step: (g, n, d_head) keys and (g, n, d_v/g) values
+    k_cache = torch.empty(g, case.n, w_key.shape[1] // g, dtype=dtype, device=device)
+    v_cache = torch.empty(g, case.n, w_value.shape[1] // g, dtype=dtype, device=device)
+    rows, steps = causal.outputs.cpu(), []
+    names = tuple(str(t + 1) for t in range(min(case.n, MAX_DECODE_N)))  # a step by its token, from 1
+    recorder = Recorder(names, device)
+    for t, name in enumerate(names):
+        x_t = x[t : t + 1]  # (1, d_in): token t alone
+        q_t = (x_t @ w_query).view(h, 1, -1)  # (h, 1, d_head): only token t's query is computed
+        k_t, v_t = (x_t @ w_key).view(g, 1, -1), (x_t @ w_value).view(g, 1, -1)  # (g, 1, d): its key and value
+        if o.rope_base is not None:  # turned once, at token t's own position: a cached key is never turned again
+            q_t, k_t = rope(q_t, at[t : t + 1], o.rope_base), rope(k_t, at[t : t + 1], o.rope_base)
+        k_cache[:, t : t + 1], v_cache[:, t : t + 1] = k_t, v_t  # appended: the cache holds tokens 0..t
+        keys, values = k_cache[:, : t + 1], v_cache[:, : t + 1]  # (g, t + 1, d)
+        # grouped-query attention: query heads i·h/g … (i+1)·h/g − 1 read key/value head i (no copy of the cache)
+        scores_t = (q_t.view(g, h // g, -1) @ keys.mT * multiplier).view(h, 1, t + 1)  # (h, 1, t + 1)
+        weights_t = torch.softmax(scores_t, dim=-1)  # (h, 1, t + 1)
+        heads_t = (weights_t.view(g, h // g, t + 1) @ values).view(h, 1, -1)  # (h, 1, d_v/h)
+        output_t = heads_t.transpose(0, 1).flatten(1)  # (1, d_v): the heads side by side
+        output_t = output_t if w_out is None else output_t @ w_out  # (1, d_out)
+        tensors = {"x_t": x_t, "q_t": q_t, "k_t": k_t, "v_t": v_t, "k_cache": keys, "v_cache": values}
+        tensors |= {"scores_t": scores_t, "weights_t": weights_t, "output_t": output_t}
+        recorder.record(name, **{k: _shaped(tensor, k, h) for k, tensor in tensors.items()})
+        tensors, seconds = recorder.records[name]
+        check = compare(CAUSAL, tensors["output_t"], rows[t : t + 1], AGREES_RTOL, AGREES_RTOL)
+        steps.append(DecodeStep(t + 1, name, name, case.tokens[t], "", "", MappingProxyType(tensors),
+                                MappingProxyType(MADE_FROM), str(device), seconds, t=t, check=check))  # fmt: skip
+    outputs = torch.cat([step["output_t"] for step in steps])  # (n, d_out)
+    causal_scores = causal["scores"][..., : len(steps), :].clone()  # (h?, m, n): a copy, not a view of the trace's
+    return Decoding(case, causal_scores, tuple(steps), outputs, notes)
+
+
+def _shaped(tensor: Tensor, name: str, heads: int) -> Tensor:
+    """One head's tensors without the head axis (as the core's trace records a single head)."""
+    return tensor[0] if heads == 1 and name in PER_HEAD else tensor
+
+
+def _notes(case: Case):
+    """What decoding changes of the case as given, said beside it."""
+    if case.options.mask is None:
+        yield msg("decoding.note_made_causal")
+    if case.options.weights_override is not None:
+        yield msg("decoding.note_exact")
+    if case.n > MAX_DECODE_N:
+        yield msg("decoding.note_first", m=MAX_DECODE_N, n=case.n)
+
+
+# Work and memory, each way -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """What the cost of decoding depends on: one attention layer's widths (or a model's), and the number's bytes."""
+
+    d_in: int
+    heads: int
+    kv_heads: int
+    d_head: int  # a query and key head's width
+    d_value_head: int
+    d_out: int | None  # w_out's width, None: none
+    layers: int = 1
+    bytes: int = 4  # float32
+
+    @classmethod
+    def of(cls, case: Case) -> Sizes:
+        o, w_out = case.options, case.options.w_out
+        g = o.kv_heads or o.heads
+        itemsize = torch.empty(0, dtype=getattr(torch, o.dtype)).element_size()
+        return cls(case.d_in, o.heads, g, case.d_head, case.d_v // g, None if w_out is None else len(w_out[0]),
+                   bytes=itemsize)  # fmt: skip
+
+
+def multiply_adds(s: Sizes, t: int, cache: bool) -> int:
+    """Multiply-adds of attention for token t (from 0), with the cache (token t's q, k, v, its one row of scores
+    and weighted sum) or without (the whole causal computation of tokens 0..t again: every q, k, v and row)."""
+    rows = 1 if cache else t + 1  # queries computed; the keys they are scored against: t + 1 either way
+    projections = (t + 1 if not cache else 1) * s.d_in * (s.heads * s.d_head + s.kv_heads * (s.d_head + s.d_value_head))
+    attention = rows * (t + 1) * s.heads * (s.d_head + s.d_value_head)  # q·k, then the weights times v
+    projection_out = 0 if s.d_out is None else rows * s.heads * s.d_value_head * s.d_out
+    return s.layers * (projections + attention + projection_out)
+
+
+def cache_bytes_per_token(s: Sizes) -> int:
+    """The cache's bytes per token: 2 (a key and a value) × layers × kv_heads × d_head × bytes, or where a value
+    head is not as wide as a key head, layers × kv_heads × (d_head + its width) × bytes."""
+    return s.layers * s.kv_heads * (s.d_head + s.d_value_head) * s.bytes
+
+
+def measured_cache_bytes(decoding: Decoding) -> int:
+    """The bytes of the cache a decoding really filled (its last step's keys and values)."""
+    last = decoding.steps[-1]
+    return sum(last[name].numel() * last[name].element_size() for name in ("k_cache", "v_cache"))
+
+
+def model_sizes(spec, bytes: int = 4) -> Sizes:
+    """A model's sizes (a models.Spec: layers, heads, kv_heads, head_dim, width), its attention with w_out."""
+    return Sizes(spec.width, spec.heads, spec.kv_heads, spec.head_dim, spec.head_dim, spec.width, spec.layers, bytes)
+
+
+def full_heads(s: Sizes) -> Sizes:
+    """The same sizes without grouped-query attention: one key/value head per query head."""
+    return Sizes(s.d_in, s.heads, s.heads, s.d_head, s.d_value_head, s.d_out, s.layers, s.bytes)
+
+
+def mib(count: int) -> float:
+    return count / 2**20
+
+
+def step_of(n: int, said: str | None) -> int | None:
+    """The decoding step (from 0) a link or a person names as token t from 1, of n; None when there is none."""
+    if not said or not said.isascii() or not said.isdigit() or len(said) > 4:
+        return None
+    t = int(said) - 1
+    return t if 0 <= t < n else None

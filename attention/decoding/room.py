@@ -1,0 +1,133 @@
+"""The Decoding page's rooms: SmolLM2's generation (the sentence, Generate and Stop, the tokens as they come, the
+timing), the player over a decoding's steps with its cache, scores and output, and the work and memory each way."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ..app import charts, links, pickers
+from ..app.language import lang, t
+from ..app.text import plain
+from ..base.explain import explain
+from ..base.i18n import render
+from ..models import SMOLLM2, install_message
+from . import figures, state
+from .compute import Sizes, cache_bytes_per_token, full_heads, model_sizes
+
+
+def generation_controls(session) -> None:
+    """The sentence, how many new tokens, Generate; the tokens as they come; the layer and head to step through."""
+    view = session.view(state.DecodingView)
+    if (missing := install_message(SMOLLM2.name)) is not None:
+        st.error(plain(render(lang(), missing)))
+        return
+    left, right = st.columns([4, 1])
+    typed = left.text_input(t("decoding.sentence"), state.sentence(session), key="decoding_sentence", max_chars=400)
+    count = right.number_input(t("decoding.new_tokens"), 1, 16, view.new_tokens, key="decoding_new_tokens")
+    state.choose(session, **{k: v for k, v in {"sentence": typed, "new_tokens": count}.items() if v is not None})
+    asked = {"on_click": st.session_state.__setitem__, "args": ("decoding_asked", True)}  # heard before the run
+    st.button(t("decoding.generate"), key="decoding_go", icon=":material/play_arrow:", type="primary", **asked)
+    if st.session_state.pop("decoding_asked", False) or view.pending:  # a click, or a link's generation
+        with st.status(t("decoding.generating", model=SMOLLM2.title), expanded=True) as status:
+            # a click while the script runs starts a new run, which ends this one at its next element: Stop is a
+            # button that does nothing but be clicked (what was heard so far is kept)
+            st.button(t("decoding.stop"), key="decoding_stop", icon=":material/stop:")
+            shown = st.empty()
+            heard = lambda _: shown.markdown(plain("".join(session.view(state.DecodingView).heard)))  # noqa: E731
+            timing = lambda k: status.update(label=t("decoding.timing_uncached", k=k, n=view.new_tokens))  # noqa: E731
+            run = state.made_pending if view.pending else state.run_generation
+            error = run(session, heard, timing)
+            status.update(label=t("decoding.generated"), state="complete" if error is None else "error")
+        links.keep(session)  # the URL links to the generation made in this run
+        if error is not None:
+            st.error(t("error.last_valid", error=plain(render(lang(), error.message))))
+    if heard := session.view(
+        state.DecodingView
+    ).heard:  # a generation stopped before it ended (Stop, or a click elsewhere)
+        st.warning(t("decoding.stopped", tokens=plain("".join(heard)), count=len(heard), asked=view.new_tokens))
+    if (made := session.view(state.DecodingView).generation) is None:
+        return
+    st.markdown(f"**{plain(made.sentence)}** {plain(made.text)}")
+    timing = {
+        "cached": sum(made.seconds) / len(made.seconds),
+        "count": len(made.seconds),
+        "mib": made.cache_bytes / 2**20,
+    }
+    if uncached := session.view(state.DecodingView).uncached_seconds:
+        timing |= {"uncached": sum(uncached) / len(uncached)}
+        same = (
+            t("decoding.same_tokens") if session.view(state.DecodingView).uncached_same else t("decoding.other_tokens")
+        )
+        st.caption(t("decoding.timing", **timing, ratio=timing["uncached"] / timing["cached"], same=same))
+    else:  # stopped while it was timed without the cache
+        st.caption(t("decoding.timing_cached", **timing))
+    left, right = st.columns(2)
+    layer = left.number_input(
+        t("real.layer"), 1, SMOLLM2.layers, session.view(state.DecodingView).layer, key="decoding_layer"
+    )
+    head = right.number_input(
+        t("real.head"), 1, SMOLLM2.heads, session.view(state.DecodingView).head, key="decoding_head"
+    )
+    state.choose(session, layer=int(layer), head=int(head))
+
+
+def step_view(session, made, causal) -> None:
+    """The player over the tokens, then step t: its cache, q_t's scores, weights and output, the causal matrix."""
+    n, tokens = made.n, made.case.tokens
+    t_shown = state.shown_step(session, n)
+    row = st.container(horizontal=True, vertical_alignment="center")
+    row.button(
+        "◀", key="decoding_previous", on_click=state.go_to, args=(session, t_shown - 1, n), disabled=t_shown == 0
+    )
+    row.button(
+        "▶", key="decoding_next", on_click=state.go_to, args=(session, t_shown + 1, n), disabled=t_shown == n - 1
+    )
+    st.session_state.decoding_token = t_shown
+    st.select_slider(
+        t("decoding.token"), range(n), format_func=lambda i: f"{i + 1} · {tokens[i]}", key="decoding_token",
+        on_change=lambda: state.go_to(session, st.session_state.decoding_token, n),
+    )  # fmt: skip
+    step = made.steps[t_shown]
+    (st.success if step.agrees else st.error)(
+        t("decoding.step_status", t=t_shown + 1, n=n, difference=step.difference), icon=":material/verified:"
+    )
+    st.write(t("decoding.step_explained", t=t_shown + 1, keys=t_shown + 1, token=plain(tokens[t_shown])))
+    head = pickers.head_picker(causal, "decoding_head_picker")
+    left, right = st.columns(2)
+    for where, name in ((left, "k_cache"), (right, "v_cache")):
+        charts.chart(figures.step_heatmap(made, t_shown, name, head, lang()), f"chart_{name}", where=where)
+    st.caption(t("decoding.cache_caption", t=t_shown + 1))
+    left, right = st.columns(2)
+    for where, name in ((left, "scores_t"), (right, "weights_t")):
+        charts.chart(figures.step_heatmap(made, t_shown, name, head, lang()), f"chart_{name}", where=where)
+    key = st.selectbox(
+        t("decoding.explain_label", t=t_shown + 1), range(t_shown + 1), index=0, key="decoding_explain",
+        format_func=lambda j: f"{j + 1} · {tokens[j]}",
+    )  # fmt: skip
+    index = (*(() if head is None else (head,)), 0, min(key or 0, t_shown))  # the query's one row, then key j
+    for line in explain(made, "scores_t", index, lang(), step=str(t_shown + 1)).lines:
+        st.markdown(plain(line))
+    left, right = st.columns(2)
+    charts.chart(figures.step_heatmap(made, t_shown, "output_t", None, lang()), "chart_output_t", where=left)
+    whole = charts.figure(figures.causal_heatmap, causal, head)  # kept: n × n at the limits
+    charts.chart(figures.row_outlined(whole, t_shown, lang()), "chart_causal", where=right)
+    st.caption(t("decoding.causal_caption", t=t_shown + 1))
+    shapes = ", ".join(f"{name} {' × '.join(map(str, shape))}" for name, shape in step.shapes().items())
+    st.caption(t("decoding.shapes", shapes=shapes))
+
+
+def work_and_memory(made) -> None:
+    """Multiply-adds per token with and without the cache; the cache's bytes, here and for SmolLM2."""
+    st.subheader(t("decoding.work_header"))
+    sizes = Sizes.of(made.case)
+    st.dataframe(figures.work_table(sizes, made.case.n, lang()), hide_index=True, key="decoding_work")
+    st.caption(t("decoding.work_caption"))
+    st.subheader(t("decoding.memory_header"))
+    st.dataframe(figures.memory_table(sizes, made.case.n, lang()), hide_index=True, key="decoding_memory")
+    smol, tokens = model_sizes(SMOLLM2), 20
+    per_token, full = cache_bytes_per_token(smol), cache_bytes_per_token(full_heads(smol))
+    sizes_said = {"layers": smol.layers, "kv_heads": smol.kv_heads, "heads": smol.heads, "d_head": smol.d_head}
+    after = {"after_kib": per_token * tokens / 1024, "full_kib": full * tokens / 1024, "saved": 1 - per_token / full}
+    said = {"model": SMOLLM2.title, "per_token": per_token, "tokens": tokens, **sizes_said, **after}
+    st.write(t("decoding.smollm2_memory", **said))
+    st.dataframe(figures.memory_table(smol, tokens, lang()), hide_index=True, key="decoding_memory_smollm2")

@@ -1,0 +1,82 @@
+"""Decoding as a runnable script, torch alone: the case's numbers decoded token by token with a KV cache, asserted
+equal to the whole causal computation of the same numbers."""
+
+from __future__ import annotations
+
+from ..base.case import Case
+from ..forward.compute import scale_factor
+from ..forward.script import literal
+from .compute import decodable
+
+SCRIPT_ROPE = [  # the exported script's RoPE: the core's rope(), written out
+    "def rope(m, t):",
+    '    """Pair p of each row (dims 2p, 2p+1) turned by the angle t·base^(−2p/d), t the positions (n,)."""',
+    "    if ROPE_BASE is None:",
+    "        return m",
+    "    d = m.shape[-1]",
+    "    angles = t.double()[:, None] * ROPE_BASE ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)",
+    "    cos, sin = angles.cos().to(m.dtype), angles.sin().to(m.dtype)",
+    "    even, odd = m[..., 0::2], m[..., 1::2]",
+    "    return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)",
+    "",
+    "",
+]
+
+
+def decoding_script(case: Case) -> str:
+    """Python source, torch alone: the case's numbers decoded token by token with a KV cache, asserted equal to the
+    whole causal computation of the same numbers (every query at once under a causal mask)."""
+    case = decodable(case)
+    o, dtype = case.options, f"torch.{case.options.dtype}"
+    h, g = o.heads, o.kv_heads or o.heads
+    at = list(o.positions) if o.positions is not None else list(range(case.n))
+    lines = [
+        '"""Decoding with a KV cache, one token at a time, checked against the whole causal computation (generated;',
+        'needs torch)."""',
+        "",
+        "import torch",
+        "",
+        *literal("x", case.x, labels=case.tokens),
+        *literal("w_query", case.w_query),
+        *literal("w_key", case.w_key),
+        *literal("w_value", case.w_value),
+        *(literal("w_out", o.w_out) if o.w_out is not None else ["w_out = None"]),
+        f"x, w_query, w_key, w_value = (torch.tensor(m, dtype={dtype}) for m in (x, w_query, w_key, w_value))",
+        f"w_out = None if w_out is None else torch.tensor(w_out, dtype={dtype})",
+        f"H, G = {h}, {g}  # query heads, and key/value heads (each shared by H // G query heads)",
+        f"MULTIPLIER = {scale_factor(case) / o.temperature!r}  # the scale over the temperature",
+        f"ROPE_BASE = {o.rope_base!r}  # None: no rotary position embedding",
+        f"POSITIONS = torch.tensor({at})",
+        "",
+        "",
+        *SCRIPT_ROPE,
+        "# The whole causal computation: every query at once, a key after its query masked",
+        "n = len(x)",
+        "queries = rope((x @ w_query).unflatten(-1, (H, -1)).transpose(0, 1), POSITIONS)  # (H, n, d)",
+        "keys = rope((x @ w_key).unflatten(-1, (G, -1)).transpose(0, 1), POSITIONS).repeat_interleave(H // G, 0)",
+        "values = (x @ w_value).unflatten(-1, (G, -1)).transpose(0, 1).repeat_interleave(H // G, 0)  # (H, n, d_v)",
+        "scores = (queries @ keys.mT * MULTIPLIER).masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), -torch.inf)",
+        "causal = (torch.softmax(scores, dim=-1) @ values).transpose(0, 1).flatten(1)  # (n, d_v): heads side by side",
+        "causal = causal if w_out is None else causal @ w_out",
+        "",
+        "# Decoding: token t's query, key and value alone; k_t and v_t appended to the cache",
+        "k_cache, v_cache, outputs = [], [], []",
+        "for t in range(n):",
+        "    x_t = x[t : t + 1]  # (1, d_in)",
+        "    q_t = rope((x_t @ w_query).view(H, 1, -1), POSITIONS[t : t + 1])  # (H, 1, d)",
+        "    k_t = rope((x_t @ w_key).view(G, 1, -1), POSITIONS[t : t + 1])  # turned once, at its own position",
+        "    v_t = (x_t @ w_value).view(G, 1, -1)",
+        "    k_cache.append(k_t)",
+        "    v_cache.append(v_t)",
+        "    keys_t, values_t = torch.cat(k_cache, dim=1), torch.cat(v_cache, dim=1)  # (G, t + 1, d): the cache",
+        "    scores_t = q_t.view(G, H // G, -1) @ keys_t.mT * MULTIPLIER  # (G, H/G, t + 1): one row per head",
+        "    weights_t = torch.softmax(scores_t, dim=-1)",
+        "    output_t = (weights_t @ values_t).view(H, 1, -1).transpose(0, 1).flatten(1)  # (1, d_v)",
+        "    outputs.append(output_t if w_out is None else output_t @ w_out)",
+        '    print(f"step {t + 1}: {t + 1} cached keys, output", outputs[-1])',
+        "decoded = torch.cat(outputs)",
+        "torch.testing.assert_close(decoded, causal)  # output t is row t of the causal computation",
+        'print("decoding with the cache equals the causal computation; largest difference:",',
+        "      (decoded - causal).abs().max().item())",
+    ]
+    return "\n".join(lines) + "\n"

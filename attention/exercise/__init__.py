@@ -1,0 +1,1 @@
+"""Exercises: numbers of a trace hidden for a learner to work out by hand, shared by link, judged."""

@@ -1,0 +1,28 @@
+"""The Exercise page's body: an open exercise's answers, or the exercise being made (numbers to hide, the link, its
+QR code), or the ready-made exercises and how to make one."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ..app import frame, tab
+from ..app.language import t
+from . import room
+from .state import Classroom
+
+
+def exercise() -> None:
+    trace = frame.trace()
+    s = tab.current()
+    classroom = s.view(Classroom)
+    if classroom.making is not None:
+        st.header(t("exercise.make_header"))
+        room.maker(s, trace)
+    elif classroom.exercise is not None:
+        st.header(t("exercise.header"))
+        room.answers(s, trace)
+    else:
+        st.header(t("exercise.list_header"))
+        st.write(t("exercise.intro"))
+        room.ready_made()
+        st.caption(t("exercise.how_to_make"))

@@ -1,0 +1,326 @@
+"""The eight steps of self-attention, as in the article, computed and recorded into a trace (steps.py names them)."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import ClassVar
+
+import torch
+
+from ..base.case import Case
+from ..base.device import resolve_device, warm_up
+from ..base.i18n import msg
+from ..base.record import Record, Recorder, Step
+from .steps import AXES, PER_HEAD, step, step_names
+
+# Past these sizes the trace keeps what is looked at, not everything (bench/core.md measured why). Step 6's
+# (n_k, n_q, d_v) broadcast is made whole up to 1 MiB of float32 (n = 64 at d_v = 64):
+WHOLE_MAX_NUMBERS = 1 << 18
+REPEAT_MAX_N = 16  # step 8 runs its Python loop for the first 16 queries; one_query() runs any other on demand
+ROUNDED_WITHIN = 0.1  # a weights override further than this from the exact softmax was made for other numbers
+# (the article's own rounding moves a weight by up to 0.063)
+
+
+@dataclass(frozen=True)
+class Trace(Record):
+    """The record of one run of the eight steps: the case as used, its steps, and the final outputs."""
+
+    AXES: ClassVar = AXES
+    PER_HEAD: ClassVar = frozenset(PER_HEAD)
+    TITLE: ClassVar = "Attention trace"
+    case: Case
+    device: str
+    steps: tuple[Step, ...]
+    outputs: torch.Tensor  # the final result (after w_out when given)
+    hidden: tuple = ()  # an exercise's hidden cells, ((tensor, indices), …) sorted, where it hides some (NaN)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return self.notes
+
+    @property
+    def numbers(self) -> int:
+        """How many numbers the trace holds (step 6's Broadcast, made on demand, holds none)."""
+        kept = (tensor for step in self.steps for tensor in step.tensors.values())
+        return sum(tensor.numel() for tensor in kept if isinstance(tensor, torch.Tensor))
+
+    def heading(self) -> str:
+        return f"{super().heading()} · {self.device}"
+
+    def tail(self) -> tuple[str, list[str], list[list[str]]]:
+        rows = self.outputs.cpu().tolist()
+        cells = [[f"{v:.4g}" for v in row] for row in rows]
+        shape = f"({' × '.join(map(str, self.outputs.shape))}) {str(self.outputs.dtype).removeprefix('torch.')}"
+        return f"outputs {shape}", list(self.case.tokens), cells
+
+
+def attend(case: Case) -> Trace:
+    """Run the eight steps on the case's device and return their trace."""
+    o = case.options
+    device, dtype = resolve_device(o.device), getattr(torch, o.dtype)
+    n, h, g = case.n, o.heads, o.kv_heads or o.heads
+    scale, temperature = scale_factor(case), o.temperature
+    allowed, override, w_out = option_tensors(case, device)  # (n, n) bool, (n, n), (d_v, d_out), or None each
+    warm_up(str(device))  # the first run of an operation in a process is slow: not a step's time
+    recorder = Recorder(step_names(case), device)
+    record = recorder.record
+    # step 1: inputs
+    x = torch.tensor(case.x, dtype=dtype, device=device)  # (n, d_in)
+    record("inputs", x=x)
+    # step 2: weights
+    w_query = torch.tensor(case.w_query, dtype=dtype, device=device)  # (d_in, d_k)
+    w_key = torch.tensor(case.w_key, dtype=dtype, device=device)  # (d_in, d_k)
+    w_value = torch.tensor(case.w_value, dtype=dtype, device=device)  # (d_in, d_v)
+    record("weights", w_query=w_query, w_key=w_key, w_value=w_value)
+    # step 3: qkv
+    queries = x @ w_query  # (n, d_k)
+    keys = x @ w_key  # (n, d_k), or (n, d_k/h · g) with g key/value heads
+    values = x @ w_value  # (n, d_v)
+    if h > 1:  # head i takes the i-th block of columns: (n, d) -> (h, n, d/h)
+        queries = queries.unflatten(-1, (h, -1)).transpose(0, 1)  # (h, n, d_k/h)
+        keys, values = (m.unflatten(-1, (g, -1)).transpose(0, 1) for m in (keys, values))  # (g, n, d/h)
+        # grouped-query attention (g < h): query head i reads key/value head i // (h/g); else g = h and each its own
+        keys, values = keys.repeat_interleave(h // g, dim=0), values.repeat_interleave(h // g, dim=0)  # (h, n, d/h)
+    record("qkv", **_unrotated(o.rope_base, queries=queries, keys=keys), values=values)
+    if o.rope_base is not None:
+        # step 3b: rope
+        t = positions(case)  # (n,): each token's position
+        queries = rope(queries, t, o.rope_base)  # (h?, n, d_k): pair p of token i turned by the angle t_i · θ_p
+        keys = rope(keys, t, o.rope_base)  # the same turns: a score then depends on t_i − t_j alone
+        record("rope", queries=queries, keys=keys)
+    # steps 4-7, for all queries at once (each step's comment is inside steps_4_to_7)
+    options = {"scale": scale, "temperature": temperature, "w_out": w_out}
+    whole = n * n * case.d_v <= WHOLE_MAX_NUMBERS  # step 6 held whole, or made slice by slice when looked at
+    outputs = steps_4_to_7(
+        queries, keys, values, allowed=allowed, override=override, record=record, whole=whole, **options
+    )
+    # step 8: repeat
+    by_query = []
+    for i in range(min(n, REPEAT_MAX_N)):
+        query_i = queries[..., i : i + 1, :]  # (h?, 1, d_k)
+        rows_i = {"allowed": _row(allowed, i), "override": _row(override, i)}  # its rows of the mask and override
+        by_query.append(steps_4_to_7(query_i, keys, values, **rows_i, **options))
+    outputs_by_query = torch.cat(by_query)  # (min(n, REPEAT_MAX_N), d_out): the rows stacked
+    record("repeat", outputs_by_query=outputs_by_query)
+    return _trace(case, device, recorder.records, outputs)
+
+
+Tensor = torch.Tensor
+
+
+def steps_4_to_7(
+    queries: Tensor,
+    keys: Tensor,
+    values: Tensor,
+    *,
+    scale: float,
+    temperature: float,
+    allowed: Tensor | None,
+    override: Tensor | None,
+    w_out: Tensor | None,
+    record: Callable[..., None] = lambda step, **tensors: None,
+    whole: bool = True,
+) -> Tensor:
+    """Steps 4-7 for a block of queries: all of them (the matrix form) or one at a time (step 8)."""
+    # step 4: scores
+    scores_raw = queries @ keys.mT  # (h?, n_q, n_k)
+    scores = scores_raw * (scale / temperature)  # a new tensor: changed in place below (at the limits each is 64 MiB)
+    if allowed is not None:  # a 0 in the mask: the query may not attend to that key
+        scores.masked_fill_(~allowed, float("-inf"))
+    record("scores", scores_raw=scores_raw, scores=scores)
+    # step 5: softmax
+    weights_exact = torch.softmax(scores, dim=-1)  # (h?, n_q, n_k)
+    if allowed is not None:  # a fully masked row is all NaN: zeros instead, as fused attention gives
+        weights_exact.nan_to_num_(nan=0.0)
+    weights = weights_exact if override is None else override  # (h?, n_q, n_k)
+    record("softmax", weights_exact=weights_exact, weights=weights)
+    # step 6: weighted
+    if whole:  # every product at once: (h?, n_k, 1, d_v) * (h?, n_k, n_q, 1) -> (h?, n_k, n_q, d_v)
+        weighted = values[..., :, None, :] * weights.mT[..., :, :, None]
+    else:  # too many numbers to hold: the same products, made a slice at a time when they are looked at
+        weighted = Broadcast(values, weights)
+    record("weighted", weighted=weighted)
+    # step 7: outputs
+    head_outputs = weighted.sum(dim=-3) if whole else weights @ values  # (h?, n_q, d_v/h): summed over the keys
+    concat = head_outputs.transpose(0, 1).flatten(1) if head_outputs.dim() == 3 else head_outputs  # (n_q, d_v)
+    outputs = concat if w_out is None else concat @ w_out  # (n_q, d_out)
+    record("outputs", outputs=outputs, **_step_7_parts(head_outputs, concat, w_out))
+    return outputs
+
+
+def rope(m: Tensor, positions: Tensor, base: float) -> Tensor:
+    """Rotary position embedding of (h?, n, d): dims 2p and 2p+1 of the token at position t turned by the angle
+    t · base^(−2p/d) (interleaved pairs, as in the RoPE paper and GGUF files). Angles in float64, then m's dtype."""
+    d = m.shape[-1]
+    frequencies = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
+    angles = positions.to(torch.float64)[:, None] * frequencies  # (n, d/2)
+    cos, sin = (f.to(dtype=m.dtype, device=m.device) for f in (angles.cos(), angles.sin()))
+    even, odd = m[..., 0::2], m[..., 1::2]  # (h?, n, d/2) each
+    return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
+
+
+def _unrotated(rope_base: float | None, **tensors: Tensor) -> dict[str, Tensor]:
+    """Step 3's queries and keys under their names; with RoPE, as queries_unrotated and keys_unrotated, since the
+    rope step's turned ones are what the scores use (and what "queries" and "keys" name in the trace)."""
+    return tensors if rope_base is None else {f"{name}_unrotated": tensor for name, tensor in tensors.items()}
+
+
+def positions(case: Case) -> Tensor:
+    """Each token's position for RoPE: the case's, or 0, 1, …, n − 1."""
+    given = case.options.positions
+    return torch.arange(case.n) if given is None else torch.tensor(given)
+
+
+class Broadcast:
+    """Step 6's product values[..., :, None, :] * weights.mT[..., :, :, None], not held: indexing it makes just the
+    products asked for, from two expanded views (no copies). Indexing the head alone gives that head's Broadcast."""
+
+    def __init__(self, values: Tensor, weights: Tensor):
+        self.values, self.weights = values, weights
+        v, w = values[..., :, None, :], weights.mT[..., :, :, None]  # (h?, n_k, 1, d_v), (h?, n_k, n_q, 1)
+        self.shape = torch.broadcast_shapes(v.shape, w.shape)  # (h?, n_k, n_q, d_v)
+        self._v, self._w = v.expand(self.shape), w.expand(self.shape)
+        self.dtype, self.device = values.dtype, values.device
+
+    def __getitem__(self, index) -> Tensor | Broadcast:
+        if len(self.shape) == 4 and not isinstance(index, bool | tuple | slice | list):
+            with contextlib.suppress(TypeError):  # one head, by any integer (a Python int, NumPy's, a 0-d tensor)
+                head = operator.index(index)
+                return Broadcast(self.values[head], self.weights[head])
+        return self._v[index] * self._w[index]
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    def detach(self) -> Broadcast:
+        return self
+
+    def cpu(self) -> Broadcast:
+        return Broadcast(self.values.cpu(), self.weights.cpu())
+
+
+def _step_7_parts(head_outputs: Tensor, concat: Tensor, w_out: Tensor | None) -> dict[str, Tensor]:
+    """What step 7 records beside the outputs: the heads and their concatenation, and concat before w_out."""
+    multi_head = head_outputs.dim() == 3
+    parts = {"head_outputs": head_outputs} if multi_head else {}
+    return parts | ({"concat": concat} if multi_head or w_out is not None else {})
+
+
+def one_query(trace: Trace, i: int) -> dict[str, Tensor]:
+    """Steps 4-7 for query i alone, as step 8 runs them, with every tensor recorded (on the CPU)."""
+    case, o = trace.case, trace.case.options
+    allowed, override, w_out = option_tensors(case, torch.device("cpu"))
+    recorded: dict[str, Tensor] = {}
+    query_i = trace["queries"][..., i : i + 1, :]
+    steps_4_to_7(
+        query_i, trace["keys"], trace["values"], scale=scale_factor(case), temperature=o.temperature,
+        allowed=_row(allowed, i), override=_row(override, i), w_out=w_out,
+        record=lambda step, **tensors: recorded.update(tensors),
+    )  # fmt: skip
+    return recorded
+
+
+def variant_outputs(trace: Trace, case: Case) -> Tensor:
+    """The outputs of `case`, a case with the trace's numbers and other options (a variant), made from the trace's
+    queries, keys and values: steps 4-7 one head at a time, nothing recorded. It needs one head's n × n scores at a
+    time, where a whole trace holds every head's four (the variants page shows five variants)."""
+    queries, keys, values = (_with_head(trace, name) for name in ("queries", "keys", "values"))  # (h, n, d/h)
+    options = _options_of(case)
+    heads = [
+        steps_4_to_7(q, k, v, **options, w_out=None, whole=False) for q, k, v in zip(queries, keys, values, strict=True)
+    ]
+    concat = torch.cat(heads, dim=-1)  # (n, d_v): the heads side by side
+    w_out = case.options.w_out
+    return concat if w_out is None else concat @ torch.tensor(w_out, dtype=concat.dtype)
+
+
+def variant_weights(trace: Trace, case: Case, head: int = 0) -> Tensor:
+    """Step 5's weights (n_q, n_k) of one head for a variant `case`, from the trace's queries and keys."""
+    q, k, v = (_with_head(trace, name)[head] for name in ("queries", "keys", "values"))
+    recorded: dict[str, Tensor] = {}
+    record = lambda step, **tensors: recorded.update(tensors)  # noqa: E731
+    steps_4_to_7(q, k, v, **_options_of(case), w_out=None, record=record, whole=False)
+    return recorded["weights"]
+
+
+def _with_head(trace: Trace, name: str) -> Tensor:
+    """A recorded tensor with its head axis, one head or several: (h, n, d/h)."""
+    return trace[name] if trace.case.options.heads > 1 else trace[name][None]
+
+
+def _options_of(case: Case) -> dict:
+    """Steps 4-7's options for a case, on the CPU, without w_out (which comes after the heads are joined)."""
+    allowed, override, _ = option_tensors(case, torch.device("cpu"))
+    options = {"scale": scale_factor(case), "temperature": case.options.temperature}
+    return options | {"allowed": allowed, "override": override}
+
+
+def option_tensors(case: Case, device: torch.device) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+    """The options that are matrices, as tensors on the device: which keys each query may attend to (the mask),
+    the weights override and w_out; None for each the case does not have."""
+    o, dtype = case.options, getattr(torch, case.options.dtype)
+    override = None if o.weights_override is None else torch.tensor(o.weights_override, dtype=dtype, device=device)
+    w_out = None if o.w_out is None else torch.tensor(o.w_out, dtype=dtype, device=device)
+    return _allowed(o.mask, case.n, device), override, w_out
+
+
+def _row(matrix: torch.Tensor | None, i: int) -> torch.Tensor | None:
+    return None if matrix is None else matrix[i : i + 1]
+
+
+def _allowed(mask, n: int, device: torch.device) -> torch.Tensor | None:
+    if mask is None:
+        return None
+    if mask == "causal":  # query i may attend to keys 1..i
+        return torch.ones(n, n, dtype=torch.bool, device=device).tril()
+    return torch.tensor(mask, device=device) != 0
+
+
+def scale_factor(case: Case) -> float:
+    """The number the raw scores are multiplied by: 1 in the article, 1/√(d_k per head) in textbook attention."""
+    scale = case.options.scale
+    return {"none": 1.0, "sqrt_dk": 1 / math.sqrt(case.d_head)}.get(scale, scale)
+
+
+def _trace(case: Case, device: torch.device, records: dict, outputs: torch.Tensor) -> Trace:
+    steps = []
+    for name in step_names(case):
+        tensors, seconds = records[name]
+        notes = tuple(_notes(name, case, tensors, outputs))
+        steps.append(step(case, name, MappingProxyType(tensors), str(device), seconds, notes))
+    return Trace(case, str(device), tuple(steps), records["outputs"][0]["outputs"])
+
+
+def _notes(name: str, case: Case, tensors: dict, outputs: torch.Tensor):
+    """Warnings and checks a reader should see beside the step."""
+    o = case.options
+    if name == "scores" and isinstance(o.mask, tuple):  # a causal mask leaves every query its own key
+        for i in (i for i, row in enumerate(o.mask) if not any(row)):  # every key masked
+            then = msg("note.masked_override") if o.weights_override else msg("note.masked_zero")
+            yield msg("note.masked_row", row=i + 1, token=case.tokens[i], then=then)
+    if name == "softmax" and o.weights_override is not None:
+        yield msg("note.override")
+        gap = (tensors["weights"] - tensors["weights_exact"]).abs().max().item()
+        if gap > ROUNDED_WITHIN:
+            yield msg("note.stale_override", gap=gap)
+    if name == "weighted" and isinstance(tensors["weighted"], Broadcast):
+        w = tensors["weighted"]
+        yield msg("note.broadcast_not_kept", numbers=w.numel(), mib=w.numel() * w.dtype.itemsize / 2**20)
+    if name == "repeat":
+        by_query = tensors["outputs_by_query"]
+        rows = outputs.cpu()[: len(by_query)]
+        difference = (by_query - rows).abs().max().item()
+        agrees = torch.allclose(by_query, rows, rtol=1e-5, atol=1e-5 * (1 + rows.abs().max().item()))
+        if len(by_query) < case.n:  # big n: the first queries only
+            some = {"difference": difference, "m": len(by_query), "n": case.n}
+            yield msg("note.repeat_some_equal", **some) if agrees else msg("note.repeat_some_differ", **some)
+        else:
+            yield msg("note.repeat_equals" if agrees else "note.repeat_differs", difference=difference)

@@ -1,0 +1,44 @@
+"""The forward pass in the frame: its pages (the landing page first), its link's step, and the overview's questions,
+whose links set up their answer."""
+
+from __future__ import annotations
+
+from ..app.capability import Capability, Page, Params
+from ..app.session import Session
+from ..base.i18n import msg
+from . import room
+from .steps import STEP_NAMES, step_names, step_near, step_of
+
+
+def opens(session: Session, params: Params) -> None:
+    """The link's step: by its name (step=scores), or as old links held it, 1 … 8 (9), and 3b."""
+    if not (said := params.get("step")):
+        return
+    if (name := step_of(session.case, said)) is not None:
+        session.step = name
+    else:
+        session.notices.append(msg("notice.bad_step", steps=len(step_names(session.case))))
+
+
+def link(session: Session) -> dict[str, str | None]:
+    step = step_near(session.case, session.step)  # RoPE's, on a case without it: the step it is part of
+    return {"step": step if step != STEP_NAMES[0] else None}
+
+
+CAPABILITY = Capability(
+    "forward",
+    (
+        Page("pages/overview.py", "page.overview", ":material/home:", "", hides=True),
+        Page("pages/walkthrough.py", "page.walkthrough", ":material/stairs:", "walkthrough", live=True, hides=True),
+        Page("pages/inputs.py", "page.inputs", ":material/edit:", "inputs", live=True, hides=True),
+        Page("pages/broadcasting.py", "page.broadcasting", ":material/view_in_ar:", "broadcasting", hides=True),
+        Page("pages/one_query.py", "page.one_query", ":material/my_location:", "one-query"),
+        Page("pages/variants.py", "page.variants", ":material/compare:", "variants"),
+        Page("pages/multi_head.py", "page.multi_head", ":material/view_week:", "multi-head", live=True),
+        Page("pages/explain.py", "page.explain", ":material/calculate:", "explain", hides=True),
+    ),
+    ("step",),
+    opens,
+    link,
+    follows=room.answer,
+)

@@ -1,0 +1,93 @@
+"""PyTorch's own attention as the oracle: scaled_dot_product_attention, and nn.MultiheadAttention where it fits."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ..base.case import Case
+from ..base.record import Check, compare
+from .compute import scale_factor
+
+CHUNK_CELLS = 1 << 22  # weights nn.MultiheadAttention makes at once (16 MiB in float32), a block of queries at a time
+
+
+def fused_outputs(case: Case) -> torch.Tensor:
+    """The case's exact attention (no override) by scaled_dot_product_attention, a key/value head at a time (with
+    enable_gqa where query heads share it), then concat and w_out. RoPE is applied here as a complex rotation."""
+    o, h = case.options, case.options.heads
+    g = o.kv_heads or h
+    dtype = getattr(torch, o.dtype)
+    x = torch.tensor(case.x, dtype=dtype)
+    q, k, v = (x @ torch.tensor(w, dtype=dtype) for w in (case.w_query, case.w_key, case.w_value))
+    q = q.unflatten(-1, (h, -1)).transpose(0, 1)  # (h, n, d/h)
+    k, v = (m.unflatten(-1, (g, -1)).transpose(0, 1) for m in (k, v))  # (g, n, d/h): g = h without grouping
+    if o.rope_base is not None:
+        q, k = _rotate_complex(q, case), _rotate_complex(k, case)
+    mask = None
+    if o.mask == "causal":
+        mask = torch.ones(case.n, case.n, dtype=torch.bool).tril()
+    elif o.mask is not None:
+        mask = torch.tensor(o.mask) != 0  # True = may attend, as SDPA takes it
+    scale = scale_factor(case) / o.temperature
+    # A key/value head at a time: at the limits PyTorch's CPU kernels would make every head's n × n weights at once.
+    r = h // g  # query heads per key/value head
+    groups = [(q[j * r : (j + 1) * r], k[j : j + 1], v[j : j + 1]) for j in range(g)]  # (r, n, d), (1, n, d) ×2
+    out = torch.cat(
+        [F.scaled_dot_product_attention(*group, attn_mask=mask, scale=scale, enable_gqa=r > 1) for group in groups]
+    )
+    out = out.transpose(0, 1).flatten(1)  # (n, h · d_v/g): heads side by side
+    return out if o.w_out is None else out @ torch.tensor(o.w_out, dtype=dtype)
+
+
+def _rotate_complex(m: torch.Tensor, case: Case) -> torch.Tensor:
+    """RoPE as the paper writes it: each pair of dims a complex number, times e^(i·t·θ_p)."""
+    d = m.shape[-1]
+    t = torch.arange(case.n) if case.options.positions is None else torch.tensor(case.options.positions)
+    theta = case.options.rope_base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    turn = torch.polar(torch.ones(case.n, d // 2, dtype=torch.float64), t[:, None].double() * theta)  # (n, d/2)
+    pairs = torch.view_as_complex(m.double().unflatten(-1, (d // 2, 2)).contiguous())  # (h, n, d/2)
+    return torch.view_as_real(pairs * turn).flatten(-2).to(m.dtype)
+
+
+def mha_outputs(case: Case) -> torch.Tensor | None:
+    """nn.MultiheadAttention with our weights, where it can express the case; else None.
+
+    It projects to embed_dim (so d_in = d_k = d_v, and w_out square) and gives NaN for a fully masked row. It
+    always scales by 1/√(d_k/h): our scale and temperature go into its query weights instead.
+    """
+    o = case.options
+    e = case.d_in
+    fits = case.d_k == case.d_v == e and (o.w_out is None or len(o.w_out[0]) == e)
+    fits = fits and o.rope_base is None and o.kv_heads is None  # it has neither RoPE nor grouped key/value heads
+    explicit = isinstance(o.mask, tuple)
+    if not fits or (explicit and not all(any(row) for row in o.mask)):
+        return None
+    dtype = getattr(torch, o.dtype)
+    mha = torch.nn.MultiheadAttention(e, o.heads, bias=False, batch_first=True, dtype=dtype)
+    with torch.no_grad():
+        w_q, w_k, w_v = (torch.tensor(w, dtype=dtype) for w in (case.w_query, case.w_key, case.w_value))
+        w_q = w_q * scale_factor(case) / o.temperature * (e // o.heads) ** 0.5  # undoes its own 1/√(d_k/h)
+        mha.in_proj_weight.copy_(torch.cat([w_q.T, w_k.T, w_v.T]))  # it computes x @ W.T
+        mha.out_proj.weight.copy_(
+            torch.eye(e, dtype=dtype) if o.w_out is None else torch.tensor(o.w_out, dtype=dtype).T
+        )
+        x = torch.tensor(case.x, dtype=dtype)[None]
+        # its bool mask is True where attending is NOT allowed (the opposite of scaled_dot_product_attention's)
+        blocked = torch.ones(case.n, case.n, dtype=torch.bool).triu(1) if o.mask == "causal" else None
+        blocked = torch.tensor(o.mask) == 0 if explicit else blocked
+        rows = max(1, CHUNK_CELLS // (o.heads * case.n))  # queries at a time: every head's weights for them fit
+        out = []
+        for i in range(0, case.n, rows):
+            rows_i = None if blocked is None else blocked[i : i + rows]
+            out.append(mha(x[:, i : i + rows], x, x, need_weights=False, attn_mask=rows_i)[0])
+    return torch.cat(out, dim=1)[0]
+
+
+def check(case: Case, outputs: torch.Tensor) -> Check:
+    """Compare exact outputs (a trace without the override) with PyTorch's attention for the same case."""
+    reference = mha_outputs(case) if case.options.heads > 1 else None
+    oracle = "nn.MultiheadAttention" if reference is not None else "scaled_dot_product_attention"
+    reference = fused_outputs(case) if reference is None else reference
+    rtol, atol = {"float32": (1.3e-6, 1e-5), "float64": (1e-7, 1e-7)}[case.options.dtype]
+    return compare(oracle, outputs, reference, rtol + atol, atol)  # atol · (1 + |largest|) + rtol · |largest|

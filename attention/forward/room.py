@@ -1,0 +1,160 @@
+"""The forward pass's rooms: the walkthrough's step (buttons, picker, player), the overview's questions (each a link
+to its answer, with the case's own numbers), and the variants page's temperature explorer."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import MutableMapping
+
+import streamlit as st
+
+from ..app import charts, tab, traces
+from ..app.language import lang, t
+from ..app.pickers import KEEP
+from ..app.session import Session
+from ..app.text import plain, prose
+from ..base import i18n
+from ..base.case import with_options
+from ..show.describe import HIDDEN
+from ..show.heatmap import heatmap, labels
+from . import explain_room
+from .compute import Trace
+from .figures import TEMPERATURES
+
+# The walkthrough's step
+
+
+PACES = (0.5, 1.0, 2.0, 3.0, 5.0)  # seconds per step
+
+
+PACE_PX = 220  # the pace slider beside the player's switch
+
+
+def step_picker(trace: Trace) -> str:
+    """The steps to pick from, then one row with previous / next and the player (a row that stays a row on a
+    phone, where columns would stack ◀ above the picker and ▶ below it). The step is the session's, by its name, so
+    it survives a visit to another page and travels in a link."""
+    s = tab.current()
+    names, language = tuple(step.name for step in trace.steps), s.lang  # with RoPE, its step after step 3 (3b)
+    labels = {step.name: step.label for step in trace.steps}
+    s.go_to(s.step)  # a step this case lacks (RoPE, after a case with it): the step it is part of
+    st.session_state.step_picker = s.step
+    st.radio(
+        t("walkthrough.step"),
+        names,
+        format_func=lambda name: f"{labels[name]} {i18n.text(language, f'step.{name}.short')}",
+        key="step_picker",
+        horizontal=True,
+        label_visibility="collapsed",
+        on_change=lambda: s.go_to(st.session_state.step_picker),
+    )
+    row = st.container(horizontal=True, vertical_alignment="center")
+    row.button(
+        "◀", key="previous", on_click=lambda: s.go_to(s.step, by=-1), disabled=s.step == names[0], shortcut="Left"
+    )
+    row.button("▶", key="next", on_click=lambda: s.go_to(s.step, by=1), disabled=s.step == names[-1], shortcut="Right")
+    _player(row, s)
+    return s.step
+
+
+def _player(row, s) -> None:
+    """Play / pause through the steps at a chosen pace (a timed fragment moves to the next step and reruns)."""
+    language = s.lang
+    row.toggle(t("walkthrough.play"), key="playing", persist_state=KEEP, help=t("walkthrough.play_help"))
+    seconds = row.select_slider(
+        t("walkthrough.pace"), PACES, value=2.0,
+        format_func=lambda v: i18n.text(language, "walkthrough.pace_option", seconds=v), key="pace",
+        label_visibility="collapsed", persist_state=KEEP, width=PACE_PX,
+    )  # fmt: skip
+    if st.session_state.playing:
+        st.fragment(lambda: _advance(seconds), run_every=seconds)()
+    else:
+        s.next_step_at = None
+
+
+def _advance(seconds: float) -> None:
+    s = tab.current()
+    if s.next_step_at is None:
+        s.next_step_at = time.monotonic() + seconds
+    if time.monotonic() >= s.next_step_at:
+        s.next_step_at = time.monotonic() + seconds
+        s.go_to(s.step, by=1, wrap=True)  # after the last step, the first again
+        st.rerun(scope="app")
+
+
+# The overview's questions
+
+
+ASK = "ask"  # the link's parameter: which question, answered once when its page opens
+PAGE = {"score": "explain", "output": "explain", "causal": "walkthrough", "sqrt_dk": "variants"}
+
+
+def links(trace: Trace) -> None:
+    """The questions as links, written with this trace's numbers: the score of query 2 on key 3 and output 3, as
+    the article has them, and what a causal mask and ÷√d_k change."""
+    tokens, (query, key), row = trace.case.tokens, _score_cell(trace.case.n), _output_row(trace.case.n)
+    score = trace["scores"][..., query, key].flatten()[0].item()  # the first head's, when there are several
+    output = ", ".join(_number(v) for v in trace.outputs[row].tolist())
+    asks = {
+        "score": t("question.score", query=tokens[query], key=tokens[key], value=_number(score)),
+        "output": t("question.output", token=tokens[row], row=f"[{output}]"),
+        "causal": t("question.causal", token=tokens[0]),
+        "sqrt_dk": t("question.sqrt_dk"),
+    }
+    for ask, question in asks.items():
+        st.page_link(f"pages/{PAGE[ask]}.py", label=plain(question), icon=":material/help:", query_params={ASK: ask})
+
+
+def answer(session: Session, params: MutableMapping[str, str]) -> None:
+    """Set up the view a question's link asks for, once (its parameter taken out of the URL): the number to explain,
+    or the mask and the step."""
+    ask = params.get(ASK)
+    if ask not in PAGE:
+        return
+    params.pop(ASK)
+    case, o = session.case, session.case.options
+    if ask == "score":  # a score's index starts with its head when there are several: the first
+        explain_room.pick("scores_raw", ((0,) if o.heads > 1 else ()) + _score_cell(case.n))
+    elif ask == "output":
+        d_out = len(o.w_out[0]) if o.w_out else case.d_v
+        explain_room.pick("outputs", (_output_row(case.n), min(1, d_out - 1)))  # the article's output 3: its 7.8
+    elif ask == "causal":
+        session.choose(mask="causal")
+        session.go_to("outputs")  # step 7 by its name: on a RoPE case too, where it is the 8th of nine
+
+
+def _number(v: float) -> str:
+    """A number of the question, or "?" where an open exercise hides it (NaN: see exercise.redacted)."""
+    return HIDDEN if math.isnan(v) else f"{v:.4g}"
+
+
+def _score_cell(n: int) -> tuple[int, int]:
+    return min(1, n - 1), min(2, n - 1)  # query 2, key 3
+
+
+def _output_row(n: int) -> int:
+    return min(2, n - 1)  # output 3
+
+
+# The temperature explorer (the variants page): a fragment, so that only it reruns while its slider moves
+
+
+@st.fragment
+def explorer() -> None:
+    """Step 5's weights of the first head at a chosen temperature, from the session's trace. It reads the trace
+    itself, since Streamlit keeps a fragment (and what it holds) until the next full run is over."""
+    s = tab.current()
+    trace = traces.current(s)
+    st.subheader(t("variants.temperature"))
+    st.latex(r"A_{ij} = \frac{e^{S_{ij}/T}}{\sum_k e^{S_{ik}/T}}")
+    st.markdown(prose(t("why.temperature")))
+    temperature = st.select_slider(
+        t("variants.temperature_slider"), TEMPERATURES, value=1.0, key="explore_temperature",
+        persist_state=KEEP,
+    )  # fmt: skip
+    case = with_options(trace.case, temperature=temperature, weights_override=None)
+    weights = traces.variant_weights(s, trace, case)  # the first head, when there are several
+    tokens = labels(trace, "query", trace.case.n)
+    title = t("variants.weights_at", temperature=temperature)
+    charts.chart(heatmap(weights, tokens, tokens, "query", "key", title, lang()), "chart_temperature")

@@ -1,0 +1,157 @@
+"""The eight steps by name, as the article counts and titles them: what each axis of their tensors is, what each
+tensor is made from, and their formulas."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from ..base.case import Case
+from ..base.i18n import text
+from ..base.record import Step
+
+STEP_NAMES = ("inputs", "weights", "qkv", "scores", "softmax", "weighted", "outputs", "repeat")
+# RoPE (rotary position embedding, as in Llama-style models) happens between step 3's projections and step 4's
+# scores: a case with rope_base gets this step there, numbered 3 like the projections it turns (the article has none)
+ROPE = "rope"
+# Each step's label, as the article counts them: RoPE is part of step 3 ("3b"), the steps after it keep theirs
+LABELS = {name: str(number) for number, name in enumerate(STEP_NAMES, start=1)} | {ROPE: "3b"}
+
+# What each axis of a recorded tensor is; with heads > 1, the tensors in PER_HEAD have the head axis first.
+AXES = {
+    "x": ("token", "feature"),
+    "w_query": ("feature", "query dim"),
+    "w_key": ("feature", "key dim"),
+    "w_value": ("feature", "value dim"),
+    "queries_unrotated": ("token", "query dim"),
+    "keys_unrotated": ("token", "key dim"),
+    "queries": ("token", "query dim"),
+    "keys": ("token", "key dim"),
+    "values": ("token", "value dim"),
+    "scores_raw": ("query", "key"),
+    "scores": ("query", "key"),
+    "weights_exact": ("query", "key"),
+    "weights": ("query", "key"),
+    "weighted": ("key", "query", "value dim"),
+    "head_outputs": ("query", "value dim"),
+    "concat": ("query", "value dim"),
+    "outputs": ("query", "output dim"),
+    "outputs_by_query": ("query", "output dim"),
+}
+PER_HEAD = {"queries", "keys", "values", "scores_raw", "scores", "weights_exact", "weights", "weighted", "head_outputs"}
+PER_HEAD |= {"queries_unrotated", "keys_unrotated"}  # with RoPE, step 3's queries and keys before they are turned
+
+# What each tensor is made from (its parents): what its step read. Step 7's concat and outputs are made from the
+# first of theirs that the step has (the heads joined, or the one head's sum over the keys).
+MADE_FROM = {
+    "queries": ("x", "w_query"),
+    "keys": ("x", "w_key"),
+    "queries_unrotated": ("x", "w_query"),
+    "keys_unrotated": ("x", "w_key"),
+    "values": ("x", "w_value"),
+    "scores_raw": ("queries", "keys"),
+    "scores": ("scores_raw",),
+    "weights_exact": ("scores",),
+    "weights": ("weights_exact",),
+    "weighted": ("weights", "values"),
+    "head_outputs": ("weighted",),
+    "concat": ("head_outputs", "weighted"),
+    "outputs": ("concat", "weighted"),
+    "outputs_by_query": ("queries", "keys", "values"),
+}
+TURNED = {"queries": ("queries_unrotated",), "keys": ("keys_unrotated",)}  # the RoPE step's
+
+# The article's step titles and a line on each, in English (the CLI, trace files); pages show the catalogue's
+# step.<name>.title / step.<name>.explanation in the reader's language.
+TITLES = {name: text("en", f"step.{name}.title") for name in (*STEP_NAMES, ROPE)}
+EXPLANATIONS = {name: text("en", f"step.{name}.explanation") for name in (*STEP_NAMES, ROPE)}
+
+
+def step_names(case: Case) -> tuple[str, ...]:
+    """The steps a case's trace holds, in order: the article's eight, and RoPE after step 3 when the case has it."""
+    if case.options.rope_base is None:
+        return STEP_NAMES
+    after = STEP_NAMES.index("qkv") + 1
+    return (*STEP_NAMES[:after], ROPE, *STEP_NAMES[after:])
+
+
+def step_of(case: Case, said: str) -> str | None:
+    """The step a link or a person names: by its name ("scores"), its label ("3b"), or, as links held it before
+    steps had names, its place among the case's steps from 1 ("4"); None when the case has no such step."""
+    names = step_names(case)
+    if said in names:
+        return said
+    if said == LABELS[ROPE]:
+        return ROPE if ROPE in names else None
+    if said.isascii() and said.isdigit() and len(said) < 3 and 1 <= int(said) <= len(names):  # not "²", not 9⁵⁰⁰⁰
+        return names[int(said) - 1]
+    return None
+
+
+def step_near(case: Case, name: str, by: int = 0, wrap: bool = False) -> str:
+    """The case's step `by` steps from `name` (one it lacks, RoPE after a case with it, counts as the step it is part
+    of): at the ends it stays, or with `wrap` goes round from the last to the first."""
+    names = step_names(case)
+    here = names.index(name) if name in names else names.index("qkv") if name == ROPE else 0
+    return names[(here + by) % len(names) if wrap else min(len(names) - 1, max(0, here + by))]
+
+
+def number(name: str) -> int:
+    """A step's number as the article counts its eight (RoPE is part of step 3)."""
+    return STEP_NAMES.index("qkv" if name == ROPE else name) + 1
+
+
+def step(case: Case, name: str, tensors: Mapping, device: str, seconds: float, notes: tuple = ()) -> Step:
+    """A step of the trace, with its formula and what each of its tensors was made from."""
+    table, reads = MADE_FROM | (TURNED if name == ROPE else {}), {}
+    for tensor in tensors:
+        parents = table.get(tensor, ())
+        if tensor in ("concat", "outputs"):  # the heads joined, or the one head's sum over the keys
+            parents = next(((p,) for p in parents if p in tensors), parents[-1:])
+        reads[tensor] = parents
+    return Step(number(name), name, LABELS[name], TITLES[name], EXPLANATIONS[name], formula(name, case), tensors,
+                MappingProxyType(reads), device, seconds, notes)  # fmt: skip
+
+
+def formula(name: str, case: Case, lang: str = "en") -> str:
+    """The step's formula in LaTeX, with this case's sizes and options (its few words in `lang`)."""
+    o, n, h = case.options, case.n, case.options.heads
+
+    def words(key: str, **params) -> str:
+        return rf"\text{{{text(lang, f'formula.{key}', **params)}}}"
+
+    if name == "inputs":
+        return rf"X \in \mathbb{{R}}^{{{n} \times {case.d_in}}}"
+    if name == "weights":
+        return (
+            rf"W_Q, W_K \in \mathbb{{R}}^{{{case.d_in} \times {case.d_k}}},\quad "
+            rf"W_V \in \mathbb{{R}}^{{{case.d_in} \times {case.d_v}}}"
+        )
+    if name == "qkv":
+        g = o.kv_heads or h
+        sizes = f"{case.d_head}, {case.d_head}, {case.d_v // g}"
+        split = rf",\quad {words('heads', heads=h)}\ {sizes}\ {words('columns')}" if h > 1 else ""
+        shared = rf",\quad {words('kv_heads', kv_heads=g, group=h // g)}" if g < h else ""
+        return rf"Q = X W_Q,\quad K = X W_K,\quad V = X W_V{split}{shared}"
+    if name == ROPE:  # the rotation R_t turns pair p of a query or key at position t by the angle t·θ_p
+        theta = rf"\theta_p = {o.rope_base:g}^{{-2p/{case.d_head}}}"
+        q = r"\begin{pmatrix} q_{2p} \\ q_{2p+1} \end{pmatrix}"
+        turn = r"\begin{pmatrix} \cos t\theta_p & -\sin t\theta_p \\ \sin t\theta_p & \cos t\theta_p \end{pmatrix}"
+        pair = rf"{q} \leftarrow {turn} {q}"
+        return rf"{pair},\quad {theta},\quad k\ {words('likewise')}"
+    if name == "scores":
+        scale = {"none": "", "sqrt_dk": rf"\frac{{1}}{{\sqrt{{{case.d_head}}}}}\,"}.get(o.scale)
+        scale = rf"{o.scale:g}\," if scale is None else scale
+        temperature = "" if o.temperature == 1 else rf" \,/\, {o.temperature:g}"
+        mask = rf",\quad S_{{ij}} = -\infty\ {words('where')}\ M_{{ij}} = 0" if o.mask is not None else ""
+        return rf"S = {scale}Q K^\top{temperature}{mask}"
+    if name == "softmax":
+        exact = r"A_{ij} = \frac{e^{S_{ij}}}{\sum_k e^{S_{ik}}}"
+        return exact + (rf",\quad A := \tilde{{A}}\ {words('rounded')}" if o.weights_override is not None else "")
+    if name == "weighted":
+        return r"\mathcal{W}_{j,i,:} = A_{ij}\, V_{j,:}"
+    if name == "outputs":
+        heads = r",\quad O = [O^{(1)} \cdots O^{(h)}]" if h > 1 else ""
+        project = r",\quad O \leftarrow O\, W_O" if o.w_out is not None else ""
+        return r"O_{i,:} = \sum_j \mathcal{W}_{j,i,:} = (A V)_{i,:}" + heads + project
+    return rf"o_i = {words('with')}\ q_i\ {words('alone')} = O_{{i,:}} \quad {words('each_query')}\ i"

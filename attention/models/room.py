@@ -1,0 +1,121 @@
+"""The model room: the sidebar's model, sentence, layer and head (the section of origins/model.py), every head of
+the layer as small maps to open one, and a decoder's next tokens. The choice's operations are origins/model.py's."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from .. import models
+from ..app.language import t
+from ..app.origins import model
+from ..app.origins.model import Choice
+from ..app.session import Session
+from ..app.text import plain
+from ..base.i18n import render
+from ..forward.compute import attend
+from ..show.heatmap import heatmap
+from . import SPECS
+
+KEYS = {"real_model": "model", "real_text": "sentence", "real_layer": "layer", "real_head": "head"}
+EXAMPLE = "real_example"  # a picked example sentence goes into the sentence box
+MAPS_PER_ROW = 4
+
+
+def choice(session: Session) -> Choice:
+    """The choice shown: the session's, or the default one before a model was loaded."""
+    head = model.shown(session)
+    return head.choice if head is not None else Choice.default()
+
+
+def read(session: Session) -> None:
+    """The room's new values (as the sidebar's: a value is new when it differs from what its widget showed)."""
+    s, shown = st.session_state, session.widgets
+    changes = {KEYS[k]: s[k] for k in KEYS if k in s and s[k] != shown.get(k, s[k])}
+    if s.get(EXAMPLE) is not None:  # an example picked: into the sentence box, and the picker empty again
+        changes["sentence"], s[EXAMPLE] = s[EXAMPLE], None
+    if changes:
+        model.choose(session, session.loader, **changes)
+
+
+def draw(session: Session) -> None:
+    """The room in the sidebar, under the preset: what to install, or the model, sentence, layer and head."""
+    c, language, head = choice(session), session.lang, model.shown(session)
+    typed = head.typed if head is not None else c.sentence
+    shown = {"real_model": c.model, "real_text": typed, "real_layer": c.layer, "real_head": c.head}
+    for key, value in shown.items():
+        if st.session_state.get(key) != value:
+            st.session_state[key] = value
+    session.widgets |= shown
+    spec = SPECS[c.model]
+    st.selectbox(t("real.model"), SPECS, format_func=lambda m: SPECS[m].title, key="real_model")
+    if (missing := models.install_message(c.model)) is not None:
+        st.error(plain(render(language, missing)), icon=":material/download:")
+        st.code(f"pip install -r requirements.txt && {models.INSTALL}", language="bash", wrap_lines=True)
+        return
+    st.caption(t(f"real.about_{c.model}"))
+    st.text_input(
+        t("real.sentence"), key="real_text", max_chars=models.MAX_SENTENCE_CHARS,
+        help=t("real.sentence_help", tokens=models.MAX_SENTENCE_TOKENS),
+    )  # fmt: skip
+    st.selectbox(
+        t("real.examples"), models.EXAMPLES, index=None, key=EXAMPLE, placeholder=t("real.examples_placeholder")
+    )
+    left, right = st.columns(2)
+    left.number_input(t("real.layer"), 1, spec.layers, step=1, key="real_layer", help=t("real.layer_help"))
+    right.number_input(t("real.head"), 0, spec.heads, step=1, key="real_head", help=t("real.head_help"))
+    if head is not None and session.origin is not head:  # edited from it: say so, and the way back
+        st.info(plain(render(language, session.origin.title())), icon=":material/edit:")
+        st.button(t("real.back"), key="real_back", on_click=session.reset, width="stretch")
+
+
+def layer_weights(session: Session, head: model.ModelHead):
+    """Every head's step-5 weights of the layer shown (h, n, n), kept while the sentence and layer are."""
+    c, run = head.choice, head.run
+
+    def make():
+        return attend(models.layer_case(session.loader(c.model), run, c.layer - 1))["weights"].cpu()
+
+    return session.derived.get(("layer weights", c.model, run.sentence, c.layer), make)
+
+
+def heads(session: Session) -> None:
+    """Every head of the layer as a small map of its weights; a head's button opens it."""
+    if (last := model.shown(session)) is None:
+        return
+    c, tokens, made = last.choice, last.run.tokens, session.origin is last  # not edited since
+    st.header(t("real.heads", layer=c.layer, model=SPECS[c.model].title))
+    st.caption(t("real.heads_help"))
+    every = layer_weights(session, last)
+    st.button(
+        t("real.open_layer", heads=len(every)), key="open_layer", disabled=made and c.head == 0,
+        on_click=lambda: model.choose(session, session.loader, head=0), icon=":material/view_week:",
+    )  # fmt: skip
+    columns = st.columns(MAPS_PER_ROW)
+    for head in range(len(every)):
+        where = columns[head % MAPS_PER_ROW]
+        title = t("real.head_title", head=head + 1)
+        fig = heatmap(every[head], list(tokens), list(tokens), "query", "key", title=title, lang=session.lang)
+        fig.update_layout(height=220, margin={"l": 0, "r": 0, "t": 30, "b": 0}, showlegend=False)
+        fig.update_traces(showscale=False, text=None, texttemplate=None)
+        fig.update_xaxes(showticklabels=False)
+        fig.update_yaxes(showticklabels=False)
+        where.plotly_chart(fig, key=f"head_map_{head}", width="stretch", config={"displayModeBar": False})
+        shown = made and head + 1 == c.head
+        where.button(
+            t("real.open_head", head=head + 1), key=f"open_head_{head}", disabled=shown, width="stretch",
+            on_click=lambda h=head + 1: model.choose(session, session.loader, head=h),
+        )  # fmt: skip
+
+
+def next_tokens(session: Session) -> None:
+    """A decoder's five most likely next tokens after the sentence, with their probabilities."""
+    if (last := model.shown(session)) is None or last.run.next_tokens is None:
+        return
+    st.subheader(t("real.next_tokens"))
+    shown = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥"})  # as the tokens are labelled (models.readable)
+    rows = [(token.translate(shown), p) for token, p in last.run.next_tokens]
+    table = pd.DataFrame(rows, columns=[t("real.token"), t("real.probability")])
+    probability = st.column_config.ProgressColumn(t("real.probability"), format="percent", min_value=0, max_value=1)
+    st.dataframe(table, hide_index=True, column_config={t("real.probability"): probability}, key="next_tokens")
+    st.caption(t("real.next_tokens_help"))

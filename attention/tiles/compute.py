@@ -1,0 +1,278 @@
+"""Attention in tiles (FlashAttention's online softmax): step 7's outputs, a query tile against a key tile at a time."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import ClassVar
+
+import torch
+
+from ..base.case import Case, CaseError, with_options
+from ..base.device import resolve_device, synchronize
+from ..base.i18n import excerpt, msg
+from ..base.record import Check, Record, Step, compare
+from ..forward.compute import Trace, positions, rope, scale_factor
+
+MAX_TILES = 4096  # tile visits of one run (a Python loop): n = 1024 in blocks of 16, about a second on one core
+KEEP_ALL_MAX_N = 64  # up to this n every visit is recorded; past it only the query tiles asked for (the page's one)
+TOLERANCE = {"float32": 1e-6, "float64": 1e-12}  # |tiled − step 7| relative to step 7's largest |number|
+
+
+def default_block(n: int) -> int:
+    """Two tiles a side up to n = 128 (the article's 3 × 3 case: a tile of 2, then one of 1, so a causal mask
+    skips one), then FlashAttention's usual 64."""
+    return min(64, max(1, math.ceil(n / 2)))
+
+
+def check_block(value: object, n: int, name: str) -> int:
+    """A block size as a person typed it or a link gave it: a whole number from 1 to n, else a CaseError naming it."""
+    where = msg(f"tiles.where_{name}")  # the field, as the page labels it
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdecimal() and len(value.strip()) < 8:
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CaseError(where, msg("tiles.error_whole", value=excerpt(value), n=n))
+    if not 1 <= value <= n:
+        raise CaseError(where, msg("tiles.error_range", value=value, n=n))
+    return value
+
+
+def check_blocks(block_q: object, block_k: object, n: int) -> tuple[int, int]:
+    """Both block sizes checked, and not so small that the tiles are more than MAX_TILES."""
+    b_q, b_k = check_block(block_q, n, "block_q"), check_block(block_k, n, "block_k")
+    if math.ceil(n / b_q) * math.ceil(n / b_k) > MAX_TILES:
+        tiles = math.ceil(n / b_q) * math.ceil(n / b_k)
+        raise CaseError(msg("tiles.where_blocks"), msg("tiles.error_many", tiles=tiles, most=MAX_TILES))
+    return b_q, b_k
+
+
+# Each tile's tensors have the head axis first, whatever the heads (h, …)
+AXES = {
+    "scores": ("query", "key"),
+    "terms": ("query", "key"),
+    "m_before": ("query",),
+    "m": ("query",),
+    "rescale": ("query",),
+    "l_before": ("query",),
+    "l": ("query",),
+    "partial_before": ("query", "value dim"),
+    "partial": ("query", "value dim"),
+}
+# What each is made from: the tile's scores, and the running m, ℓ and partial output before it
+MADE_FROM = {
+    "m": ("m_before", "scores"),
+    "rescale": ("m_before", "m"),
+    "terms": ("scores", "m"),
+    "l": ("l_before", "rescale", "terms"),
+    "partial": ("partial_before", "rescale", "terms"),
+}
+SKIPPED = "skipped: every score of the tile masked"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Visit(Step):
+    """Key tile j's pass over query tile i: the online softmax's step (i, j), named "i.j" from 1.
+
+    Tensors, each with the head axis first (h, …): `scores` (h, b_q, b_k) the tile's scores (scaled, masked);
+    `m_before`, `m` the running maximum of each query's scores before and after; `rescale` = e^(m_before − m), what
+    the sums so far are multiplied by; `l_before`, `l` the running sum of e^(s − m); `terms` (h, b_q, b_k) the tile's
+    e^(s − m); `partial_before`, `partial` (h, b_q, d_v/h) the running sum of e^(s − m) · v (divided by ℓ at the end).
+    """
+
+    query_tile: int  # i, from 0
+    key_tile: int  # j, from 0
+    queries: range  # the tile's queries (rows of the score matrix)
+    keys: range  # its keys (columns)
+    skipped: bool  # every score of the tile masked: nothing computed, nothing read (causal FlashAttention's saving)
+
+
+def visit(i: int, j: int, rows: range, cols: range, tensors: dict, device: str) -> Visit:
+    """Visit (i, j) with its tensors on the CPU (none when the tile is skipped)."""
+    name = f"{i + 1}.{j + 1}"
+    tensors = MappingProxyType({k: t.detach().cpu() for k, t in tensors.items()})
+    notes = () if tensors else (SKIPPED,)
+    title = f"query tile {i + 1}, key tile {j + 1}"
+    return Visit(0, name, name, title, "", "", tensors, MappingProxyType(MADE_FROM), device, notes=notes,
+                 query_tile=i, key_tile=j, queries=rows, keys=cols, skipped=not tensors)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Tiled(Record):
+    """The tiled run of a case: the visits recorded (in order), its outputs, and what it held."""
+
+    AXES: ClassVar = AXES
+    TITLE: ClassVar = "Attention in tiles"
+    case: Case  # as computed: with the exact softmax (a weights override is not attention)
+    block_q: int
+    block_k: int
+    steps: tuple[Visit, ...]  # the recorded ones: every visit, or those of the query tiles asked for
+    recorded: tuple[int, ...] | None  # the query tiles whose visits are recorded; None: all
+    outputs: torch.Tensor  # (n, d_out): as step 7's
+    head_outputs: torch.Tensor  # (h, n, d_v/h): each head's, before the heads are joined (and w_out)
+    skipped: tuple[tuple[int, int], ...]  # (query tile, key tile) of every tile skipped
+    tile_bytes: int  # the most bytes the loop's tensors held at once (a tile's scores and terms, m, ℓ, the partial)
+    device: str
+    seconds: float
+
+    def axes(self, name: str) -> tuple[str, ...]:
+        return ("head", *AXES[name])  # whatever the heads
+
+    @property
+    def visits(self) -> tuple[Visit, ...]:
+        return self.steps
+
+    @property
+    def query_tiles(self) -> int:
+        return math.ceil(self.case.n / self.block_q)
+
+    @property
+    def key_tiles(self) -> int:
+        return math.ceil(self.case.n / self.block_k)
+
+    @property
+    def tiles(self) -> int:
+        return self.query_tiles * self.key_tiles
+
+    def visit(self, query_tile: int, key_tile: int) -> Visit | None:
+        """A recorded visit by its tile; None when it was not recorded."""
+        return next((v for v in self.steps if (v.query_tile, v.key_tile) == (query_tile, key_tile)), None)
+
+    def heading(self) -> str:
+        recorded = (
+            "" if self.recorded is None else f" (recorded: query tiles {', '.join(str(i + 1) for i in self.recorded)})"
+        )
+        return (f"n = {self.case.n}, tiles of {self.block_q} × {self.block_k}: {self.tiles} tiles, {len(self.skipped)} "
+                f"skipped{recorded} · {self.case.options.dtype} · {self.device}")  # fmt: skip
+
+
+def tiled(case: Case, block_q: int | None = None, block_k: int | None = None, keep: tuple[int, ...] | None = None):
+    """Attention a tile at a time with the online softmax: for each query tile, the key tiles in order, each
+    updating the running maximum m, the running sum ℓ and the partial output; output = partial / ℓ. No n × n tensor
+    is made. `keep`: the query tiles whose visits are recorded (None: all up to KEEP_ALL_MAX_N, none past it)."""
+    case = case if case.options.weights_override is None else with_options(case, weights_override=None)
+    o, n = case.options, case.n
+    b_q, b_k = check_blocks(*(default_block(n) if b is None else b for b in (block_q, block_k)), n)
+    keep = (tuple(range(math.ceil(n / b_q))) if n <= KEEP_ALL_MAX_N else ()) if keep is None else keep
+    device = resolve_device(o.device)
+    queries, keys, values = _qkv(case, device)  # (h, n, d_k/h), (h, n, d_k/h), (h, n, d_v/h)
+    factor = scale_factor(case) / o.temperature
+    visits, skipped, peak = [], [], 0
+    head_outputs = values.new_empty(values.shape)  # (h, n, d_v/h): filled a query tile at a time
+    synchronize(device)
+    start = time.perf_counter()
+    for i, q0 in enumerate(range(0, n, b_q)):
+        rows = range(q0, min(q0 + b_q, n))
+        q = queries[:, q0 : rows.stop]  # (h, b_q, d)
+        m = q.new_full(q.shape[:-1], float("-inf"))  # (h, b_q): each query's largest score so far
+        ell = q.new_zeros(q.shape[:-1])  # (h, b_q): ℓ, the sum of e^(s − m) so far
+        partial = q.new_zeros((*q.shape[:-1], values.shape[-1]))  # (h, b_q, d_v): the sum of e^(s − m) · v so far
+        for j, k0 in enumerate(range(0, n, b_k)):
+            cols = range(k0, min(k0 + b_k, n))
+            allowed = _tile_mask(o.mask, rows, cols, device)  # (b_q, b_k) bool, or None: every key allowed
+            if allowed is not None and not allowed.any():  # the whole tile masked: skip it (causal: above the diagonal)
+                skipped.append((i, j))
+                if i in keep:
+                    visits.append(visit(i, j, rows, cols, {}, str(device)))
+                continue
+            s = (q @ keys[:, k0 : cols.stop].mT) * factor  # (h, b_q, b_k): this tile's scores alone
+            if allowed is not None:
+                s = s.masked_fill(~allowed, float("-inf"))
+            m_new = torch.maximum(m, s.amax(dim=-1))  # (h, b_q)
+            # a query with no key allowed yet keeps m = −∞: shift by 0 there, so that −∞ − (−∞) makes no NaN
+            shift = m_new.masked_fill(m_new == float("-inf"), 0.0)
+            rescale = torch.exp(m - shift)  # (h, b_q): the sums so far were made under m; now they are under m_new
+            terms = torch.exp(s - shift[..., None])  # (h, b_q, b_k): e^(s − m_new), 0 where masked
+            l_new = ell * rescale + terms.sum(dim=-1)
+            partial_new = partial * rescale[..., None] + terms @ values[:, k0 : cols.stop]  # (h, b_q, d_v)
+            held = (s, terms, m, m_new, rescale, ell, l_new, partial, partial_new) + (
+                () if allowed is None else (allowed,)
+            )
+            peak = max(peak, sum(t.numel() * t.element_size() for t in held))
+            if i in keep:
+                tensors = {"scores": s, "m_before": m, "m": m_new, "rescale": rescale, "l_before": ell, "l": l_new}
+                tensors |= {"terms": terms, "partial_before": partial, "partial": partial_new}
+                visits.append(visit(i, j, rows, cols, tensors, str(device)))
+            m, ell, partial = m_new, l_new, partial_new
+        # a query that may attend to no key has ℓ = 0 and partial 0: its output 0, as fused attention gives
+        head_outputs[:, q0 : rows.stop] = partial / torch.where(ell > 0, ell, 1.0)[..., None]
+    synchronize(device)
+    seconds = time.perf_counter() - start
+    concat = head_outputs.transpose(0, 1).flatten(1)  # (n, d_v): the heads side by side, as step 7 joins them
+    outputs = concat if o.w_out is None else concat @ torch.tensor(o.w_out, dtype=concat.dtype, device=device)
+    kept = None if len(keep) == math.ceil(n / b_q) else tuple(keep)
+    return Tiled(
+        case, b_q, b_k, tuple(visits), kept, outputs.cpu(), head_outputs.cpu(), tuple(skipped), peak, str(device),
+        seconds,
+    )  # fmt: skip
+
+
+def _qkv(case: Case, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Steps 1-3 (and RoPE) as the eight steps make them, each with a head axis: (h, n, d/h)."""
+    o, dtype = case.options, getattr(torch, case.options.dtype)
+    h, g = o.heads, o.kv_heads or o.heads
+    x = torch.tensor(case.x, dtype=dtype, device=device)  # (n, d_in)
+    w_query, w_key, w_value = (
+        torch.tensor(w, dtype=dtype, device=device) for w in (case.w_query, case.w_key, case.w_value)
+    )
+    queries = (x @ w_query).unflatten(-1, (h, -1)).transpose(0, 1)  # (h, n, d_k/h)
+    keys, values = ((x @ w).unflatten(-1, (g, -1)).transpose(0, 1) for w in (w_key, w_value))  # (g, n, d/g)
+    keys, values = keys.repeat_interleave(h // g, dim=0), values.repeat_interleave(h // g, dim=0)  # (h, n, d/h)
+    if o.rope_base is not None:
+        t = positions(case).to(device)
+        queries, keys = rope(queries, t, o.rope_base), rope(keys, t, o.rope_base)
+    return queries, keys, values
+
+
+def _tile_mask(mask, rows: range, cols: range, device: torch.device) -> torch.Tensor | None:
+    """The tile's part of the mask (True: the query may attend to the key), made for the tile alone."""
+    if mask is None:
+        return None
+    if mask == "causal":  # query i may attend to keys 1..i
+        if cols.stop - 1 <= rows.start:  # the tile is on or below the diagonal's first row: every key allowed
+            return None
+        r = torch.arange(rows.start, rows.stop, device=device)[:, None]
+        return r >= torch.arange(cols.start, cols.stop, device=device)[None, :]
+    return torch.tensor([row[cols.start : cols.stop] for row in mask[rows.start : rows.stop]], device=device) != 0
+
+
+def check(run: Tiled, outputs: torch.Tensor) -> Check:
+    """Compare the tiled outputs with step 7's outputs of the same case (with the exact softmax)."""
+    return compare("step 7", run.outputs, outputs.detach().cpu(), TOLERANCE[run.case.options.dtype])
+
+
+def step_7_heads(trace: Trace) -> torch.Tensor:
+    """Step 7's outputs of each head, before the heads are joined and w_out: (h, n, d_v/h)."""
+    step = trace.step("outputs").tensors
+    if "head_outputs" in step:
+        return step["head_outputs"]
+    return step.get("concat", step["outputs"])[None]
+
+
+def matrix_bytes(trace: Trace) -> int:
+    """The bytes of the trace's n × n tensors (each head's scores, weights), each storage counted once."""
+    seen, total = set(), 0
+    for step in trace.steps:
+        for name, t in step.tensors.items():
+            square = trace.axes(name)[-2:] == ("query", "key")  # scores_raw, scores, weights_exact, weights
+            if square and isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in seen:
+                seen.add(t.untyped_storage().data_ptr())
+                total += t.numel() * t.element_size()
+    return total
+
+
+def estimates(run: Tiled, query: int, head: int) -> torch.Tensor:
+    """Query's output after each key tile, partial / ℓ, (key tiles, d_v/h): how it converges to step 7's
+    (a skipped tile leaves it as it was; before any key is allowed, 0). Needs the query's tile recorded."""
+    i = query // run.block_q
+    r, rows, last = query - i * run.block_q, [], None
+    for j in range(run.key_tiles):
+        v = run.visit(i, j)
+        if v is None:
+            raise KeyError(f"query tile {i + 1} was not recorded")
+        if not v.skipped:
+            ell = v.tensors["l"][head, r]
+            last = v.tensors["partial"][head, r] / (ell if ell > 0 else 1.0)
+        rows.append(torch.zeros(run.head_outputs.shape[-1], dtype=run.head_outputs.dtype) if last is None else last)
+    return torch.stack(rows)

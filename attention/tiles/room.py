@@ -1,0 +1,137 @@
+"""The Tiles page's room: its block sizes as typed, the tiled run kept in the session's cache, the tile player."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import streamlit as st
+
+from ..app import tab, traces
+from ..app.language import t
+from ..app.pickers import KEEP
+from ..app.session import Session
+from ..base import i18n
+from ..base.record import Check
+from ..forward.compute import Trace
+from . import script
+from .compute import KEEP_ALL_MAX_N, Tiled, check, default_block, tiled
+from .state import Tiling, clamp_tile
+
+T = TypeVar("T")
+PACE = 1.5  # seconds per tile while the player plays
+
+
+def blocks(s: Session) -> tuple[int, int]:
+    """The block sizes in effect: the session's, or the defaults for n (also when a new case is smaller than them)."""
+    return s.view(Tiling).blocks_for(s.case.n)
+
+
+def run(s: Session, trace: Trace) -> Tiled:
+    """The tiled run of the trace's case, kept while the case and blocks are: every visit recorded up to
+    KEEP_ALL_MAX_N, past it the shown query tile's alone (so nothing n × n is kept either)."""
+    b_q, b_k = blocks(s)
+    keep = None if trace.case.n <= KEEP_ALL_MAX_N else (min(s.view(Tiling).tile[0], -(-trace.case.n // b_q) - 1),)
+    key = ("tiled", trace.case, b_q, b_k, keep)
+    return s.derived.get(key, lambda: tiled(trace.case, b_q, b_k, keep))
+
+
+def agreement(s: Session, trace: Trace, tiled: Tiled) -> Check:
+    """The tiled outputs against step 7's of the trace with the exact softmax (the tiles compute the exact one)."""
+    exact = traces.exact(s, trace)
+    key = ("tiled check", exact.case, tiled.block_q, tiled.block_k)
+    return s.derived.get(key, lambda: check(tiled, exact.outputs))
+
+
+def kept(s: Session, trace: Trace, tiled: Tiled, what: tuple, make: Callable[[], T]) -> T:
+    """make() kept while the case, the blocks, the language and `what` (plain values naming it) are the same."""
+    key = ("tiles", what, trace.case, tiled.block_q, tiled.block_k, tiled.recorded, s.lang)
+    return s.derived.get(key, make)
+
+
+def block_inputs(s: Session) -> None:
+    """B_q and B_k as text (a number input would clamp 0 or 2000 without a word): a bad one keeps the last valid."""
+    b_q, b_k = blocks(s)
+    if s.view(Tiling).error is None:  # what is typed shows what is used; a refused text stays as typed, with why
+        st.session_state.tiles_bq, st.session_state.tiles_bk = str(b_q), str(b_k)
+    left, right = st.columns(2)
+    n, default = s.case.n, default_block(s.case.n)
+
+    def typed() -> None:
+        s.view(Tiling).choose_blocks(st.session_state.tiles_bq, st.session_state.tiles_bk, s.case.n)
+
+    left.text_input(
+        t("tiles.block_q"), key="tiles_bq", on_change=typed, help=t("tiles.block_help", n=n, default=default)
+    )
+    right.text_input(
+        t("tiles.block_k"), key="tiles_bk", on_change=typed, help=t("tiles.block_help", n=n, default=default)
+    )
+
+
+def tile_picker(s: Session, tiled: Tiled) -> tuple[int, int]:
+    """The query tile and key tile shown (pickers), previous / next over the visits in order, and a player."""
+    s.view(Tiling).tile = clamp_tile(s.view(Tiling).tile, tiled.case.n, (tiled.block_q, tiled.block_k))
+    tokens = tiled.case.tokens
+    query_tiles, key_tiles = range(tiled.query_tiles), range(tiled.key_tiles)
+    st.session_state.tiles_query_tile, st.session_state.tiles_key_tile = s.view(Tiling).tile
+
+    language = s.lang  # the widget keeps its format_func, called outside a run too: the language as it is now
+
+    def span(b: int, size: int):
+        def option(i: int) -> str:
+            last = tokens[min(i * b + b, size) - 1]
+            return i18n.text(language, "tiles.tile_option", number=i + 1, first=tokens[i * b], last=last)
+
+        return option
+
+    def picked() -> None:
+        s.view(Tiling).tile = (st.session_state.tiles_query_tile, st.session_state.tiles_key_tile)
+
+    left, right = st.columns(2)
+    left.selectbox(t("tiles.query_tile"), query_tiles, format_func=span(tiled.block_q, tiled.case.n),
+                   key="tiles_query_tile", on_change=picked)  # fmt: skip
+    right.selectbox(t("tiles.key_tile"), key_tiles, format_func=span(tiled.block_k, tiled.case.n),
+                    key="tiles_key_tile", on_change=picked)  # fmt: skip
+    row = st.container(horizontal=True, vertical_alignment="center")
+    order, key_tiles = tiled.tiles, tiled.key_tiles  # plain numbers: the buttons keep their callbacks till the next run
+    at = s.view(Tiling).tile[0] * key_tiles + s.view(Tiling).tile[1]
+
+    def go(by: int) -> None:
+        s.view(Tiling).tile = divmod((at + by) % order, key_tiles)
+
+    row.button("◀", key="tiles_previous", on_click=go, args=(-1,), disabled=at == 0)
+    row.button("▶", key="tiles_next", on_click=go, args=(1,), disabled=at == order - 1)
+    row.toggle(t("tiles.play"), key="tiles_playing", persist_state=KEEP, help=t("tiles.play_help", seconds=PACE))
+    if st.session_state.tiles_playing:
+        st.fragment(lambda: _advance(order, key_tiles), run_every=PACE)()
+    else:
+        s.next_step_at = None
+    return s.view(Tiling).tile
+
+
+def _advance(order: int, key_tiles: int) -> None:
+    s = tab.current()
+    if s.next_step_at is None:
+        s.next_step_at = time.monotonic() + PACE
+    if time.monotonic() >= s.next_step_at:
+        s.next_step_at = time.monotonic() + PACE
+        at = s.view(Tiling).tile[0] * key_tiles + s.view(Tiling).tile[1]
+        s.view(Tiling).tile = divmod((at + 1) % order, key_tiles)  # after the last tile, the first again
+        st.rerun(scope="app")
+
+
+def query_picker(tokens: tuple[str, ...], queries: range) -> int:
+    """One query of the tile, by its label, from 0 within the tile (the widget keeps its format_func: it must keep
+    the labels alone, never the page's trace)."""
+    row = st.selectbox(t("tiles.explain_query"), range(len(queries)), format_func=lambda r: tokens[queries[r]],
+                       key="tiles_query", persist_state=KEEP)  # fmt: skip
+    return row if row is not None and row < len(queries) else 0
+
+
+def script_button(case, block_q: int, block_k: int) -> None:
+    """The exported script, made on a click (the button keeps the case and block sizes, never a trace)."""
+    made = lambda: script.to_script(case, block_q, block_k)  # noqa: E731
+    st.download_button(
+        t("tiles.script"), made, "attention_tiles.py", "text/x-python", on_click="ignore", key="get_tiles"
+    )

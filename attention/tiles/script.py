@@ -1,0 +1,133 @@
+"""The exported script's tiled loop: the eight steps, then FlashAttention's online softmax checked against step 7."""
+
+from __future__ import annotations
+
+from ..base.case import Case, with_options
+from ..base.numbers import approx
+from ..forward.compute import attend
+from ..forward.script import to_script as eight_steps
+from .compute import TOLERANCE, check, check_blocks, default_block, tiled
+
+PRINT_TILES_UP_TO = 16  # n: each tile's m and ℓ are printed up to here (at n = 1024 the loop has 256 tiles)
+
+
+def to_script(case: Case, block_q: int, block_k: int) -> str:
+    """The eight steps with the exact softmax (a weights override is not attention), then the tiled loop."""
+    case = case if case.options.weights_override is None else with_options(case, weights_override=None)
+    body = eight_steps(case).replace("Self-attention in eight steps", "Self-attention in eight steps, then in tiles", 1)
+    return body + "\n" + "\n".join(block(case, block_q, block_k)) + "\n"
+
+
+def shown(case: Case, block_q: int, block_k: int) -> str:
+    """The tiled loop as the Tiles page shows it (the exported script runs the eight steps before it)."""
+    return "\n".join(block(case, block_q, block_k))
+
+
+def block(case: Case, block_q: int, block_k: int) -> list[str]:
+    """The tiled loop, reading the script's queries, keys, values and step 7's outputs."""
+    heads = case.options.heads > 1
+    lines = [
+        "# Attention in tiles (FlashAttention's online softmax): the same outputs, a query tile against a key tile at",
+        "# a time, never the n × n score matrix. m: each query's largest score so far; l: the sum of e^(s − m) so far.",
+        f"B_q, B_k = {block_q}, {block_k}  # queries and keys per tile",
+        "q_all, k_all, v_all = queries, keys, values"
+        if heads
+        else "q_all, k_all, v_all = queries[None], keys[None], values[None]  # (1, n, d): one head",
+        "n = q_all.shape[1]",
+        "tiled = torch.empty_like(v_all)  # (h, n, d_v/h): filled a query tile at a time",
+        "skipped = 0",
+        "for q0 in range(0, n, B_q):",
+        "    q = q_all[:, q0 : q0 + B_q]  # (h, B_q, d_k/h)",
+        '    m = torch.full(q.shape[:-1], float("-inf"), dtype=q.dtype)  # (h, B_q)',
+        "    l = torch.zeros(q.shape[:-1], dtype=q.dtype)  # (h, B_q)",
+        "    partial = torch.zeros(*q.shape[:-1], v_all.shape[-1], dtype=q.dtype)  # (h, B_q, d_v/h): Σ e^(s − m) · v",
+        "    for k0 in range(0, n, B_k):",
+    ]
+    return lines + _tile(case) + _end(case)
+
+
+def _tile(case: Case) -> list[str]:
+    """The inner loop's body: one key tile's scores, the new maximum, the rescaling, ℓ and the partial output."""
+    o, lines = case.options, []
+    scale = {"none": None, "sqrt_dk": f"(1 / math.sqrt({case.d_head}))"}.get(o.scale, repr(o.scale))
+    factor = " * ".join(f for f in (scale, f"(1 / {float(o.temperature)!r})" if o.temperature != 1 else None) if f)
+    if o.mask == "causal":
+        lines += [
+            "        rows, cols = torch.arange(q0, min(q0 + B_q, n)), torch.arange(k0, min(k0 + B_k, n))",
+            "        allowed = rows[:, None] >= cols[None, :]  # the causal mask's tile, made for the tile alone",
+        ]
+    elif o.mask is not None:
+        lines.append("        allowed = mask[q0 : q0 + B_q, k0 : k0 + B_k] != 0  # the case's mask, this tile of it")
+    if o.mask is not None:
+        lines += [
+            "        if not allowed.any():  # every score of the tile masked: skip it (causal: above the diagonal)",
+            "            skipped += 1",
+            "            continue",
+        ]
+    lines.append("        s = q @ k_all[:, k0 : k0 + B_k].mT  # (h, B_q, B_k): this tile's scores alone")
+    if factor:
+        lines.append(f"        s = s * {factor}  # as step 4 scales the scores")
+    if o.mask is not None:
+        lines.append('        s = s.masked_fill(~allowed, float("-inf"))')
+    lines += [
+        "        m_new = torch.maximum(m, s.amax(dim=-1))  # (h, B_q): the largest score so far",
+        '        shift = m_new.masked_fill(m_new == float("-inf"), 0.0)  # no key allowed yet: no −∞ − (−∞)',
+        "        rescale = torch.exp(m - shift)  # what was summed under the old maximum, brought to the new one",
+        "        terms = torch.exp(s - shift[..., None])  # (h, B_q, B_k): each at most 1, so nothing overflows",
+        "        l = l * rescale + terms.sum(dim=-1)",
+        "        partial = partial * rescale[..., None] + terms @ v_all[:, k0 : k0 + B_k]",
+        "        m = m_new",
+    ]
+    if case.n <= PRINT_TILES_UP_TO:
+        lines.append(
+            '        print(f"query tile {q0 // B_q + 1}, key tile {k0 // B_k + 1}: m =", m.tolist(), "l =", l.tolist())'
+        )
+    return lines
+
+
+def _end(case: Case) -> list[str]:
+    """After the loops: each query tile's partial ÷ ℓ, the heads joined, and the check against step 7."""
+    o = case.options
+    lines = [
+        "    tiled[:, q0 : q0 + B_q] = partial / torch.where(l > 0, l, 1.0)[..., None]  # l = 0: no key allowed, 0",
+        "tiled_outputs = tiled.transpose(0, 1).flatten(1)  # (n, d_v): the heads side by side",
+    ]
+    if o.w_out is not None:
+        lines.append("tiled_outputs = tiled_outputs @ w_out")
+    tolerance = TOLERANCE[o.dtype]
+    lines += [
+        "difference = (tiled_outputs - outputs).abs().max().item()",
+        f"assert difference <= {tolerance!r} * outputs.abs().max().item(), difference  # step 7's, to float rounding",
+        'print("tiles skipped (wholly masked):", skipped)',
+        'print("tiled outputs equal step 7\'s: largest difference", difference)',
+    ]
+    return lines
+
+
+def tiles_text(case: Case, block_q: object = None, block_k: object = None) -> tuple[str, bool]:
+    """The CLI's report: each tile's m and ℓ (of its first query, head 1; every tile up to KEEP_ALL_MAX_N), the
+    skipped tiles, and the check against step 7 of the eight steps; and whether they agree."""
+    n = case.n
+    b_q, b_k = check_blocks(*(default_block(n) if b is None else b for b in (block_q, block_k)), n)
+    run = tiled(case, b_q, b_k)
+    agreement = check(run, attend(run.case).outputs)
+    lines = [
+        f"tiles of {b_q} × {b_k}: {run.query_tiles} query tiles × {run.key_tiles} key tiles = {run.tiles}, "
+        f"{len(run.skipped)} skipped (wholly masked)"
+    ]
+    for v in run.visits:
+        where = f"query tile {v.query_tile + 1}, key tile {v.key_tile + 1}"
+        if v.skipped:
+            lines.append(f"{where}: skipped")
+            continue
+        t = {k: approx(v.tensors[k][0, 0].item()) for k in ("m_before", "m", "rescale", "l_before", "l")}
+        lines.append(
+            f"{where}: m {t['m_before']} → {t['m']}, rescale e^(m_old − m_new) = {t['rescale']}, "
+            f"ℓ {t['l_before']} → {t['l']} (query {v.queries.start + 1}, head 1)"
+        )
+    verdict = "equal step 7's" if agreement.agrees else "DIFFER from step 7's"
+    lines.append(
+        f"tiled outputs {verdict}: largest difference {agreement.difference:.3g}, {agreement.relative:.3g} of step 7's "
+        f"largest number (tolerance {agreement.rtol:g})"
+    )
+    return "\n".join(lines), agreement.agrees

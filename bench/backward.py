@@ -11,7 +11,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the app runs from its folder and is not installed
 from attention import attend
-from attention import backward as bw
+from attention.backward.compute import backward, check
+from attention.backward.loss import default_loss
 from attention.base.presets import random_case
 
 SIZES = (64, 256, 1024)  # n at d_in = d_k = d_v = 64; 1024 is the app's MAX_N
@@ -68,20 +69,20 @@ def main() -> None:
     for n in SIZES:
         case = random_case(n, 64, 64, 64, seed=0)
         trace = attend(case)
-        loss = bw.default_loss(trace)
+        loss = default_loss(trace)
         repeats = 30 if n < 1024 else 20
         setup, run = autograd_backward(case, loss)
         mine_s, theirs_s = [], []
         for _ in range(repeats + 1):  # interleaved: a burst of other work on these CPUs hits both alike
             start = time.perf_counter()
-            bw.backward(trace, loss)
+            backward(trace, loss)
             mine_s.append(time.perf_counter() - start)
             setup()
             start = time.perf_counter()
             run()
             theirs_s.append(time.perf_counter() - start)
         mine, theirs = (statistics.median(times[1:]) * 1e3 for times in (mine_s, theirs_s))  # after a warm-up
-        difference = bw.check(bw.backward(trace, loss)).difference
+        difference = check(backward(trace, loss)).difference
         rows.append((n, mine, theirs, mine / theirs, difference))
         print(f"n = {n}: backward trace {mine:.2f} ms, autograd's backward {theirs:.2f} ms, {mine / theirs:.2f}×")
     load = os.getloadavg()[0]
@@ -90,10 +91,10 @@ def main() -> None:
         "",
         f"- machine: {platform.platform()}, {os.cpu_count()} CPUs; torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads; load average at start {load:.2f} (other work on these CPUs inflates both)",
-        "- backward trace: `attention.backward.backward(trace, loss)`, every step's gradients recorded (the forward "
-        "trace made before); autograd: the same forward (exact softmax, no options) built with `requires_grad`, then "
-        "only `loss.backward()` timed, the two interleaved; loss ½ Σ (O − T)², the default target; median of repeats "
-        "after a warm-up",
+        "- backward trace: `attention.backward.compute.backward(trace, loss)`, every step's gradients recorded (the "
+        "forward trace made before); autograd: the same forward (exact softmax, no options) built with "
+        "`requires_grad`, then only `loss.backward()` timed, the two interleaved; loss ½ Σ (O − T)², the default "
+        "target; median of repeats after a warm-up",
         "",
         "| n | d | backward trace ms | autograd backward ms | ratio | target | met? | largest gradient difference |",
         "|---:|---:|---:|---:|---:|---:|:---:|---:|",

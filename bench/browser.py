@@ -22,7 +22,7 @@ from tests.e2e.test_browser import READY, TIMEOUT_MS, cell, heatmaps, wait_ready
 
 FLOOR_APP = 'import streamlit as st\n\nx = st.number_input("x", value=1)\nst.write(x * 2)\n'
 # The edit floors of issue 12: one number input drawing one heatmap, as the app's edits end in heatmaps: a bare
-# 2 × 2 Plotly heatmap, and the app's own 3 × 3 one (figures.heatmap: numbers in the cells, a colour bar, titles),
+# 2 × 2 Plotly heatmap, and the app's own 3 × 3 one (show/heatmap.py: numbers in the cells, a colour bar, titles),
 # which is what /inputs draws.
 HEATMAP_FLOOR_APP = """import plotly.graph_objects as go
 import streamlit as st
@@ -35,12 +35,12 @@ FIGURE_FLOOR_APP = f"""import sys
 sys.path.insert(0, {str(ROOT)!r})  # the app's own figure builder
 import numpy as np
 import streamlit as st
-from attention import figures
+from attention.show.heatmap import heatmap
 
 x = st.number_input("x", value=1)
 z = x * np.arange(1.0, 10.0).reshape(3, 3)
 names = ["Input 1", "Input 2", "Input 3"]
-st.plotly_chart(figures.heatmap(z, names, ["1", "2", "3"], "query", "output dim", "outputs"), key="heatmap")
+st.plotly_chart(heatmap(z, names, ["1", "2", "3"], "query", "output dim", "outputs"), key="heatmap")
 """
 # The edit floor for a cell of a grid: one data editor (x's 3 × 4 at first) and the sum of its numbers.
 EDITOR_FLOOR_APP = """import pandas as pd
@@ -84,7 +84,7 @@ Z_KEY = f"""() => {{ const t = ({TITLED})('scores')[0]?.data[0];
     return t ? (t.source ?? t.z?.bdata ?? JSON.stringify(t.z)) : null; }}"""  # a big matrix is an image: its PNG
 BAR = f"(title) => ({TITLED})(title)[0]?.data[1]?.z?.[0]"  # an image's colour bar: [low, high] of its values
 SHAPE = f"(title) => (m => m && [m.rows, m.cols])(({TITLED})(title)[0]?.layout?.meta)"
-# What the page shows, as raw float32: rows × cols × 4 bytes for every heatmap in the main area (figures.heatmap
+# What the page shows, as raw float32: rows × cols × 4 bytes for every heatmap in the main area (heatmap()
 # puts the matrix's shape in layout.meta, whether it is drawn as a heatmap or as an image).
 RAW = """() => [...document.querySelectorAll('[data-testid=stMain] .js-plotly-plot')].map(gd => gd.layout?.meta)
     .filter(m => m?.rows).reduce((sum, m) => sum + 4 * m.rows * m.cols, 0)"""

@@ -16,6 +16,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the app runs from its folder and is not installed
 import attention
 from attention.base.presets import article, random_case
+from attention.forward.compute import REPEAT_MAX_N, WHOLE_MAX_NUMBERS
 
 SIZES = (3, 16, 64, 256, 1024)  # n; 1024 is the app's MAX_N
 D = 64  # d_in = d_k = d_v, the app's MAX_D; n = 3 is the article's case as it is (4/3/3)
@@ -105,8 +106,8 @@ def main() -> None:
         f"trace, against the floor, one that builds the inputs and holds {MATRICES} n × n float32 matrices "
         "(scores_raw, scores, weights_exact, weights)",
         "- n = 3 is the article's case, with its rounded weights: hence its difference from the exact fused result",
-        f"- past {attention.core.WHOLE_MAX_NUMBERS:,} numbers (n > 64 here) step 6's broadcast is not kept whole and "
-        f"step 8 repeats the first {attention.core.REPEAT_MAX_N} queries (the trace says so)",
+        f"- past {WHOLE_MAX_NUMBERS:,} numbers (n > 64 here) step 6's broadcast is not kept whole and "
+        f"step 8 repeats the first {REPEAT_MAX_N} queries (the trace says so)",
         "",
         "| n | d_in/d_k/d_v | trace ms | fused ms | ratio | target | met? | max abs diff | peak MiB | floor MiB "
         "| peak / floor | target | met? |" + (" GPU peak MiB |" if cuda else ""),

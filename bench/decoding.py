@@ -16,7 +16,7 @@ import torch
 # the app runs from its folder and is not installed; bench/ itself off the path (its profile.py is not the stdlib's)
 sys.path[0] = str(Path(__file__).resolve().parents[1])
 from attention import models  # noqa: E402 (after the path is set)
-from attention.decoding.compute import cache_bytes_per_token, model_sizes
+from attention.decoding.compute import cache_bytes_per_token, model_sizes  # noqa: E402
 from attention.models.generate import generate  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # transformers reads the package's file; nothing from a hub

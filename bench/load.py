@@ -340,7 +340,7 @@ def write(results: dict, load: float, chromium: str) -> None:
         f"p95 at {SESSIONS[-1]} sessions was {ms(rule['1 replica', SESSIONS[-1]][1])} on one replica and "
         f"{ms(rule['2 replicas behind nginx', SESSIONS[-1]][1])} on two. Memory: a replica with its sessions held "
         f"{max(rss for r in (one, two) for rss, _ in r['memory'].values()):,.0f} MiB at most here (the article's "
-        "size; README's Hosting section for the size limits).",
+        "size; docs/hosting.md for the size limits).",
     ]
 
     lines += warm_section(results["warm"])

@@ -14,9 +14,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the app runs from its folder and is not installed
 import attention
-from attention import tiles
+from attention.base.case import with_options
 from attention.base.presets import article, random_case
-from attention.forward.teach import with_options
+from attention.tiles import compute as tiles
 
 N, D, BLOCK = 1024, 64, 64  # the app's limits, FlashAttention's usual block
 CASES = {  # name -> options: one head, causal, and 8 heads (d = 8 each) with a causal mask
@@ -152,9 +152,9 @@ def main() -> None:
         f"- machine: {platform.platform()}, {os.cpu_count()} CPUs; python {platform.python_version()}, torch "
         f"{torch.__version__}, {torch.get_num_threads()} threads; load average at start {os.getloadavg()[0]:.2f} "
         "(other work on these CPUs inflates the times)",
-        "- trace: `attention.attend(case)`, the eight steps with their records; tiled: `attention.tiles.tiled(case, "
-        "64, 64, keep=())`, the online softmax a 64 × 64 tile at a time, nothing recorded (the page records one "
-        "query tile's visits)",
+        "- trace: `attention.attend(case)`, the eight steps with their records; tiled: "
+        "`attention.tiles.compute.tiled(case, 64, 64, keep=())`, the online softmax a 64 × 64 tile at a time, nothing "
+        "recorded (the page records one query tile's visits)",
         "- peak: a fresh process per measure; after both computations ran once on the article's case (one-time "
         "costs) and `gc.collect()`, the peak RSS is reset (`5` into /proc/self/clear_refs), the computation runs "
         "once with its result kept, and the peak is VmHWM − VmRSS before, from /proc/self/status "

@@ -33,7 +33,7 @@ fi
 python=${PYTHON:-$(command -v python || command -v python3 || true)}
 [ -n "$python" ] || fail "no python on PATH: activate the app's virtual environment, or set PYTHON"
 if [ "$n" -gt 0 ] && ! "$python" -c "import streamlit, torch" 2>/dev/null; then
-  fail "$python cannot import streamlit and torch: activate the app's virtual environment (README: A plain server)"
+  fail "$python cannot import streamlit and torch: activate the app's virtual environment (docs/hosting.md: A plain server)"
 fi
 listen=${ATTENTION_LISTEN:-127.0.0.1:$port}
 bind=${ATTENTION_BIND:-127.0.0.1}
@@ -81,7 +81,7 @@ EOF
 replica_pids=()
 for i in $(seq 1 "$n"); do
   p=$((port + i))
-  # glibc's mmap threshold fixed: freed n × n tensors go back to the system (README, "Memory per visitor")
+  # glibc's mmap threshold fixed: freed n × n tensors go back to the system (docs/hosting.md, "Memory per visitor")
   (cd "$root" && MALLOC_MMAP_THRESHOLD_=131072 exec "$python" -m streamlit run app.py --server.headless true --server.address "$bind" \
     --server.port "$p" --server.fileWatcherType none) >"$run/replica-$p.log" 2>&1 &
   pids+=($!)

@@ -6,10 +6,10 @@ import pytest
 
 from attention import attend
 from attention.app.charts import table_label
+from attention.base.case import with_options
 from attention.base.presets import article, random_case
-from attention.forward.compute import AXES, PER_HEAD
 from attention.forward.figures import broadcast_panels, query_sum, tensor_heatmap, weighted_heatmap
-from attention.forward.teach import with_options
+from attention.forward.steps import AXES, PER_HEAD
 from attention.show.describe import describe
 from attention.show.heatmap import heatmap, highlight
 from tests.apptest import PAGES

@@ -9,11 +9,14 @@ import torch
 
 from attention import CaseError, attend
 from attention.backward.compute import Backward, autograd, backward, check
+from attention.backward.files import backward_to_dict
 from attention.backward.loss import Loss, default_loss, loss_to_dict, loss_value, parse_loss
 from attention.backward.script import to_backward_script
 from attention.backward.steps import BACKWARD_NAMES
 from attention.backward.training import TrainingError, train_step
+from attention.base.explain import explain
 from attention.base.files import dump_case
+from attention.base.numbers import brief
 from attention.base.presets import article, random_case
 from attention.forward.files import trace_to_dict
 from attention.forward.teach import with_options
@@ -172,7 +175,7 @@ def test_the_exported_script_runs_and_matches(name, tmp_path):
 def test_the_trace_file_has_a_backward_section():
     trace = attend(CASES["scale 0.3, temperature 0.5, a fully masked row"])
     result = backward(trace, Loss(cell=(0, 1)))
-    file = json.loads(json.dumps(trace_to_dict(trace, result), allow_nan=False))
+    file = json.loads(json.dumps(trace_to_dict(trace, backward=backward_to_dict(result)), allow_nan=False))
     section = file["backward"]
     assert section["loss"] == {"cell": [1, 2]} and section["check"]["agrees"]
     assert [s["name"] for s in section["steps"]] == list(BACKWARD_NAMES)
@@ -243,6 +246,7 @@ def test_page_checks_against_autograd_and_shows_twins_on_one_scale():
 
 
 def test_page_trains_refuses_and_resets_and_the_link_keeps_lr_and_steps():
+    from attention.backward.state import Learned
     from tests.apptest import session
 
     at = open_backward()
@@ -250,8 +254,9 @@ def test_page_trains_refuses_and_resets_and_the_link_keeps_lr_and_steps():
     before = s.case.w_query
     at.button(key="bw_train").click().run()
     at.button(key="bw_train").click().run()
-    assert s.learned.trained == 2 and s.case.w_query != before
-    assert len(s.learned.losses) == 3 and s.learned.losses[-1] < s.learned.losses[0]  # the loss falls
+    assert s.view(Learned).trained == 2 and s.case.w_query != before
+    losses = s.view(Learned).losses
+    assert len(losses) == 3 and losses[-1] < losses[0]  # the loss falls
     assert at.query_params["train"] == "2" and at.query_params["lr"] == "0.01"
     assert "case" not in at.query_params  # the article: the link names it, not the trained weights
     trained = s.case
@@ -259,59 +264,67 @@ def test_page_trains_refuses_and_resets_and_the_link_keeps_lr_and_steps():
     again = open_backward({"lr": "0.01", "train": "2"})
     assert session(again).case.w_query == trained.w_query
     # a step too big: refused, the weights stay
-    s.learned.target = ((1e6, 1e6, 1e6),) * 3
-    s.learned.lr = 10.0
+    s.view(Learned).target = ((1e6, 1e6, 1e6),) * 3
+    s.view(Learned).lr = 10.0
     at.button(key="bw_train").click().run()
     assert s.case.w_query == trained.w_query and any("refused" in w.value for w in at.warning)
     at.button(key="bw_reset").click().run()
-    assert s.case.w_query == before and s.learned.trained == 0 and "train" not in at.query_params
+    assert s.case.w_query == before and s.view(Learned).trained == 0 and "train" not in at.query_params
 
 
 def test_page_loss_choices_round_trip_the_link_and_bad_targets_keep_the_last():
+    from attention.backward.state import Learned
     from tests.apptest import session
 
     at = open_backward({"loss": "3.2"})
     s = session(at)
-    assert s.learned.loss_cell == (2, 1) and at.query_params["loss"] == "3.2"
+    assert s.view(Learned).loss_cell == (2, 1) and at.query_params["loss"] == "3.2"
     assert any("Loss 7.8" in m.value for m in at.success)
     at.radio(key="backward_loss_kind").set_value("target").run()
     key = f"bw_target_value_2_1_{s.generation}"  # output 3's second number
     at.text_input(key=key).input("1e400").run()
     assert any("past" in e.value or "limit" in e.value for e in at.error)  # the editor's message
-    assert s.learned.target is None  # the last valid target stays
+    assert s.view(Learned).target is None  # the last valid target stays
     at.text_input(key=key).input("5").run()
-    assert s.learned.target[2][1] == 5.0 and "target" in at.query_params
+    assert s.view(Learned).target[2][1] == 5.0 and "target" in at.query_params
     again = open_backward({"target": at.query_params["target"]})
-    assert session(again).learned.target == s.learned.target
+    assert session(again).view(Learned).target == s.view(Learned).target
     for link in ({"loss": "9.9"}, {"target": "1,2"}, {"lr": "50", "train": "3"}, {"lr": "0.1", "train": "x"}):
         bad = open_backward(link, switch=False)  # the notice is said on the first page drawn
-        assert not session(bad).learned.loss_cell and not session(bad).learned.trained and bad.warning, link
+        learned = session(bad).view(Learned)
+        assert not learned.loss_cell and not learned.trained and bad.warning, link
 
 
 def test_a_gradients_arithmetic_with_its_real_numbers():
     trace = attend(article())
     result = backward(trace, default_loss(trace))  # output 3's second number: target 9, output 7.8
-    title, lines, _ = bw.explain_gradient(result, "scores", (2, 1))
-    assert str(title) == "∂L/∂scores₃₂ = " + f"{result['d_scores'][2, 1].item():.4g}".replace("-", "−")
+    made = explain(result, "d_scores", (2, 1))
+    assert made.title == "∂L/∂scores₃₂ = " + number(result["d_scores"][2, 1].item())
     a, da = trace["weights_exact"][2], result["d_weights"][2]  # dA₃ⱼ = dO₃₂ · V_j2 = −1.2 · (2, 8, 6)
     mean = (a * da).sum().item()
     assert da.tolist() == pytest.approx([-2.4, -9.6, -7.2])
-    d_s = -result["d_scores"][2, 1].item()
-    assert str(lines[2]) == f"dS₃₂ = {a[1].item():.4g} · ((−9.6) − (−{-mean:.4g})) = (−{d_s:.4g})"
-    _, lines, _ = bw.explain_gradient(result, "outputs", (2, 1))
-    assert [str(line) for line in lines] == ["dO₃₂ = O₃₂ − T₃₂ = 7.8 − 9 = (−1.2)"]
+    assert mean < 0 and result["d_scores"][2, 1].item() < 0  # negatives, written as factors in brackets
+    d_s = number(result["d_scores"][2, 1].item())
+    said = f"{number(a[1].item())} · (({number(da[1].item())}) − ({number(mean)}))"  # dA₃₂ is about −9.6
+    assert made.lines[2] == f"dS₃₂ = {said} = ({d_s})"
+    lines = explain(result, "d_outputs", (2, 1)).lines
+    o, d_o = trace.outputs[2, 1].item(), result["d_outputs"][2, 1].item()  # float32's 7.8 and 7.8 − 9
+    assert o == pytest.approx(7.8) and d_o == pytest.approx(-1.2)
+    assert list(lines) == ["dO₃₂ = O₃₂ − T₃₂ = 7.8 − 9 = (−1.2)"]  # not float32's 7.7999997: its noise is not the point
     masked = attend(with_options(article(), mask="causal", weights_override=None))
-    _, lines, _ = bw.explain_gradient(backward(masked, default_loss(masked)), "scores", (0, 2))
-    assert "exactly 0" in str(lines[0])
-    assert bw.explain_gradient(result, "outputs_by_query", (0, 0)) is None
+    lines = explain(backward(masked, default_loss(masked)), "d_scores", (0, 2)).lines
+    assert "exactly 0" in lines[0]
+    with pytest.raises(ValueError, match="cannot explain"):  # the backward pass has no gradient of it
+        explain(result, "d_outputs_by_query", (0, 0))
+
+
+def number(v: float) -> str:
+    """A gradient's number as its explanation writes it: brief, 4 significant digits (numbers.brief)."""
+    return brief(v)
 
 
 def test_a_real_heads_gradients_equal_autograd_and_its_tokens_sensitivity_is_on_the_page():
     from attention import models
-    from attention.backward.compute import Backward, Loss, autograd, backward, check
-    from attention.backward.loss import default_loss, loss_to_dict, loss_value, parse_loss
-    from attention.backward.steps import BACKWARD_NAMES
-    from attention.backward.training import TrainingError, train_step
     from tests.apptest import session
 
     if models.missing("minilm") is not None:
@@ -331,19 +344,20 @@ def test_a_real_heads_gradients_equal_autograd_and_its_tokens_sensitivity_is_on_
 
 
 def test_an_edit_after_training_makes_the_link_name_the_weights():
+    from attention.backward.state import Learned
     from tests.apptest import edit, session
 
     at = open_backward()
     at.button(key="bw_train").click().run()
     assert at.query_params["train"] == "1" and "case" not in at.query_params
     edit(at, "x", 1, "2", 3.0)  # an edit of the trained case: the steps are behind it now
-    assert session(at).learned.trained == 0 and "train" not in at.query_params and "case" in at.query_params
+    assert session(at).view(Learned).trained == 0 and "train" not in at.query_params and "case" in at.query_params
 
 
 def test_a_raw_scores_gradient_is_the_scale_times_the_scores_with_its_arithmetic():
     trace = attend(random_case(seed=0, scale="sqrt_dk", temperature=0.5))
     result = backward(trace, Loss(cell=(2, 1)))
-    _, lines, _ = bw.explain_gradient(result, "scores_raw", (2, 1))
+    lines = explain(result, "d_scores_raw", (2, 1)).lines
     factor = (1 / 3**0.5) / 0.5
     assert result["d_scores_raw"][2, 1].item() == pytest.approx(factor * result["d_scores"][2, 1].item())
-    assert str(lines[0]).startswith(f"dS^raw₃₂ = {factor:g} · dS₃₂") and "Σ_k A₃ₖ dA₃ₖ" in str(lines[2])
+    assert lines[0].startswith(f"dS^raw₃₂ = {factor:g} · dS₃₂") and "Σ_k A₃ₖ dA₃ₖ" in lines[2]

@@ -214,6 +214,8 @@ def test_a_new_option_checks_the_options_alone_and_a_cell_edit_checks_everything
 
 
 def test_a_rerun_that_changes_no_number_reuses_the_figures_and_an_edit_makes_new_ones(monkeypatch):
+    from attention.forward import figures  # the pages draw through this module's tensor_heatmap
+
     made = []
     real = tensor_heatmap
     monkeypatch.setattr(

@@ -5,12 +5,12 @@ import torch
 import torch.nn.functional as F
 
 from attention import STEP_NAMES, CaseError, attend, case_to_dict, parse_case
+from attention.base.case import with_options
 from attention.base.presets import ARTICLE_ROUNDED_WEIGHTS, article, random_case, resize
-from attention.forward.compute import REPEAT_MAX_N, WHOLE_MAX_NUMBERS, Broadcast, one_query, scale_factor, step_names
+from attention.forward.compute import REPEAT_MAX_N, Broadcast, one_query, scale_factor
 from attention.forward.files import trace_to_dict
 from attention.forward.script import blocks, shown
-from attention.forward.steps import LABELS, step_of
-from attention.forward.teach import with_options
+from attention.forward.steps import LABELS, step_names, step_of
 
 # The seed's printed numbers (../shared/seed/): PyTorch code and its output, verbatim.
 SEED_KEYS = [[0.0, 1.0, 1.0], [4.0, 4.0, 0.0], [2.0, 3.0, 1.0]]
@@ -411,7 +411,7 @@ def test_big_cases_make_the_broadcast_on_demand_and_repeat_the_first_queries(hea
     )
     by_query = trace["outputs_by_query"]
     assert by_query.shape == (REPEAT_MAX_N, d_v)
-    torch.testing.assert_close(by_query, trace.outputs[: REPEAT_MAX_N], **FP32)
+    torch.testing.assert_close(by_query, trace.outputs[:REPEAT_MAX_N], **FP32)
     torch.testing.assert_close(one_query(trace, n - 1)["outputs"][0], trace.outputs[n - 1], **FP32)
     notes = " ".join(trace.warnings)
     assert f"would hold {n * n * d_v:,} numbers" in notes

@@ -14,11 +14,12 @@ from streamlit.testing.v1 import AppTest
 
 from attention import attend
 from attention.__main__ import main
+from attention.app.links import open_link
 from attention.app.session import Session
-from attention.base.case import CaseError, case_to_dict
+from attention.base.case import CaseError, case_to_dict, with_options
+from attention.base.explain import Context, explain
 from attention.base.files import case_to_link, dump_case
 from attention.base.i18n import render
-from attention.base.numbers import approx
 from attention.base.presets import article, random_case
 from attention.decoding.compute import (
     MAX_DECODE_N,
@@ -26,15 +27,13 @@ from attention.decoding.compute import (
     cache_bytes_per_token,
     decodable,
     decode,
-    explain_score,
     full_heads,
     measured_cache_bytes,
     model_sizes,
     multiply_adds,
 )
 from attention.decoding.script import decoding_script
-from attention.decoding.state import DecodingView
-from attention.forward.teach import with_options
+from attention.decoding.state import DecodingView, link
 from attention.models import SMOLLM2
 from tests.apptest import APP, charts, session
 
@@ -106,7 +105,7 @@ def test_the_cache_grows_a_row_a_step_and_holds_the_causal_traces_keys_turned_on
 
 def test_a_changed_cached_key_is_caught_by_the_check(monkeypatch):
     """The check can fail: a cache that turns a key at the wrong position gives other outputs, and says so."""
-    import attention.decoding as decoding
+    from attention.decoding import compute as decoding
 
     real_rope = decoding.rope
     monkeypatch.setattr(decoding, "rope", lambda m, at, base: real_rope(m, at + 1, base))  # one position off
@@ -168,18 +167,16 @@ def test_the_caches_measured_bytes_equal_the_formula_and_smollm2s_numbers():
 
 def test_a_link_carries_the_decoding_step_and_a_step_past_the_end_is_said():
     s = Session.start()
-    s.open_link({"case": case_to_link(CASES["RoPE"]), "token": "4"})
-    assert s.decoding.t == 3 and not s.notices
-    from attention.decoding.state import link
-
+    open_link(s, {"case": case_to_link(CASES["RoPE"]), "token": "4"})
+    assert s.view(DecodingView).t == 3 and not s.notices
     assert link(s) == {"token": "4"}
     again = Session.start()
-    again.open_link({"case": case_to_link(CASES["RoPE"]), **link(s)})
-    assert again.decoding == s.decoding
+    open_link(again, {"case": case_to_link(CASES["RoPE"]), **link(s)})
+    assert again.view(DecodingView) == s.view(DecodingView)
     for bad in ("7", "0", "x", "99999", "²"):
         past = Session.start()
-        past.open_link({"case": case_to_link(CASES["RoPE"]), "token": bad})
-        assert past.decoding == DecodingView() and [n.key for n in past.notices] == ["decoding.bad_step"]
+        open_link(past, {"case": case_to_link(CASES["RoPE"]), "token": bad})
+        assert past.view(DecodingView) == DecodingView() and [n.key for n in past.notices] == ["decoding.bad_step"]
         assert past.case == CASES["RoPE"]  # the case is kept
 
 
@@ -284,12 +281,16 @@ def test_a_cached_score_is_explained_with_its_own_numbers_and_equals_the_causal_
     made = decode(CASES[name])
     o = made.case.options
     t, j, head = 4, 1, (3 if o.heads > 1 else None)
-    lines = [str(line) for line in explain_score(made, t, j, head)]
+    index = (0, j) if head is None else (head, 0, j)  # the step's one query, key j
+    said = explain(made, "scores_t", index, step=str(t + 1))
+    lines = said.lines
     assert "k_2 comes from the cache: it was computed once, at decoding step 2" in lines[0]
     assert ("turned by RoPE at its position 9" in lines[0]) == (o.rope_base is not None)  # positions 3, 9, …
     scores_t = made.steps[t]["scores_t"]
     value = (scores_t[head, 0, j] if head is not None else scores_t[0, j]).item()
-    assert approx(value) in lines[-1] and lines[-1].count(approx(value)) == 2  # decoding's and the causal one
+    assert said.value == value and said.head == head
+    written = Context.of(made, made.steps[t]).num(value)  # a recorded number: the shortest float32 that reads back
+    assert written in lines[-1] and lines[-1].count(written) == 2  # decoding's and the causal one
     assert lines[1].startswith("q_5 · k_2 = ")
 
 

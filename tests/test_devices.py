@@ -8,7 +8,8 @@ import threading
 import pytest
 import torch
 
-from attention import attend, devices
+from attention import attend
+from attention.base import device
 from attention.base.presets import article
 from attention.devices.figures import measured_times
 from attention.devices.measured import BENCH, _parse, measured
@@ -20,9 +21,9 @@ def test_a_new_thread_warms_up_before_its_first_step():
     seen = {}
 
     def run():
-        seen["before"] = set(devices._warmed.__dict__.get("devices", ()))
+        seen["before"] = set(device._warmed.__dict__.get("devices", ()))
         attend(article())
-        seen["after"] = set(devices._warmed.__dict__["devices"])
+        seen["after"] = set(device._warmed.__dict__["devices"])
 
     attend(article())  # this thread warmed: a new one is not
     thread = threading.Thread(target=run)

@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from attention import attend, exercise
+from attention import attend
 from attention.base.case import CaseError
 from attention.base.files import case_to_link
 from attention.base.presets import article, random_case
+from attention.exercise import compute as exercise
 from attention.exercise.compute import Blank, Exercise
-from attention.exercise.state import Attempt
+from attention.exercise.state import Attempt, Classroom
 from attention.forward.teach import with_options
 from tests.apptest import APP, charts, current_trace, open_share_panel, session
 
@@ -149,7 +150,7 @@ def test_a_ready_made_exercise_hides_its_numbers_on_the_pages_then_is_answered()
     assert [i.value for i in app.sidebar.info] == ["Exercise: 1 of 3 done"]
 
     again = opened({"exercise": "output", "found": "1"})  # a reload, or a lost replica: the link keeps it
-    assert session(again).classroom.exercise.found == {0}
+    assert session(again).view(Classroom).exercise.found == {0}
     again.switch_page("pages/walkthrough.py").run()
     assert np.isnan(charts(again)["outputs"][2]).tolist() == [False, True, True]
 
@@ -165,14 +166,14 @@ def test_two_wrong_answers_bring_the_hint_and_show_me_the_arithmetic():
     assert set(outlined) == {"queries", "keys"}  # q₂ and k₃ take part, drawn with their cells outlined
     app.button(key="FormSubmitter:exercise_form_0-Show me").click().run()
     assert any("q₂ · k₃" in c.value and "= 12" in c.value for c in app.code)
-    assert session(app).classroom.exercise.shown == {0} and app.query_params["shown"] == "1"
+    assert session(app).view(Classroom).exercise.shown == {0} and app.query_params["shown"] == "1"
 
 
 def test_a_forged_exercise_link_says_why_and_the_case_still_opens():
     case = random_case(3, 4, 3, 3, seed=4)
     forged = token([["scores", [9, 9], "<script>alert(1)</script>"]])
     app = opened({"case": case_to_link(case), "exercise": forged})
-    assert session(app).classroom.exercise is None and current_trace(app).case == case
+    assert session(app).view(Classroom).exercise is None and current_trace(app).case == case
     said = [e.value for e in (*app.warning, *app.info)]
     assert any("The exercise in the link was not opened" in s and "not a cell of scores" in s for s in said), said
     assert "exercise" not in app.query_params
@@ -183,30 +184,30 @@ def test_a_teacher_makes_an_exercise_and_its_link_opens_it_elsewhere():
     app = opened({"case": case_to_link(case)})
     open_share_panel(app)
     app.toggle(key="exercise_making").set_value(True).run()
-    assert session(app).classroom.making == ()
+    assert session(app).view(Classroom).making == ()
     app.switch_page("pages/exercise.py").run()
     app.selectbox(key="exercise_tensor").set_value("outputs").run()
     app.selectbox(key="exercise_axis_outputs_0").set_value(2).run()
     app.text_input(key="exercise_prompt").set_value("<b>Output 3</b>, first number")
     app.button(key="exercise_hide").click().run()
-    assert session(app).classroom.making == (Blank("outputs", (2, 0), "<b>Output 3</b>, first number"),)
+    assert session(app).view(Classroom).making == (Blank("outputs", (2, 0), "<b>Output 3</b>, first number"),)
     link = app.code[-1].value
     value = current_trace(app).outputs[2, 0].item()
     assert "exercise=" in link and f"{value:.4g}" not in link and app.get("image")
     query = dict(part.split("=", 1) for part in link.split("?", 1)[1].split("&"))
 
     learner = opened({k: v for k, v in query.items()})
-    assert session(learner).classroom.exercise.exercise.blanks[0].prompt == "<b>Output 3</b>, first number"
+    assert session(learner).view(Classroom).exercise.exercise.blanks[0].prompt == "<b>Output 3</b>, first number"
     learner.switch_page("pages/exercise.py").run()
     assert "<b>Output 3</b>, first number" in [t.value for t in learner.text]  # shown as text
     learner.text_input(key="exercise_answer_0").set_value(repr(value))
     learner.button(key="FormSubmitter:exercise_form_0-Check").click().run()
-    assert session(learner).classroom.exercise.found == {0}
+    assert session(learner).view(Classroom).exercise.found == {0}
 
 
 def test_the_presenter_view_hides_the_sidebar_until_left():
     app = opened({"present": "1"})
     assert any("stSidebar" in h.proto.body and "display: none" in h.proto.body for h in app.get("html"))
     app.button(key="leave_present").click().run()
-    assert not session(app).classroom.present and "present" not in app.query_params
+    assert not session(app).view(Classroom).present and "present" not in app.query_params
     assert not any("display: none" in h.proto.body for h in app.get("html"))

@@ -11,12 +11,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from attention import explain as explain_module
-from attention import figures
-from attention import numbers as numbers_module
-from attention.base.explain import EXPLAINERS, explain, explainable
+from attention.base import explain as engine
+from attention.base import numbers as numbers_module
+from attention.base.explain import EXPLAINERS, explain, explainable, explains, pair
 from attention.base.presets import article, random_case
-from attention.forward.compute import AXES, attend
+from attention.forward import explain as forward_explain
+from attention.forward import figures
+from attention.forward.compute import AXES, Trace, attend
+
+EXPLAIN_MODULES = (engine, forward_explain)  # the engine and the forward pass's explainers (one module before)
 
 # The seed's printed step-6 tensor, weighted[j, i] = (query i's weight on key j) × value row j.
 SEED_WEIGHTED = [
@@ -224,7 +227,7 @@ def test_numbers_are_written_compactly():
     assert numbers_module.written(2.0) == "2" and numbers_module.written(0.5) == "0.5"
     assert numbers_module.written(-1.0) == "−1" and numbers_module.written(-0.0) == "0"
     assert numbers_module.written(6.0336647e-06) == "6.0336647e−6"
-    assert explain_module._sub(1, 0) == "₂,₁" and explain_module._pair(1, 2) == "₂₃"
+    assert numbers_module.sub(1, 0) == "₂,₁" and pair(1, 2) == "₂₃"
     trace = attend(random_case(seed=0))
     assert "·(−" in text(explain(trace, "queries", (0, 0)))  # a negative factor is in parentheses
 
@@ -246,8 +249,9 @@ def test_bad_tensor_or_index(seed, tensor, index, message):
         explain(seed, tensor, index)
 
 
-def test_core_imports_only_torch_and_the_core():
-    tree = ast.parse(Path(explain_module.__file__).read_text())
+@pytest.mark.parametrize("module", EXPLAIN_MODULES, ids=lambda m: m.__name__)
+def test_core_imports_only_torch_and_the_core(module):
+    tree = ast.parse(Path(module.__file__).read_text())
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0}
     assert not imported & {"streamlit", "plotly", "pandas", "numpy"}
@@ -314,13 +318,14 @@ def test_a_clicked_cell_is_the_cell_explained(case):
 
 
 def test_every_recorded_tensor_has_one_explainer():
-    assert set(EXPLAINERS) == set(AXES)
+    assert {name for kind, name in EXPLAINERS if kind is Trace} == set(AXES)
     with pytest.raises(ValueError, match="already explained"):
-        explain_module.explains("scores")(lambda c, tensor, head, index: None)
+        explains(Trace, "scores")(lambda c, tensor, head, index: None)
 
 
-def test_explain_is_small_functions_and_keeps_no_copies_of_the_number_helpers():
-    tree = ast.parse(Path(explain_module.__file__).read_text())
+@pytest.mark.parametrize("module", EXPLAIN_MODULES, ids=lambda m: m.__name__)
+def test_explain_is_small_functions_and_keeps_no_copies_of_the_number_helpers(module):
+    tree = ast.parse(Path(module.__file__).read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             lines = node.end_lineno - node.lineno + 1
@@ -328,4 +333,4 @@ def test_explain_is_small_functions_and_keeps_no_copies_of_the_number_helpers():
             assert lines <= limit, f"{node.name} is {lines} lines, more than {limit}"
     defined = {n.name.lstrip("_") for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
     helpers = {name for name, f in vars(numbers_module).items() if inspect.isfunction(f)}  # written, approx, …
-    assert not defined & (helpers | {"text"}), "explain.py writes numbers with attention/numbers.py"
+    assert not defined & (helpers | {"text"}), f"{module.__name__} writes numbers with attention/base/numbers.py"

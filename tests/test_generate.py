@@ -102,18 +102,18 @@ def test_the_page_generates_then_steps_through_a_layer_and_head():
     at.number_input(key="decoding_new_tokens").set_value(3).run()
     at.button(key="decoding_go").click().run()
     assert not at.exception, [e.message for e in at.exception]
-    view = session(at).decoding
+    view = session(at).view(DecodingView)
     assert len(view.generation.new_ids) == 3 and view.uncached_same
     assert any("Paris" in m.value for m in at.markdown)
     assert any("s per token with the cache" in c.value for c in at.caption)
     assert "Step 8 of 8" in at.success[0].value  # 5 tokens of the sentence, 3 new: the last one shown
     at.number_input(key="decoding_layer").set_value(30).run()
-    assert session(at).decoding.layer == 30 and "Step 8 of 8" in at.success[0].value
+    assert session(at).view(DecodingView).layer == 30 and "Step 8 of 8" in at.success[0].value
     at.number_input(key="decoding_new_tokens").set_value(16).run()
     at.text_input(key="decoding_sentence").set_value("word " * 60).run()
     at.button(key="decoding_go").click().run()
     assert any("at most 64 tokens in all" in e.value for e in at.error)  # said, and the last generation kept
-    assert session(at).decoding.generation is view.generation and "Step 8 of 8" in at.success[0].value
+    assert session(at).view(DecodingView).generation is view.generation and "Step 8 of 8" in at.success[0].value
     assert DecodingView().source == "case"
 
 
@@ -125,7 +125,7 @@ def test_a_link_to_a_models_head_opens_its_decoding_step_checked_against_the_cau
     at.run()
     at.switch_page("pages/decoding.py").run()
     assert not at.exception
-    assert "Step 4 of 5" in at.success[0].value and session(at).decoding.t == 3
+    assert "Step 4 of 5" in at.success[0].value and session(at).view(DecodingView).t == 3
     assert at.query_params["token"] == "4" and at.query_params["model"] == "smollm2"
 
 
@@ -136,7 +136,7 @@ def test_a_link_to_a_generation_makes_it_again_and_a_step_past_its_end_is_said()
         at.query_params[k] = v
     at.run()
     at.switch_page("pages/decoding.py").run()
-    view = session(at).decoding
+    view = session(at).view(DecodingView)
     assert len(view.generation.new_ids) == 2 and (view.layer, view.head, view.t) == (5, 9, 5)
     assert "Step 6 of 7" in at.success[0].value
     assert {k: at.query_params[k] for k in link} == link  # the URL is that link again

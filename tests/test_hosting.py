@@ -11,13 +11,13 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 import attention
-from attention import devices
-from attention.app import traces as compute
+from attention.app import traces
 from attention.app.text import plain
+from attention.base import device as base_device
+from attention.base.case import with_options
 from attention.base.device import Device
 from attention.base.files import case_to_link
 from attention.base.presets import article, random_case
-from attention.forward.teach import with_options
 from tests.apptest import APP, ARTICLE_OUTPUTS, charts, current_trace, edit, forge
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,16 +141,16 @@ def test_no_user_data_in_module_globals_or_shared_caches(at):
 def test_a_gpu_that_fails_mid_run_falls_back_to_the_cpu_and_keeps_the_numbers(monkeypatch, at):
     """Simulated: a listed GPU whose every use fails as CUDA out of memory (a CPU-only torch cannot fail for real)."""
     listed = (Device("cpu", "test CPU"), Device("cuda:0", "Simulated GPU"))
-    monkeypatch.setattr(devices, "available_devices", lambda: listed)
+    monkeypatch.setattr(base_device, "available_devices", lambda: listed)
     monkeypatch.setattr("attention.app.sidebar.available_devices", lambda: listed)
-    real_attend = compute.attend
+    real_attend = traces.attend
 
     def failing(case):
         if case.options.device != "cpu":
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return real_attend(case)
 
-    monkeypatch.setattr(compute, "attend", failing)
+    monkeypatch.setattr(traces, "attend", failing)
     at.switch_page("pages/inputs.py").run()
     edit(at, "x", 1, "2", 5.0)
     at.selectbox(key="device").set_value("cuda:0").run()
@@ -167,7 +167,7 @@ def test_a_listed_gpu_that_torch_cannot_use_falls_back_too(monkeypatch, at):
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
     listed = (Device("cpu", "test CPU"), Device("cuda:0", "Simulated GPU"))
-    monkeypatch.setattr(devices, "available_devices", lambda: listed)
+    monkeypatch.setattr(base_device, "available_devices", lambda: listed)
     monkeypatch.setattr("attention.app.sidebar.available_devices", lambda: listed)
     at.run()  # the sidebar lists the simulated GPU
     at.selectbox(key="device").set_value("cuda:0").run()
@@ -186,7 +186,7 @@ def test_hosting_config():
 
 def test_a_message_at_the_size_limits_fits_the_configured_cap():
     """The largest rerun's message (the walkthrough's biggest step at the limits) fits server.maxMessageSize."""
-    from attention import figures
+    from attention.forward import figures
 
     config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
     trace = attention.attend(random_case(1024, 64, 64, 64))

@@ -12,7 +12,8 @@ from attention.app.registry import CAPABILITIES, PAGES
 ROOT = Path(__file__).resolve().parents[1]
 STDLIB = set(sys.stdlib_module_names)
 SHARED = ("base", "show", "app", "models")  # the shared base, shared display, the frame, the real models
-CAPABILITY_FOLDERS = ("forward", "backward", "decoding", "tiles", "exercise", "devices")
+# A capability is a folder that registers itself (its link.py); the registry lists each once (attention/app/registry.py)
+CAPABILITY_FOLDERS = sorted(p.parent.name for p in (ROOT / "attention").glob("*/link.py"))
 # A module's layer follows from its name (or its name's last part: explain_room is a room); a name not here is core.
 LAYER_OF_NAME = {"figures": "figures", "state": "state", "link": "room", "room": "room", "page": "page"}
 ORDER = ("core", "figures", "state", "room", "page")  # a layer imports only itself and those before it
@@ -120,7 +121,7 @@ def test_every_capability_is_a_folder_with_its_parts_and_registered_once():
     folders = {p.name for p in (ROOT / "attention").iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert folders == {*SHARED, *CAPABILITY_FOLDERS}, folders - {*SHARED, *CAPABILITY_FOLDERS}
     registered = [c.name for c in CAPABILITIES]
-    assert sorted(registered) == sorted(CAPABILITY_FOLDERS) and len(set(registered)) == len(registered)
+    assert sorted(registered) == CAPABILITY_FOLDERS and len(set(registered)) == len(registered)
     for name in CAPABILITY_FOLDERS:
         parts = {p.stem for p in (ROOT / "attention" / name).glob("*.py")}
         assert {"__init__", "link", "page"} <= parts, (name, parts)  # registered by link.py, drawn by page.py
@@ -258,8 +259,6 @@ def test_the_asking_check_catches_the_old_ways_of_asking():
 def test_the_layout_lists_every_file_of_the_package():
     layout = (ROOT / "docs" / "layout.md").read_text().split("```")[1]
     files = [*ROOT.glob("attention/**/*.py"), *ROOT.glob("attention/app/web/*"), *ROOT.glob("pages/*.py")]
-    unlisted = [
-        f.relative_to(ROOT).as_posix() for f in files if "__pycache__" not in f.parts and f.name not in layout
-    ]
+    unlisted = [f.relative_to(ROOT).as_posix() for f in files if "__pycache__" not in f.parts and f.name not in layout]
     folders = {f.parent.name + "/" for f in files if f.parent != ROOT} - {"web/"}
     assert not unlisted and all(folder in layout for folder in folders), (unlisted, folders)

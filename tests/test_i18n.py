@@ -11,9 +11,10 @@ from streamlit.testing.v1 import AppTest
 
 from attention import parse_case
 from attention.app.registry import PAGES as REGISTRY
+from attention.base import i18n
 from attention.base.case import CaseError
 from attention.base.files import case_from_link, case_to_link
-from attention.base.i18n import LANGUAGES, Message, excerpt, language_for, msg, render, table, text
+from attention.base.i18n import LANGUAGES, Message, excerpt, language_for, msg, render, text
 from attention.base.presets import article
 from attention.forward.compute import AXES
 from attention.forward.script import shown as shown_code
@@ -22,7 +23,8 @@ from tests.apptest import APP, MASKED_CASE, PAGES, component_data, current_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "attention").glob("**/*.py"))]
-TABLES = {lang: json.loads((ROOT / "attention" / "base" / "locales" / f"{lang}.json").read_text()) for lang in LANGUAGES}
+LOCALES = ROOT / "attention" / "base" / "locales"  # the message catalogues, one per language
+TABLES = {lang: json.loads((LOCALES / f"{lang}.json").read_text()) for lang in LANGUAGES}
 
 
 def fields(template: str) -> list[tuple[str, str | None, str]]:
@@ -58,12 +60,12 @@ def test_every_template_is_non_empty_and_chinese_where_it_has_words():
             assert re.search(r"[\u4e00-\u9fff]", template), f"zh {key} looks untranslated: {template!r}"
 
 
-# Keys named in the code: t("…"), _t("…"), msg("…"), text(lang, "…"), text(lang, "…"), _hover(lang, "…").
+# Keys named in the code: t("…"), _t("…"), msg("…"), text(lang, "…"), i18n.text(lang, "…"), hover(lang, "…").
 # A key built by an f-string (t(f"step.{name}.title")) is a pattern; any other computed key is only allowed inside
 # the catalogue's own plumbing.
-KEY_ARGUMENT = {"t": 0, "_t": 0, "msg": 0, "Message": 0, "text": 1, "_hover": 1}
+KEY_ARGUMENT = {"t": 0, "_t": 0, "msg": 0, "Message": 0, "text": 1, "hover": 1}
 PLUMBING = {("i18n.py", "text"), ("i18n.py", "render"), ("i18n.py", "__new__"), ("i18n.py", "_rebuild")}
-PLUMBING |= {("language.py", "t"), ("figures.py", "_hover"), ("navigation.py", "pages")}  # pages: the registry's
+PLUMBING |= {("language.py", "t"), ("heatmap.py", "hover"), ("navigation.py", "pages")}  # pages: the registry's
 
 
 def _keys_in_code() -> tuple[dict[str, str], dict[str, str], list[str]]:
@@ -98,7 +100,7 @@ def _keys_in_code() -> tuple[dict[str, str], dict[str, str], list[str]]:
 
 def test_every_key_the_code_names_exists_and_every_key_is_used():
     literal, patterns, computed = _keys_in_code()
-    literal |= {page.title: "attention/app/pages.py" for page in REGISTRY}  # the pages' titles: the registry's
+    literal |= {page.title: "attention/app/registry.py" for page in REGISTRY}  # the pages' titles: the registry's
     assert not computed, f"keys the test cannot read; name them literally: {computed}"
     missing = [f"{key} ({where})" for key, where in literal.items() if key not in TABLES["en"]]
     assert not missing, f"keys the code uses but the catalogue lacks: {missing}"
@@ -176,9 +178,9 @@ SYMBOL = re.compile(r"[A-Za-zΣ]")
 @pytest.fixture
 def pseudo(monkeypatch) -> None:
     """A language "qps" whose templates are the English ones inside ⟦…⟧ (AppTest runs the app in this process)."""
-    english = table("en")
+    english = i18n.table("en")
     table = {key: f"{OPEN}{template}{CLOSE}" for key, template in english.items()}
-    monkeypatch.setitem(LANGUAGES, PSEUDO, "Pseudo")
+    monkeypatch.setitem(i18n.LANGUAGES, PSEUDO, "Pseudo")
     monkeypatch.setattr(i18n, "table", lambda lang: table if lang == PSEUDO else english if lang == "en" else {})
 
 

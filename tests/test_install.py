@@ -61,11 +61,11 @@ def test_pip_install_gives_a_working_attention_command_in_a_fresh_environment(tm
     bad = run(command, "preset", "bogus")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "(see attention --help)" in bad.stderr
 
-    probe = "import attention, importlib.util as u; from attention import attend, presets; "
+    probe = "import attention, importlib.util as u; from attention import attend; from attention.base import presets; "
     probe += "print(attention.__file__, u.find_spec('streamlit') is None, attend(presets.article()).outputs.tolist())"
     imported = run(python, "-c", probe)
     assert imported.returncode == 0, imported.stderr
     path, no_streamlit, numbers = imported.stdout.split(" ", 2)
     assert path.startswith(str(env_dir)) and no_streamlit == "True"  # installed, not this checkout; core only
     assert [[round(v, 5) for v in row] for row in json.loads(numbers)] == [[round(v, 5) for v in r] for r in outputs]
-    assert {p.name for p in (Path(path).parent / "locales").glob("*.json")} == {"en.json", "zh.json"}
+    assert {p.name for p in (Path(path).parent / "base" / "locales").glob("*.json")} == {"en.json", "zh.json"}

@@ -8,8 +8,8 @@ from streamlit.testing.v1 import AppTest
 
 from attention import attend
 from attention.base.presets import article
-from attention.forward.compute import step_names
 from attention.forward.figures import tensor_heatmap
+from attention.forward.steps import step_names
 from tests.apptest import APP, edit, session
 
 

@@ -13,11 +13,10 @@ import pytest
 import torch
 
 from attention import STEP_NAMES, attend
+from attention.base.case import with_options
 from attention.base.presets import article, random_case
-from attention.forward.compute import step_names
 from attention.forward.script import shown, to_script
-from attention.forward.steps import TITLES
-from attention.forward.teach import with_options
+from attention.forward.steps import TITLES, step_names
 
 ARTICLE_OUTPUTS = [[2.0, 7.0, 1.5], [2.0, 8.0, 0.0], [2.0, 7.8, 0.3]]
 ARTICLE_BROADCAST = "weighted = values[:, None] * weights.T[:, :, None]"

@@ -12,12 +12,13 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from attention import attend, case_to_dict, parse_case
-from attention.app import pickers
+from attention.base.case import with_options
 from attention.base.files import MAX_LINK_CHARS, case_from_link, case_to_link, dump_case
 from attention.base.presets import article, random_case, resize
+from attention.forward import room
 from attention.forward.oracle import fused_outputs
 from attention.forward.script import to_script
-from attention.forward.teach import variant_name, variants, with_options
+from attention.forward.teach import variant_name, variants
 from tests.apptest import APP, ARTICLE_OUTPUTS, MASKED_CASE, PAGES, charts, current_trace, open_share_panel, session
 
 # The article with one number changed: its rounded softmax no longer fits, so the case has the exact one
@@ -176,7 +177,7 @@ def test_the_player_moves_on_when_its_time_is_due(monkeypatch):
     at.toggle(key="playing").set_value(True).run()
     assert "Step 1" in at.header[0].value
     later = time.monotonic() + 60  # the pace has passed
-    monkeypatch.setattr(pickers.time, "monotonic", lambda: later)
+    monkeypatch.setattr(room.time, "monotonic", lambda: later)
     at.run()
     assert "Step 2" in at.header[0].value
     assert at.button(key="next").proto.shortcut.lower() == "right"

@@ -8,6 +8,7 @@ import torch
 from attention import attend, case_to_dict, parse_case
 from attention.app import session as state
 from attention.app.choices import Controls
+from attention.app.links import open_link
 from attention.app.origins import Article, Edited, File, Link, Random
 from attention.app.session import Session
 from attention.base.files import case_to_link, dump_case
@@ -128,13 +129,14 @@ def test_a_value_no_widget_can_hold_is_refused_with_a_notice(session, name, valu
 
 def test_a_link_restores_case_step_and_language_and_bad_parts_are_refused(session):
     case = with_options(random_case(4, 3, 2, 2, seed=1), temperature=2.0)
-    session.open_link({"case": case_to_link(case), "step": "6", "lang": "zh"})
+    open_link(session, {"case": case_to_link(case), "step": "6", "lang": "zh"})
     assert (session.case, session.step, session.lang, session.notices) == (case, "weighted", "zh", [])  # an old 6
     assert session.controls.temperature == 2.0 and session.controls.n == 4
     fresh = Session.start()
-    fresh.open_link({"case": "garbage", "step": "9", "lang": "xx"})
+    open_link(fresh, {"case": "garbage", "step": "9", "lang": "xx"})
     assert fresh.case == article() and fresh.step == "inputs" and fresh.lang == "en"
-    assert [n.key for n in fresh.notices] == ["notice.link_refused", "notice.bad_step", "notice.bad_lang"]
+    # the case and the language first (session.open_origin), then each capability's part (the walkthrough's step)
+    assert [n.key for n in fresh.notices] == ["notice.link_refused", "notice.bad_lang", "notice.bad_step"]
 
 
 def test_a_case_with_a_mask_offers_it_as_custom(session):
@@ -181,7 +183,7 @@ def test_the_step_stays_within_the_walkthrough_by_name(session):
     assert session.step == "inputs"
     session.go_to("rope")  # a step the article lacks: the step it is part of
     assert session.step == "qkv"
-    session.open_link({"step": "scores"})
+    open_link(session, {"step": "scores"})
     assert session.step == "scores" and not session.notices
     session.load(random_case(3, 4, 4, 4, seed=1, rope_base=100.0))
     session.go_to("qkv", by=1)
@@ -221,7 +223,7 @@ def test_a_loaded_case_with_rope_and_grouped_heads_keeps_them_through_edits_and_
     assert (o.rope_base, o.positions, o.kv_heads, o.temperature) == (100.0, (3, 4, 5, 6, 7), 2, 0.5)
     assert not torch.equal(attend(session.case).outputs, attend(case).outputs)
     linked = Session.start()
-    linked.open_link({"case": case_to_link(session.case)})
+    open_link(linked, {"case": case_to_link(session.case)})
     assert linked.case == session.case
     session.load(random_case(5, 6, 8, 6, seed=2, rope_base=100.0, positions=[3, 4, 5, 6, 7]))  # one head
     session.choose(n=4)  # fewer tokens: the positions no longer fit and are dropped; RoPE stays
@@ -240,6 +242,6 @@ def test_the_origin_says_where_the_case_came_from_and_an_edit_makes_it_edited_fr
     assert isinstance(session.origin, Random) and session.origin.seed == 3 and session.origin.link() is None
     session.import_file("mine.json", dump_case(random_case(seed=4)).encode())
     assert isinstance(session.origin, File) and session.origin.name == "mine.json"
-    session.open_link({"case": case_to_link(random_case(seed=5))})
+    open_link(session, {"case": case_to_link(random_case(seed=5))})
     assert isinstance(session.origin, Link) and session.origin.case == random_case(seed=5)
     assert "# Step 1" in session.origin.script(session.case) and session.origin.check(attend(session.case)) is None

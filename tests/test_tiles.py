@@ -12,17 +12,19 @@ from torch.overrides import TorchFunctionMode
 
 from attention import attend
 from attention.__main__ import main
-from attention.tiles import room as tiles_room
-from attention.app.session import Session, choose_blocks
-from attention.base.case import CaseError
+from attention.app.links import open_link
+from attention.app.session import Session
+from attention.base.case import CaseError, with_options
+from attention.base.explain import explain
 from attention.base.files import dump_case
 from attention.base.numbers import approx
 from attention.base.presets import article, random_case
-from attention.forward.oracle import check, fused_outputs
-from attention.forward.teach import with_options
+from attention.forward import oracle
+from attention.forward.oracle import fused_outputs
+from attention.tiles import room as tiles_room
 from attention.tiles.compute import check, check_blocks, default_block, estimates, tiled
 from attention.tiles.script import to_script
-from attention.tiles.state import link
+from attention.tiles.state import Tiling, link
 from tests.apptest import APP, session
 
 BLOCKED = [[1, 0, 1, 0, 0], [0, 0, 0, 0, 0], [1, 1, 1, 0, 0], [0, 0, 0, 0, 0], [1, 1, 1, 1, 1]]  # rows 2, 4: nothing
@@ -114,16 +116,18 @@ def test_each_visit_records_the_online_softmax_and_its_rescaling():
 def test_the_explanation_of_l_adds_up_with_its_terms():
     run = tiled(CASES["scale, temperature 4"], 3, 2)
     v = run.visit(1, 1)
-    lines = tiles.explain(run, v, 0, 1)
+    lines = explain(run, "l", (0, 1), step=v.name).lines  # head 0, the tile's second query
     t = {k: x[0, 1].item() for k, x in v.tensors.items() if x.dim() == 2}
     assert lines[0].startswith("m₂ = max(m₁")
     ell = next(line for line in lines if line.startswith("ℓ after key tile 2: ℓ₂ = ℓ₁ · e^(m₁ − m₂) + Σ e^(s − m₂)"))
     total = sum(math.exp(s - t["m"]) for s in v.tensors["scores"][0, 1].tolist())
     assert t["l"] == pytest.approx(t["l_before"] * t["rescale"] + total, rel=1e-6)
     assert ell.endswith(f"= {approx(t['l'])}")
-    assert tiles.explain(run, v, 0, 1, "zh")[2].startswith("处理完键块 2 后的 ℓ")
+    assert explain(run, "l", (0, 1), "zh", step=v.name).lines[2].startswith("处理完键块 2 后的 ℓ")
     skipped = tiled(with_options(article(), mask="causal"))
-    assert "skipped" in tiles.explain(skipped, skipped.visit(0, 1), 0, 0)[0]
+    assert skipped.visit(0, 1).skipped and skipped.visit(0, 1).name == "1.2"
+    with pytest.raises(ValueError, match="cannot explain 'l'"):  # nothing was computed: the page says it was skipped
+        explain(skipped, "l", (0, 0), step=skipped.visit(0, 1).name)
 
 
 class Largest(TorchFunctionMode):
@@ -152,7 +156,7 @@ def test_at_scale_no_n_by_n_tensor_is_made_and_nothing_is_recorded():
     assert seen.largest == 1024 * 1024
     kept = tiled(case, 64, 64, keep=(3,))  # the page's one query tile, recorded
     assert {v.query_tile for v in kept.visits} == {3} and len(kept.visits) == 16
-    assert check(case, kept.outputs).agrees  # SDPA, within the app's own check (scores up to 424 here: float32's
+    assert oracle.check(case, kept.outputs).agrees  # SDPA, within the app's own check (scores up to 424 here: float32's
     # rounding of them differs between SDPA's kernel and any matmul, the eight steps' too, by 2e-4 of outputs of 36)
 
 
@@ -184,15 +188,15 @@ def test_too_many_tiles_are_refused():
 
 def test_the_session_keeps_the_last_valid_blocks_and_the_link_round_trips():
     s = Session.start()
-    choose_blocks(s, "1", "2")
-    s.tiling.tile = (2, 1)
-    choose_blocks(s, "0", "2")
-    assert s.tiling.blocks == (1, 2) and "B_q" in str(s.tiling.error)
-    params = link(s.tiling.blocks, s.tiling.tile)
+    s.view(Tiling).choose_blocks("1", "2", s.case.n)
+    s.view(Tiling).tile = (2, 1)
+    s.view(Tiling).choose_blocks("0", "2", s.case.n)
+    assert s.view(Tiling).blocks == (1, 2) and "B_q" in str(s.view(Tiling).error)
+    params = link(s.view(Tiling))
     assert params == {"bq": "1", "bk": "2", "tile": "3.2"}
     other = Session.start()
-    other.open_link(params)
-    assert (other.tiling.blocks, other.tiling.tile, other.notices) == ((1, 2), (2, 1), [])
+    open_link(other, params)
+    assert (other.view(Tiling).blocks, other.view(Tiling).tile, other.notices) == ((1, 2), (2, 1), [])
 
 
 @pytest.mark.parametrize(
@@ -200,8 +204,8 @@ def test_the_session_keeps_the_last_valid_blocks_and_the_link_round_trips():
 )
 def test_a_forged_link_is_refused_with_a_notice_and_the_defaults(params):
     s = Session.start()
-    s.open_link(params)
-    assert (s.tiling.blocks, s.tiling.tile) == (None, (0, 0))
+    open_link(s, params)
+    assert (s.view(Tiling).blocks, s.view(Tiling).tile) == (None, (0, 0))
     assert len(s.notices) == 1 and "tiles were refused" in s.notices[0]
 
 
@@ -245,17 +249,17 @@ def test_the_page_shows_the_tiles_the_check_and_keeps_the_last_valid_blocks():
     assert any("ℓ after key tile 1" in c.value for c in at.code)
     at.text_input(key="tiles_bq").set_value("0").run()
     assert "B_q (queries per tile): must be from 1 to n = 3, not 0" in at.error[0].value
-    assert session(at).tiling.blocks is None and "4 tiles of 2 × 2" in at.success[0].value  # the last valid view
+    assert session(at).view(Tiling).blocks is None and "4 tiles of 2 × 2" in at.success[0].value  # the last valid view
     at.text_input(key="tiles_bq").set_value("1").run()
     assert not at.error and "6 tiles of 1 × 2" in at.success[0].value
     at.button(key="tiles_next").click().run()
-    assert session(at).tiling.tile == (0, 1) and at.query_params["tile"] == "1.2" and at.query_params["bq"] == "1"
+    assert session(at).view(Tiling).tile == (0, 1) and at.query_params["tile"] == "1.2" and at.query_params["bq"] == "1"
     assert any("ℓ after key tile 2" in c.value for c in at.code)
 
 
 def test_a_link_opens_the_tile_and_a_forged_one_says_so():
     at = tiles_page({"bq": "1", "bk": "1", "tile": "3.2"})
-    assert not at.exception and session(at).tiling.tile == (2, 1)
+    assert not at.exception and session(at).view(Tiling).tile == (2, 1)
     assert at.selectbox(key="tiles_query_tile").value == 2
     forged = AppTest.from_file(APP, default_timeout=60)
     forged.query_params["bq"], forged.query_params["tile"] = "1", "7.1"
@@ -263,7 +267,7 @@ def test_a_link_opens_the_tile_and_a_forged_one_says_so():
     assert (
         "The link's tiles were refused (tile: must be 'query tile.key tile', from 1.1 to 3.2" in forged.warning[0].value
     )
-    assert session(forged).tiling.tile == (0, 0) and not forged.exception
+    assert session(forged).view(Tiling).tile == (0, 0) and not forged.exception
 
 
 def test_the_page_in_chinese_and_with_a_causal_mask():
@@ -274,6 +278,9 @@ def test_the_page_in_chinese_and_with_a_causal_mask():
     assert not at.exception
     assert "分块输出 = 第 7 步的输出" in at.success[0].value
     assert any("对角线以上的块" in i.value for i in at.info)
+    s.view(Tiling).tile = (0, 1)  # the skipped tile: its explanation says so (the explain engine has no numbers)
+    at.run()
+    assert not at.exception and any("键块 2 对这一块的每个查询都被掩码：跳过" in c.value for c in at.code)
 
 
 def test_a_tiled_run_shows_itself_in_jupyter_with_its_tiles():
@@ -286,11 +293,11 @@ def test_a_tiled_run_shows_itself_in_jupyter_with_its_tiles():
 def test_the_player_goes_through_the_tiles_in_order_and_round(monkeypatch):
     at = tiles_page()
     at.toggle(key="tiles_playing").set_value(True).run()
-    seen = [session(at).tiling.tile]
+    seen = [session(at).view(Tiling).tile]
     for _ in range(4):
         later = time.monotonic() + 60  # the pace has passed
         monkeypatch.setattr(tiles_room.time, "monotonic", lambda later=later: later)
         at.run()
-        seen.append(session(at).tiling.tile)
+        seen.append(session(at).view(Tiling).tile)
     assert seen == [(0, 0), (0, 1), (1, 0), (1, 1), (0, 0)]  # each query tile's key tiles, then the first again
     assert not at.exception

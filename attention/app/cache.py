@@ -20,9 +20,9 @@ import torch
 from ..forward.compute import Broadcast, Trace
 
 T = TypeVar("T")
-BUDGET = 256 * 2**20  # bytes a session keeps: one trace at the limits (192 MiB: README, "Hosting") and its figures
+BUDGET = 256 * 2**20  # bytes a session keeps: one trace at the limits (192 MiB: docs/hosting.md) and its figures
 # A session's peak above the server's own, on every page at the limits, with glibc's mmap threshold fixed (process.py)
-# (README, "Hosting"; tests/test_memory.py under AppTest, tests/e2e/test_server_memory.py on the real server)
+# (docs/hosting.md; tests/test_memory.py under AppTest, tests/e2e/test_server_memory.py on the real server)
 SESSION_BOUND = 288 * 2**20
 
 

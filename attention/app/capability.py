@@ -40,6 +40,14 @@ def _no_part(session: Session, trace: Trace, *picked: object) -> None:
     """No part in the share panel, or under a number's arithmetic."""
 
 
+def _hides_nothing(session: Session, trace: Trace) -> bool:
+    return False
+
+
+def _as_it_is(session: Session, trace: Trace) -> Trace:
+    return trace
+
+
 @dataclass(frozen=True)
 class Capability:
     """One capability as the frame sees it."""
@@ -57,3 +65,8 @@ class Capability:
     # under a number's arithmetic on the Explain page (Streamlit), given the tensor's name and the index: its own
     explains: Callable[[Session, Trace, str, tuple[int, ...]], None] = _no_part
     frame: Callable[[Session, Trace], None] = _no_part  # drawn around every page (Streamlit): an exercise's progress
+    # Whether it hides numbers of the trace now (an open exercise): then pages draw shown(session, trace), a page that
+    # would show them its own way (not Page.hides) waits (its `waits` drawn instead), and the trace file is off
+    hides: Callable[[Session, Trace], bool] = _hides_nothing
+    shown: Callable[[Session, Trace], Trace] = _as_it_is
+    waits: Callable[[], None] = lambda: None

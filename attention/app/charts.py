@@ -20,7 +20,7 @@ def figure(make: Callable[..., go.Figure], trace: Trace, *args, **kwargs) -> go.
     changes no number draws without rebuilding (a trace among the arguments counts as its case). Not to be changed
     afterwards (figures.highlight makes its own)."""
     parts = tuple(a.case if isinstance(a, Trace) else a for a in args)
-    hidden = getattr(trace, "hidden", ())  # an exercise's (exercise.Redacted): its figures are not the trace's
+    hidden = trace.hidden  # an exercise's hidden cells (exercise.redacted): its figures are not the trace's
     key = ("figure", make.__name__, trace.case, trace.device, hidden, parts, tuple(sorted(kwargs.items())), lang())
     return tab.current().derived.get(key, lambda: make(trace, *args, **kwargs, lang=lang()))
 
@@ -52,7 +52,7 @@ def chart(fig: go.Figure, key: str, where=st, clickable: bool = False) -> tuple[
 
 def table(trace: Trace, name: str, head: int | None = None):
     """tables.table of a recorded tensor, kept like a figure (a step shown again does not rebuild its tables)."""
-    key = ("table", trace.case, trace.device, getattr(trace, "hidden", ()), name, head, lang())
+    key = ("table", trace.case, trace.device, trace.hidden, name, head, lang())
     return tab.current().derived.get(key, lambda: tables.table(trace, name, head, lang=lang()))
 
 

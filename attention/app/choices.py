@@ -20,7 +20,6 @@ from ..base.case import (
     Case,
 )
 from ..base.i18n import excerpt
-from .origins import PRESETS
 
 Grid = tuple[tuple[object, ...], ...]  # rows of cells as typed: numbers, or whatever a client sent
 NUMBERS = ("x", "w_query", "w_key", "w_value")  # the case's own matrices; the other grids are options
@@ -30,6 +29,7 @@ SCALES = ("none", "sqrt_dk", "custom")
 MASKS = ("none", "causal", "custom")
 FILLS = ("zeros", "random")
 IMAGE_FORMATS = ("png", "svg")
+PRESETS = ("article", "random", "real")  # the sidebar's presets, each the kind of origin it makes (origins.PRESETS)
 MAX_SEED = 2**31 - 1
 
 
@@ -37,7 +37,7 @@ MAX_SEED = 2**31 - 1
 class Controls:
     """The sidebar's choices, each held by a widget of the same name."""
 
-    preset: str = "article"  # origins.PRESETS: which kind of origin the sidebar makes
+    preset: str = "article"  # PRESETS: which kind of origin the sidebar makes
     seed: int = 0  # the random preset's, and random new cells' after a resize
     n: int = 3
     d_in: int = 4

@@ -11,8 +11,6 @@ import threading
 import streamlit as st
 
 from ..base.i18n import msg, render
-from ..exercise import room as exercise_room
-from ..exercise import state as exercise
 from ..forward.compute import Trace
 from . import editors, links, navigation, process, reconnect, share, sidebar, tab, traces
 from .language import t
@@ -60,10 +58,11 @@ def run(pages: list | None = None) -> None:
     share.panel(s, trace)
     _run.framed = True
     try:
-        if exercise.page_allowed(s, trace, BY_URL[page.url_path]):
+        hiding = [c for c in CAPABILITIES if c.hides(s, trace)]
+        if BY_URL[page.url_path].hides or not hiding:  # a page that draws hidden numbers as "?" runs; others wait
             page.run()
         else:
-            exercise_room.waiting_page()
+            hiding[0].waits()
         editors.pace(s)  # the run's last element: a dragged editor sends its next value when it is drawn
     finally:  # a rerun or a stop interrupts the page with an exception
         _run.framed = False
@@ -74,7 +73,14 @@ def trace() -> Trace:
     if not framed():  # Streamlit ran this page alone (see navigation.leave_pages_folder_mode)
         navigation.leave_pages_folder_mode()
     s = tab.current()
-    return exercise.shown(s, traces.current(s))  # an open exercise's numbers hidden
+    return shown(s, traces.current(s))
+
+
+def shown(s: Session, trace: Trace) -> Trace:
+    """The trace as the pages draw it: an open exercise's numbers hidden (a capability's, Capability.shown)."""
+    for capability in CAPABILITIES:
+        trace = capability.shown(s, trace)
+    return trace
 
 
 def framed() -> bool:

@@ -8,7 +8,6 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from ..exercise.state import shown
 from ..forward.compute import Trace
 from . import editors, frame, links, tab, traces
 from .session import Session
@@ -36,7 +35,7 @@ def _run(s: Session, body: Callable[[Trace], None]) -> None:
     if not frame.framed():
         links.keep(s)  # the URL stays a link to what is shown
     frame.banners(s, trace)
-    body(shown(s, trace))  # an open exercise's numbers hidden
+    body(frame.shown(s, trace))  # an open exercise's numbers hidden
     editors.pace(s, live=True)
 
 

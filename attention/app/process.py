@@ -28,7 +28,7 @@ def return_big_blocks() -> bool:
     its own mapping, given back to the system when freed. True where it was set (glibc), False elsewhere."""
     # By default glibc raises the threshold to each big block freed (up to 32 MiB), so that later n × n tensors
     # (4 MiB a head at the limits) come from its heap and stay there once freed: +60-100 MiB per session at the
-    # limits, run to run (README, "Hosting"). Setting it also turns that raising off. The server's own command
+    # limits, run to run (docs/hosting.md). Setting it also turns that raising off. The server's own command
     # cannot be relied on to set the variable (a host's own, Community Cloud's), so the app sets it itself.
     name = ctypes.util.find_library("c")
     try:

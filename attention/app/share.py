@@ -7,7 +7,6 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from ..base import files
-from ..exercise.state import hiding
 from ..forward.compute import Trace
 from ..forward.files import dump_trace
 from . import links, traces
@@ -50,7 +49,7 @@ def _downloads(session: Session, trace: Trace) -> None:
     get, case = st.download_button, trace.case
     get(t("share.case_file"), lambda: files.dump_case(case), "case.json", "application/json",
         on_click="ignore", key="get_case")  # fmt: skip
-    too_big, hidden = trace.numbers > TRACE_FILE_MAX_NUMBERS, hiding(session, trace)
+    too_big, hidden = trace.numbers > TRACE_FILE_MAX_NUMBERS, any(c.hides(session, trace) for c in CAPABILITIES)
     get(t("share.trace_file"), lambda: _trace_file(session), "trace.json", "application/json",
         on_click="ignore", key="get_trace", disabled=too_big or hidden)  # fmt: skip
     if too_big:

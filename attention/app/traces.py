@@ -75,7 +75,7 @@ def variant_weights(session: Session, trace: Trace, case: Case, head: int = 0) -
 def whys(session: Session, trace: Trace, step: str, lang: str) -> list[str]:
     """teach.whys of a step, kept while the case is: step 4's numbers for ÷√d_k read every head's n × n scores
     (of the trace's own numbers: an exercise's trace has NaN where it hides one)."""
-    real = current(session) if getattr(trace, "hidden", ()) else trace
+    real = current(session) if trace.hidden else trace
     return session.derived.get(("whys", trace.case, step, lang), lambda: teach.whys(real, step, lang))
 
 

@@ -1,11 +1,12 @@
 """A gradient's arithmetic, with the backward pass's own numbers: why ∂L/∂T of one number of the forward trace is
-what it is (the Explain page shows it under the number's own arithmetic)."""
+what it is (the Explain page shows it under the number's own arithmetic). Its numbers are brief: 4 digits, since
+the float32 rounding of a gradient is not what it teaches."""
 
 from __future__ import annotations
 
 from ..base.explain import Context, Derivation, explains, factor
 from ..base.i18n import msg
-from ..base.numbers import sub
+from ..base.numbers import brief, sub
 from ..forward.compute import scale_factor
 from .compute import Backward
 from .steps import MADE_FROM
@@ -19,7 +20,7 @@ def gradient(c: Context, grad: str, head: int | None, index: tuple[int, ...]) ->
     trace, whole = result.forward, ((head,) if head is not None else ()) + index
     i, j = index[-2:] if len(index) >= 2 else (index[0], 0)
     cell = sub(i, j, sep="")  # the row and column from 1, as subscripts: S₂₃
-    title = msg("backward.explain.title", name=name, cell=cell, value=c.num(result[grad][whole].item()))
+    title = msg("backward.explain.title", name=name, cell=cell, value=brief(result[grad][whole].item()))
     lines, parts = [], {grad: tuple((k,) for k in index)}
     if name in ("scores_raw", "scores") and trace["scores"][whole].item() == float("-inf"):
         return Derivation(title, (msg("backward.explain.masked"),), parts, head)
@@ -27,36 +28,36 @@ def gradient(c: Context, grad: str, head: int | None, index: tuple[int, ...]) ->
         a, da = trace.view("weights_exact", head)[i], result.view("d_weights", head)[i]  # the row: (n_k,) each
         mean = (a * da).sum().item()
         terms = " + ".join(
-            f"{factor(c.num(x))}·{factor(c.num(y))}" for x, y in zip(a.tolist(), da.tolist(), strict=True)
+            f"{factor(brief(x))}·{factor(brief(y))}" for x, y in zip(a.tolist(), da.tolist(), strict=True)
         )
-        said = {"cell": cell, "a": factor(c.num(a[j].item())), "g": factor(c.num(da[j].item()))}
+        said = {"cell": cell, "a": factor(brief(a[j].item())), "g": factor(brief(da[j].item()))}
         lines += [
             msg("backward.explain.score_rule", cell=cell, row=sub(i)),
-            msg("backward.explain.score_sum", row=sub(i), terms=terms, sum=factor(c.num(mean))),
+            msg("backward.explain.score_sum", row=sub(i), terms=terms, sum=factor(brief(mean))),
             msg(
                 "backward.explain.score",
                 **said,
-                sum=factor(c.num(mean)),
-                value=factor(c.num(result.view("d_scores", head)[i, j].item())),
+                sum=factor(brief(mean)),
+                value=factor(brief(result.view("d_scores", head)[i, j].item())),
             ),
             msg("backward.explain.softmax"),
         ]
         parts |= {"d_weights": ((i,), None)}
     if name == "scores_raw":
         multiplier = scale_factor(trace.case) / trace.case.options.temperature
-        g = factor(c.num(result.view("d_scores", head)[i, j].item()))
+        g = factor(brief(result.view("d_scores", head)[i, j].item()))
         lines.insert(0, msg("backward.explain.raw", cell=cell, factor=f"{multiplier:g}", g=g))  # then dS's arithmetic
     elif name == "weights":
         d_o = next(result.view(d, head) for d in ("d_head_outputs", "d_concat", "d_outputs") if d in result)
         row, v = d_o[i], trace.view("values", head)[j]
         terms = " + ".join(
-            f"{factor(c.num(x))}·{factor(c.num(y))}" for x, y in zip(row.tolist(), v.tolist(), strict=True)
+            f"{factor(brief(x))}·{factor(brief(y))}" for x, y in zip(row.tolist(), v.tolist(), strict=True)
         )
-        value = factor(c.num(result[grad][whole].item()))
+        value = factor(brief(result[grad][whole].item()))
         lines += [msg("backward.explain.weight", cell=cell, i=sub(i), j=sub(j), terms=terms, value=value),
                   msg("backward.explain.weights")]  # fmt: skip
     elif name == "outputs" and result.loss.cell is None:
         o, target = trace.outputs[i, j].item(), result.loss.target[i][j]
-        value = factor(c.num(result[grad][whole].item()))
-        lines.append(msg("backward.explain.output", cell=cell, o=c.num(o), t=c.num(target), value=value))
+        value = factor(brief(result[grad][whole].item()))
+        lines.append(msg("backward.explain.output", cell=cell, o=brief(o), t=brief(target), value=value))
     return Derivation(title, tuple(lines), parts, head)

@@ -22,8 +22,8 @@ MAX_LINK_STEPS = 200  # steps a link may ask to replay (each is a forward and a 
 MIN_LR, DEFAULT_LR = 1e-4, 0.01
 MAX_TARGET_CHARS = 4000
 # heads × n² past which the app makes no backward pass: its two or three n × n gradients per head beside the forward
-# trace's four would pass the session's memory bound (README, "Hosting"); the CLI and the library have none
-MAX_CELLS = 1 << 20  # n = 1024 at one head, 512 at four: measured within the bound (README, "The backward pass")
+# trace's four would pass the session's memory bound (docs/hosting.md); the CLI and the library have none
+MAX_CELLS = 1 << 20  # n = 1024 at one head, 512 at four: measured within the bound (docs/backward.md)
 
 
 @dataclass

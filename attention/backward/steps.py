@@ -10,12 +10,13 @@ from ..base.case import Case
 from ..base.i18n import msg, text
 from ..base.record import Step
 from ..forward.compute import scale_factor
-from ..forward.steps import LABELS, ROPE, number
+from ..forward.steps import LABELS, ROPE, STEP_NAMES, number, step_names
 from .loss import Loss
 
-# Step 8 repeats steps 4-7 and adds nothing to go back through; step 2's weights get their gradients from step 3,
-# where they met x, and step 1's x likewise.
-BACKWARD_NAMES = ("outputs", "weighted", "softmax", "scores", "weights", "inputs")
+# The forward steps in reverse, but step 8, which repeats steps 4-7 and adds nothing to go back through, and step 3,
+# which hands its gradients on to step 2's weights, where they met x (and to step 1's x likewise).
+NOT_GONE_BACK_THROUGH = ("repeat", "qkv")
+BACKWARD_NAMES = tuple(name for name in reversed(STEP_NAMES) if name not in NOT_GONE_BACK_THROUGH)
 # A gradient's axes: its forward twin's, and those of the few with no twin in the trace
 GRAD_AXES = {"d_w_out": ("value dim", "output dim"), "d_concat": ("query", "value dim")}
 # What each gradient is made from: the gradients before it (the loss's first) and the forward tensors it meets
@@ -42,10 +43,7 @@ MADE_FROM = {
 
 def backward_names(case: Case) -> tuple[str, ...]:
     """The backward steps a case has, in the order they run: RoPE's after the scores when the case has it."""
-    if case.options.rope_base is None:
-        return BACKWARD_NAMES
-    at = BACKWARD_NAMES.index("scores") + 1
-    return (*BACKWARD_NAMES[:at], ROPE, *BACKWARD_NAMES[at:])
+    return tuple(name for name in reversed(step_names(case)) if name not in NOT_GONE_BACK_THROUGH)
 
 
 def step(case: Case, loss: Loss, name: str, tensors: Mapping, seconds: float) -> Step:

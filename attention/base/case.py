@@ -14,12 +14,12 @@ CASE_FORMAT = "attention-case/1"
 
 Matrix = tuple[tuple[float, ...], ...]
 
-# Limits, chosen from measurements (README, "Limits"): at the maximum sizes the step-6 broadcast tensor
+# Limits, chosen from measurements (docs/options.md, "Limits"): at the maximum sizes the step-6 broadcast tensor
 # (n, n, d_v) is 256 MiB in float32, and a trace takes well under a second on two CPU cores.
 MAX_N = 1024  # tokens
 MAX_D = 64  # d_in, d_k, d_v and d_out
 # A real model's head (attention/models/) reads the model's whole width: up to this many columns while n is at
-# most MAX_WIDE_N (a sentence), which keeps a case within 1.4 million numbers (README, "Limits")
+# most MAX_WIDE_N (a sentence), which keeps a case within 1.4 million numbers (docs/options.md, "Limits")
 MAX_WIDE_D, MAX_WIDE_N = 576, 64
 MIN_ROPE_BASE, MAX_ROPE_BASE = 2.0, 1e7  # RoPE's base: 10,000 in the paper, 100,000 in SmolLM2
 MAX_POSITION = 1 << 20  # |a token's position| for RoPE: its angle stays exact enough in float64

@@ -90,7 +90,7 @@ def explain(
     """The arithmetic behind one number of a recorded tensor (of `step`, by its name, where every step records one
     of that name: a decoding's), its words in `lang`; ValueError for a tensor it cannot explain or an index out of
     range."""
-    at = record.made_by(tensor) if step is None and tensor in record else None if step is None else record.step(step)
+    at = record.step(step) if step is not None else record.made_by(tensor) if tensor in record else None
     explainer = _explainer(record, tensor)
     if explainer is None or at is None or tensor not in at.tensors:
         raise ValueError(f"cannot explain {tensor!r}: this record explains {', '.join(explainable(record))}")

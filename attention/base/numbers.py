@@ -38,6 +38,12 @@ def approx(v: float) -> str:
     return written(float(f"{v:.7g}")) if math.isfinite(v) else written(v)
 
 
+def brief(v: float) -> str:
+    """A computed number where float rounding is not the point (a gradient), to 4 significant digits, written by
+    hand: 7.7999997 → '7.8'."""
+    return written(float(f"{v:.4g}")) if math.isfinite(v) else written(v)
+
+
 def digits(s: str) -> int:
     """Significant digits of a number as written() writes it."""
     return len(s.partition("e")[0].lstrip("−").replace(".", "").strip("0")) or 1

@@ -7,7 +7,7 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"  # beside the package in a clone; absent from a pip install
+BENCH = Path(__file__).resolve().parents[2] / "bench"  # beside the package in a clone; absent from a pip install
 FILES = {"cpu": "core.md", "cuda": "core-cuda.md"}
 
 

@@ -122,14 +122,13 @@ def exact(trace: Trace, expected: float) -> bool:
 
 
 def shown_with(trace: Trace, b: Blank) -> list[tuple[str, tuple[int, ...]]]:
-    """Every recorded cell that shows the blank's number, itself first: the tensors of its step made from it or that
-    it is made from, of its shape (the scores before and after their scale and mask, the exact and the used softmax,
-    step 7's outputs and its concatenation); a key or value in every query head that shares it; an output in step
-    7's heads and in step 8's rows (see docs/pages.md, Exercises)."""
+    """Every recorded cell that shows the blank's number, itself first: the tensors of its step made from it alone, or
+    that it is made from alone, of its shape (_alone); a key or value in every query head that shares it; an output
+    in step 7's heads and in step 8's rows (see docs/pages.md, Exercises)."""
     o, name, index = trace.case.options, b.tensor, b.index
     step, shape = trace.made_by(name), trace[name].shape
-    twins = [t for t in step.tensors if t != name and name in (*trace.made_from(t), *step.reads.get(name, ()))]
-    cells = [(name, index), *((t, index) for t in twins if trace[t].shape == shape)]
+    twins = [t for t in step.tensors if t != name and trace[t].shape == shape and _alone(trace, t, name)]
+    cells = [(name, index), *((t, index) for t in twins)]
     if name in ("keys", "values") and trace.has_head(name) and o.kv_heads:  # grouped: one key/value head, h/g copies
         group = o.heads // o.kv_heads
         cells += [(name, (h, *index[1:])) for h in range(o.heads) if h // group == index[0] // group and h != index[0]]
@@ -141,6 +140,12 @@ def shown_with(trace: Trace, b: Blank) -> list[tuple[str, tuple[int, ...]]]:
             d = trace["head_outputs"].shape[-1]
             cells.append(("head_outputs", (c // d, i, c % d)))
     return cells
+
+
+def _alone(trace: Trace, a: str, b: str) -> bool:
+    """Whether one of two tensors is made from the other alone: the same number scaled, masked or copied (the scores
+    and the raw scores, the weights and the exact softmax, step 7's outputs and its concatenation)."""
+    return trace.made_from(a) == (b,) or trace.made_from(b) == (a,)
 
 
 def hidden(trace: Trace, exercise: Exercise, found: frozenset[int]) -> dict[str, frozenset[tuple[int, ...]]]:

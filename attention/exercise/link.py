@@ -12,7 +12,7 @@ from ..base.case import CaseError
 from ..base.i18n import msg
 from . import room
 from .compute import Blank, Exercise, from_link
-from .state import FOUND, PARAM, PARAMS, PRESENT, READY, SHOWN, Attempt, Classroom
+from .state import FOUND, PARAM, PARAMS, PRESENT, READY, SHOWN, Attempt, Classroom, hiding, shown
 
 
 def follows(session: Session, params: MutableMapping[str, str]) -> None:
@@ -71,5 +71,6 @@ def link(session: Session) -> dict[str, str | None]:
 
 CAPABILITY = Capability(
     "exercise", (Page("pages/exercise.py", "page.exercise", ":material/school:", "exercise", hides=True),), PARAMS,
-    link=link, follows=follows, share=room.share_part, frame=room.frame_part,
+    link=link, follows=follows, share=room.share_part, frame=room.frame_part, hides=hiding, shown=shown,
+    waits=room.waiting_page,
 )  # fmt: skip

@@ -7,7 +7,6 @@ import math
 from dataclasses import dataclass, field
 
 from ..app import traces
-from ..app.capability import Page
 from ..app.session import Session
 from ..base.case import Case, CaseError
 from ..base.explain import Explanation, explain
@@ -130,15 +129,9 @@ def shown(session: Session, trace: Trace) -> Trace:
         trace.case,
         trace.device,
         session.view(Classroom).exercise.open,
-        session.view(Classroom).exercise.to_link(),
+        session.view(Classroom).exercise.exercise.to_link(),  # the blanks: the Attempt's exercise
     )
     return session.derived.get(key, lambda: redacted(trace, hidden(session, trace)))
-
-
-def page_allowed(session: Session, trace: Trace, page: Page) -> bool:
-    """A page may run during an open exercise only if it draws the hidden numbers as "?" (Page.hides): the rest
-    recompute or rearrange them, and wait until the exercise is done."""
-    return page.hides or not hiding(session, trace)
 
 
 def uses_hidden(session: Session, trace: Trace, explanation: Explanation) -> list[str]:

@@ -42,7 +42,8 @@ PER_HEAD = {"queries", "keys", "values", "scores_raw", "scores", "weights_exact"
 PER_HEAD |= {"queries_unrotated", "keys_unrotated"}  # with RoPE, step 3's queries and keys before they are turned
 
 # What each tensor is made from (its parents): what its step read. Step 7's concat and outputs are made from the
-# first of theirs that the step has (the heads joined, or the one head's sum over the keys).
+# first of theirs that the step has (the heads joined, or the one head's sum over the keys), and the outputs from the
+# case's w_out too when it has one (an option, named as errors name it).
 MADE_FROM = {
     "queries": ("x", "w_query"),
     "keys": ("x", "w_key"),
@@ -108,6 +109,8 @@ def step(case: Case, name: str, tensors: Mapping, device: str, seconds: float, n
         parents = table.get(tensor, ())
         if tensor in ("concat", "outputs"):  # the heads joined, or the one head's sum over the keys
             parents = next(((p,) for p in parents if p in tensors), parents[-1:])
+        if tensor == "outputs" and case.options.w_out is not None:  # projected by the case's own w_out
+            parents += ("options.w_out",)
         reads[tensor] = parents
     return Step(number(name), name, LABELS[name], TITLES[name], EXPLANATIONS[name], formula(name, case), tensors,
                 MappingProxyType(reads), device, seconds, notes)  # fmt: skip

@@ -15,6 +15,7 @@ from ..base.i18n import msg
 from ..forward.compute import rope
 from .llama import _rms_norm, after_heads, heads_of
 from .model import MAX_SENTENCE_TOKENS, Model, Run
+from .tokens import labels
 
 MAX_NEW_TOKENS = 16  # the page's choice; a sentence and its new tokens stay within MAX_SENTENCE_TOKENS in all
 
@@ -144,8 +145,6 @@ def _stop_ids(model: Model) -> set[int]:
 def _run(model: Model, sentence: str, ids: list[int], cache, inputs: list, heads: list) -> Run:
     """The sentence and its new tokens as a Run: with the cache, the layers' inputs its passes computed (the last
     token, never read by a pass, once more); without, one pass of the whole."""
-    from .tokens import labels
-
     tokens = labels([model.tokenizer.id_to_token(i) for i in ids], model.spec.family.readable)
     if cache is None or not inputs:
         with torch.inference_mode():

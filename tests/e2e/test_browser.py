@@ -15,17 +15,17 @@ from playwright.sync_api import Locator, Page, expect
 from attention import attend, case_to_dict, parse_case
 from attention.app.registry import PAGES as REGISTRY
 from attention.app.session import Session
+from attention.base.case import with_options
 from attention.base.files import case_to_link
 from attention.base.presets import article
 from attention.forward.oracle import fused_outputs
-from attention.forward.teach import with_options
 
 pytestmark = pytest.mark.e2e
 expect.set_options(timeout=60_000)  # expect()'s own default is 5 s: too short for a rerun on two slow cores
 
 ARTICLE_OUTPUTS = [[2, 7, 1.5], [2, 8, 0], [2, 7.8, 0.3]]  # printed in the article: the oracle, not our own result
 ROOT = Path(__file__).resolve().parents[2]
-# The README's screenshots are refreshed with SCREENSHOTS_DIR=docs/screenshots; a plain run leaves them alone.
+# The screenshots of the README and docs/ are refreshed with SCREENSHOTS_DIR=docs/screenshots; a plain run leaves them.
 SCREENSHOTS = ROOT / os.environ.get("SCREENSHOTS_DIR", "tests/artifacts/screenshots")
 TIMEOUT_MS = 60_000  # two slow cores: a rerun with torch can take seconds
 READY = """() => !document.querySelector('[data-testid=stSkeleton]')
@@ -304,7 +304,7 @@ def test_a_chinese_browser_gets_chinese_and_the_language_travels_in_the_link(bro
         expect(sidebar.locator("[data-testid=stSelectbox]", has_text="预设")).to_be_visible()
         expect(page.locator("[data-testid=stSidebarNav] a", has_text="逐步讲解")).to_be_visible()
         assert "注意力机制" in page.title()
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)  # the README's Chinese screenshot (CJK fonts needed to read it)
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)  # docs/pages.md's Chinese screenshot (CJK fonts to read it)
         page.screenshot(path=SCREENSHOTS / "walkthrough-zh.png", full_page=True)
         page.locator("[data-testid=stMain] h2").first.click()
         page.keyboard.press("ArrowRight")  # a rerun: the language and the step are kept in the URL

@@ -13,9 +13,9 @@ from playwright.sync_api import Page, expect
 
 from attention import attend
 from attention.app.session import Session
+from attention.base.case import with_options
 from attention.base.files import dump_case
 from attention.base.presets import article
-from attention.forward.teach import with_options
 from tests.e2e.cluster import COOKIE, REPLICA_COOKIE, REPLICA_HEADER, serve
 from tests.e2e.conftest import VIEWPORT
 from tests.e2e.test_browser import assert_no_exception, edit_cell, heatmaps, wait_for_heatmap, wait_ready

@@ -1,4 +1,4 @@
-"""The real server's memory: a visitor at the size limits, from a case file, stays within the README's bound."""
+"""The real server's memory: a visitor at the size limits, from a case file, stays within docs/hosting.md's bound."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from tests.e2e.test_browser import assert_no_exception, wait_ready
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
-N, D, HEADS = 1024, 64, 16  # the size limits (README, "Memory per visitor")
+N, D, HEADS = 1024, 64, 16  # the size limits (docs/hosting.md, "Memory per visitor")
 # The heaviest pages at the limits, each opened from the sidebar in the same session, after steps 4-6
 HEAVY_PAGES = ("variants", "multi-head", "explain")
 # The server as a host may start it: without MALLOC_MMAP_THRESHOLD_ (the app fixes glibc's threshold itself) and with
@@ -110,7 +110,7 @@ def new_page(browser: Browser, url: str) -> Page:
 def test_a_visitor_at_the_limits_from_a_case_file_stays_within_the_bound(browser, plain_server, tmp_path):
     """First a visitor at the article's size opens the pages the test walks (the server's own memory, warmed up);
     then a second opens the case at the limits from the share panel's uploader, walks steps 4, 5 and 6, and the
-    heavy pages. The server's peak above the bare memory stays within the README's bound."""
+    heavy pages. The server's peak above the bare memory stays within docs/hosting.md's bound."""
     url, pid = plain_server.url, plain_server.pid
     warm = new_page(browser, url)
     for path in ("walkthrough", *HEAVY_PAGES):

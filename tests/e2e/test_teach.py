@@ -9,9 +9,9 @@ from playwright.sync_api import Page, expect
 
 from attention import attend
 from attention.app.registry import PAGES
+from attention.base.case import with_options
 from attention.base.files import case_to_link
 from attention.base.presets import article
-from attention.forward.teach import with_options
 from tests.apptest import MASKED_CASE
 from tests.e2e.test_browser import assert_no_exception, heatmaps, open_page, wait_for_heatmap, wait_ready
 

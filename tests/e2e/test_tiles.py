@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
+from attention.base.case import with_options
 from attention.base.files import case_to_link
 from attention.base.presets import article
-from attention.forward.teach import with_options
 from tests.e2e.test_browser import assert_no_exception, open_page, wait_ready
 
 pytestmark = pytest.mark.e2e

@@ -5,11 +5,13 @@ sentences, say) is one file here: a frozen dataclass of Origin (origin.py) that 
 and what only it knows (made, title, link, script, check, section); and one line below when a preset makes it.
 """
 
+from .. import choices
 from .given import Article, File, Link, Random
 from .model import ModelHead
 from .origin import Edited, Origin, edited
 
-PRESETS = {"article": Article, "random": Random, "real": ModelHead}  # each preset of the sidebar: the kind it makes
+# each preset of the sidebar (choices.PRESETS): the kind of origin it makes
+PRESETS = dict(zip(choices.PRESETS, (Article, Random, ModelHead), strict=True))
 LINKED = (Link, ModelHead)  # the kinds a link can name, asked in this order
 PARAMS = tuple(name for kind in LINKED for name in kind.params)  # their link parameters
 

@@ -3,7 +3,6 @@
 import hashlib
 import json
 import os
-import time
 
 import pytest
 import torch
@@ -207,7 +206,12 @@ def test_a_model_that_is_not_installed_says_how_to_install_it(monkeypatch):
 
 
 @needs_minilm
-def test_a_model_is_loaded_once_per_process(mini):
-    start = time.perf_counter()
+def test_a_model_is_loaded_once_per_process(mini, monkeypatch):
+    """Asked again, the process's copy comes back and the files are not read again (a state, not a time: a busy
+    machine can make even a cache hit slow)."""
+
+    def read_again(*_: object, **__: object) -> models.Model:
+        raise AssertionError("the model's files were read again")
+
+    monkeypatch.setattr(models, "load", read_again)
     assert models.loaded("minilm") is mini
-    assert time.perf_counter() - start < 0.01

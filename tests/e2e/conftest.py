@@ -28,6 +28,21 @@ CHROMIUM_ARGS = [
 ]
 VIEWPORT = {"width": 1400, "height": 1000}
 START_TIMEOUT = 60  # seconds: the server imports torch on two slow cores
+TIMEOUT_MS = 60_000  # a context's default: two slow cores, busy with other work, and a run with torch take seconds
+# Run in every document before the app's own scripts: the order in which the visitor's last input (a key, a pointer,
+# typed text, a paste) and the last end of a run came. A run ends when its last element, the app's pace component
+# (attention/app/grid.py), is drawn: it says so by the window event "attention:run-ended". A run that an input starts
+# ends after that input, however slow or fast the machine is, so test_browser.wait_ready can never take an earlier
+# run's end, or a page still idle before its rerun began, for the end of the run an action started. (Streamlit's
+# script state is no such sign: it also turns notRunning between a run that st.rerun() ends and the next one, as a
+# page's first run does, and before a run's last elements are drawn.)
+RUNS_SEEN = """(() => {
+    const seen = { count: 0, input: 0, end: 0 };
+    Object.defineProperty(window, '__e2eRuns', { value: seen });
+    for (const type of ['keydown', 'pointerdown', 'pointerup', 'input', 'change', 'paste'])
+        window.addEventListener(type, () => { seen.input = ++seen.count; }, true);
+    window.addEventListener('attention:run-ended', () => { seen.end = ++seen.count; });
+})();"""
 
 
 def _free_port() -> int:
@@ -110,11 +125,19 @@ def browser():
         browser.close()
 
 
+def new_context(browser, timeout_ms: int = TIMEOUT_MS, **options):
+    """A browser context (a new Streamlit session for each page opened in it) whose pages record when runs end
+    (RUNS_SEEN, which test_browser.wait_ready reads); VIEWPORT unless `options` say otherwise."""
+    context = browser.new_context(**{"viewport": VIEWPORT, **options})
+    context.set_default_timeout(timeout_ms)
+    context.add_init_script(RUNS_SEEN)
+    return context
+
+
 @pytest.fixture
 def page(browser, server):
     """A page in a fresh browser context: a new Streamlit session, so no test sees another's edits."""
-    context = browser.new_context(viewport=VIEWPORT, base_url=server)
-    context.set_default_timeout(60_000)  # two slow cores: a run with torch can take seconds
+    context = new_context(browser, base_url=server)
     page = context.new_page()
     yield page
     context.close()

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.e2e.conftest import VIEWPORT
-from tests.e2e.test_browser import PAGES, TIMEOUT_MS, cell, edit_cell, open_page, wait_ready
+from tests.e2e.conftest import VIEWPORT, new_context
+from tests.e2e.test_browser import PAGES, cell, edit_cell, open_page, wait_idle, wait_ready
 
 pytestmark = pytest.mark.e2e
 expect.set_options(timeout=60_000)
@@ -121,8 +121,7 @@ def scheme_pages(browser, server):
 
     def get(scheme: str) -> Page:
         if scheme not in pages:
-            context = browser.new_context(viewport=VIEWPORT, base_url=server, color_scheme=scheme)
-            context.set_default_timeout(TIMEOUT_MS)
+            context = new_context(browser, base_url=server, color_scheme=scheme)
             contexts.append(context)
             pages[scheme] = context.new_page()
         return pages[scheme]
@@ -173,8 +172,8 @@ def test_axe_finds_no_serious_violation(scheme_pages, scheme: str, path: str) ->
     tables = page.locator("[data-testid=stTable]")
     for i in range(versions.count()):  # the tables are scanned too: each made by the rerun its opening starts
         versions.nth(i).click()
-        expect(tables).to_have_count(i + 1)  # its rerun has drawn it (a page still ready may not have begun it)
-        wait_ready(page)
+        expect(tables).to_have_count(i + 1)  # its rerun has begun: it drew the table (a page still ready may not)
+        wait_idle(page)  # and has ended (the temperature explorer's is a fragment's run: it draws no pace)
     failing, allowlisted, other = axe(page)
     RESULTS.setdefault(scheme, {})[path] = {"failing": failing, "allowlisted": allowlisted, "moderate_or_minor": other}
     assert not failing, f"axe on {path} ({scheme}): {len(failing)} serious or critical violations\n{summary(failing)}"
@@ -184,8 +183,7 @@ def test_axe_finds_no_serious_violation(scheme_pages, scheme: str, path: str) ->
 def test_the_matrix_editors_show_focus_and_axe_passes_with_a_wrong_cell(browser, server, scheme: str) -> None:
     """/inputs with every editor (a custom mask too) and a cell holding text: a visible focus ring on a cell, named
     as a screen reader says it, and nothing serious for axe, in both themes."""
-    context = browser.new_context(viewport=VIEWPORT, base_url=server, color_scheme=scheme)
-    context.set_default_timeout(TIMEOUT_MS)
+    context = new_context(browser, base_url=server, color_scheme=scheme)
     page = context.new_page()
     try:
         open_page(page, "/inputs")

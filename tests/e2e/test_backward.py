@@ -54,8 +54,8 @@ def test_training_the_articles_head_lowers_the_loss_and_moves_the_outputs(page):
     assert f"train={STEPS}" in page.url and "lr=0.01" in page.url  # the link: the steps, not the weights
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=SCREENSHOTS / "backward.png", full_page=True)
-    page.get_by_role("tab", name="Steps in reverse").click()
-    wait_ready(page)
+    page.get_by_role("tab", name="Steps in reverse").click()  # a tab starts no run: its charts were drawn with it
+    page.wait_for_function(f"(title) => ({HEATMAPS})(title).length > 0", arg="outputs")
     shown = page.evaluate(HEATMAPS, "outputs")  # d outputs' forward twin: the outputs with the trained weights
     assert shown, "no outputs heatmap"
     np.testing.assert_allclose(_decode(shown[0]), trained_outputs(STEPS), rtol=1e-4, atol=1e-4)

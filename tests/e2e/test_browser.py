@@ -19,6 +19,7 @@ from attention.base.case import with_options
 from attention.base.files import case_to_link
 from attention.base.presets import article
 from attention.forward.oracle import fused_outputs
+from tests.e2e.conftest import TIMEOUT_MS, new_context
 
 pytestmark = pytest.mark.e2e
 expect.set_options(timeout=60_000)  # expect()'s own default is 5 s: too short for a rerun on two slow cores
@@ -27,9 +28,18 @@ ARTICLE_OUTPUTS = [[2, 7, 1.5], [2, 8, 0], [2, 7.8, 0.3]]  # printed in the arti
 ROOT = Path(__file__).resolve().parents[2]
 # The screenshots of the README and docs/ are refreshed with SCREENSHOTS_DIR=docs/screenshots; a plain run leaves them.
 SCREENSHOTS = ROOT / os.environ.get("SCREENSHOTS_DIR", "tests/artifacts/screenshots")
-TIMEOUT_MS = 60_000  # two slow cores: a rerun with torch can take seconds
 READY = """() => !document.querySelector('[data-testid=stSkeleton]')
     && [...document.querySelectorAll('[data-testid=stPlotlyChart]')].every(c => c.querySelector('.main-svg'))"""
+IDLE = f"""() => document.querySelector('[data-testid=stApp]')?.dataset.testScriptState === 'notRunning'
+    && ({READY})()"""
+# The end of the run the last input started (see wait_ready); a page opened without conftest.new_context says so.
+RUN_ENDED = f"""() => {{
+    const seen = window.__e2eRuns;
+    if (!seen) throw new Error('no record of runs: open the page in a context made by tests.e2e.conftest.new_context');
+    const ended = seen.end > seen.input || !!document.querySelector('[data-testid=stException]');
+    const state = document.querySelector('[data-testid=stApp]')?.dataset.testScriptState;
+    return ended && state === 'notRunning' && ({READY})();
+}}"""
 # The z of every heatmap titled `title` (Streamlit's theme wraps titles in <b>). Plotly 7 ships arrays as
 # {dtype, bdata, shape}; plotly.js keeps that object in gd.data, so it is decoded in Python (see _decode).
 HEATMAPS = """(title) => [...document.querySelectorAll('.js-plotly-plot')]
@@ -56,11 +66,19 @@ EXPECTED = {
 PAGES = {f"/{page.url_path}": EXPECTED[page.name] for page in REGISTRY}  # URL path → what that page shows
 
 
-def wait_ready(page: Page) -> None:
-    """Wait for the current run to end and for everything it drew (charts, grids) to be on screen."""
-    page.wait_for_timeout(250)  # let a rerun that an action triggered start first
-    page.wait_for_selector("[data-testid=stApp][data-test-script-state=notRunning]", timeout=TIMEOUT_MS)
-    page.wait_for_function(READY, timeout=TIMEOUT_MS)  # charts and data editors draw after the run ends
+def wait_ready(page: Page, timeout_ms: float | None = None) -> None:
+    """Wait for the run that the page's last input started (or a document's first run) to end, and for everything it
+    drew (charts, grids) to be on screen: a run's end seen after that input (conftest.RUNS_SEEN; an exception also
+    ends a run), Streamlit's script state notRunning, and READY. No fixed delay: an input that starts no run (a tab,
+    an expander without a rerun) is followed by a wait for what it shows instead."""
+    page.wait_for_function(RUN_ENDED, timeout=timeout_ms)  # None: the context's default (conftest.new_context)
+
+
+def wait_idle(page: Page) -> None:
+    """Wait for a run that has begun to end (Streamlit's script state notRunning) and for what it drew: only after
+    something on the page proves that it has begun (what it draws), for a run that draws no pace (a fragment's, such
+    as the Variants page's temperature explorer); any other run is awaited by wait_ready."""
+    page.wait_for_function(IDLE)
 
 
 def open_page(page: Page, path: str) -> None:
@@ -197,7 +215,6 @@ def test_an_invalid_cell_keeps_the_last_valid_result(page: Page) -> None:
     alert = page.locator("[data-testid=stAlert]", has_text="x, row 2")
     expect(alert).to_be_visible()
     expect(alert).to_contain_text("column 2: is empty")
-    wait_ready(page)  # the alert proves the rerun started: now let it finish, so no stale chart is read below
     z = wait_for_heatmap(page, "outputs", ARTICLE_OUTPUTS, atol=1e-5)
     assert z is not None, "no heatmap titled 'outputs' on /inputs while the input is invalid"
     np.testing.assert_allclose(z, ARTICLE_OUTPUTS, rtol=0, atol=1e-5)
@@ -206,7 +223,7 @@ def test_an_invalid_cell_keeps_the_last_valid_result(page: Page) -> None:
 
 def test_a_fresh_servers_first_request_can_be_a_deep_link(browser, fresh_server) -> None:
     """A pages/ folder starts a server in Streamlit's legacy mode, which runs a deep-linked page without app.py."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, base_url=fresh_server)
+    context = new_context(browser, base_url=fresh_server)
     page = context.new_page()
     try:
         open_page(page, "/walkthrough")
@@ -229,7 +246,7 @@ def test_a_copied_link_opens_the_same_numbers_in_a_fresh_browser(page: Page, bro
     link = page.locator("[data-testid=stSidebar] [data-testid=stCode] code").first.inner_text().strip()
     assert link.startswith(page.url.split("?")[0]) and "case=" in link
 
-    other = browser.new_context(viewport={"width": 1400, "height": 1000})
+    other = new_context(browser)
     try:
         fresh = other.new_page()
         fresh.goto(link)
@@ -245,13 +262,11 @@ def test_a_copied_link_opens_the_same_numbers_in_a_fresh_browser(page: Page, bro
 def test_arrow_keys_step_through_the_walkthrough(page: Page) -> None:
     open_page(page, "/walkthrough")
     page.locator("[data-testid=stMain] h2").first.click()  # focus on the page, not on a widget
-    page.keyboard.press("ArrowRight")
-    expect(page.locator("[data-testid=stMain] h2", has_text="Step 2").first).to_be_visible()
-    page.keyboard.press("ArrowRight")
-    expect(page.locator("[data-testid=stMain] h2", has_text="Step 3").first).to_be_visible()
-    page.keyboard.press("ArrowLeft")
-    expect(page.locator("[data-testid=stMain] h2", has_text="Step 2").first).to_be_visible()
-    assert "step=weights" in page.url  # the URL follows: a link to this step, by its name
+    for key, step in (("ArrowRight", 2), ("ArrowRight", 3), ("ArrowLeft", 2)):
+        page.keyboard.press(key)
+        wait_ready(page)
+        expect(page.locator("[data-testid=stMain] h2", has_text=f"Step {step}").first).to_be_visible()
+    expect(page).to_have_url(re.compile(r"[?&]step=weights(&|$)"))  # the URL follows: a link to this step, by name
 
 
 def test_html_and_script_in_a_token_label_show_as_text_and_run_nothing(page: Page) -> None:
@@ -272,7 +287,7 @@ def test_html_and_script_in_a_token_label_show_as_text_and_run_nothing(page: Pag
 
 def test_two_visitors_editing_at_once_see_only_their_own_numbers(browser, server) -> None:
     """Two sessions on one server, both editing: each sees its own outputs (session state is per visitor)."""
-    contexts = [browser.new_context(viewport={"width": 1400, "height": 1000}, base_url=server) for _ in range(2)]
+    contexts = [new_context(browser, base_url=server) for _ in range(2)]
     try:
         pages = [c.new_page() for c in contexts]
         for p in pages:
@@ -294,8 +309,7 @@ def test_two_visitors_editing_at_once_see_only_their_own_numbers(browser, server
 
 def test_a_chinese_browser_gets_chinese_and_the_language_travels_in_the_link(browser, server) -> None:
     """navigator.language zh-CN: Chinese everywhere, also the page titles; English by the picker; ?lang=zh wins."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, base_url=server, locale="zh-CN")
-    context.set_default_timeout(60_000)
+    context = new_context(browser, base_url=server, locale="zh-CN")
     page = context.new_page()
     try:
         open_page(page, "/walkthrough")
@@ -308,8 +322,9 @@ def test_a_chinese_browser_gets_chinese_and_the_language_travels_in_the_link(bro
         page.screenshot(path=SCREENSHOTS / "walkthrough-zh.png", full_page=True)
         page.locator("[data-testid=stMain] h2").first.click()
         page.keyboard.press("ArrowRight")  # a rerun: the language and the step are kept in the URL
+        wait_ready(page)
         expect(page.locator("[data-testid=stMain] h2", has_text="第 2 步").first).to_be_visible()
-        assert "step=weights" in page.url and "lang=zh" in page.url
+        expect(page).to_have_url(re.compile(r"step=weights.*lang=zh|lang=zh.*step=weights"))
         sidebar.locator("[data-testid=stSelectbox]", has_text="语言").click()
         page.get_by_role("option", name="English").click()
         wait_ready(page)
@@ -319,7 +334,7 @@ def test_a_chinese_browser_gets_chinese_and_the_language_travels_in_the_link(bro
         assert_no_exception(page)
     finally:
         context.close()
-    english = browser.new_context(viewport={"width": 1400, "height": 1000}, base_url=server, locale="en-US")
+    english = new_context(browser, base_url=server, locale="en-US")
     try:
         page = english.new_page()
         open_page(page, "/inputs?lang=zh")

@@ -205,12 +205,11 @@ def test_dragging_a_number_sideways_moves_every_step_while_it_moves(page: Page) 
     for step in range(1, 31):
         page.mouse.move(x + 4 * step, y)
     page.wait_for_function(f"() => ({OUTPUTS})() !== window.firstOutputs", polling=100)  # the mouse still down
-    page.mouse.up()
-    wait_ready(page)
+    page.mouse.up()  # the value it ended on goes now if it waits for a run's end, else it went already (no run)
     value = float(cell(page, "x", 2, 2).input_value())
     assert value > 2  # dragged to the right: up, in steps of 0.1
     assert abs(value * 10 - round(value * 10)) < 1e-9
-    expect_outputs(page, outputs_for(r2c2=value))
+    expect_outputs(page, outputs_for(r2c2=value))  # the end state: the outputs of the number the drag ended on
 
 
 def plot_area(page: Page, index: int) -> dict:

@@ -16,7 +16,7 @@ from attention.base.numbers import short_float32, written
 from attention.base.presets import random_case
 from attention.exercise.compute import Blank, Exercise
 
-from .conftest import VIEWPORT
+from .conftest import new_context
 from .test_browser import _decode, assert_no_exception, open_page, wait_ready
 from .test_editor import click_cell
 
@@ -37,8 +37,7 @@ def choose(page: Page, label: str, option: str) -> None:
 
 
 def test_a_teacher_makes_an_exercise_and_a_learner_answers_it_in_a_fresh_session(browser: Browser, server) -> None:
-    teacher = browser.new_context(viewport=VIEWPORT, base_url=server)
-    teacher.set_default_timeout(60_000)
+    teacher = new_context(browser, base_url=server)
     try:
         page = teacher.new_page()
         open_page(page, "/")
@@ -67,8 +66,7 @@ def test_a_teacher_makes_an_exercise_and_a_learner_answers_it_in_a_fresh_session
     finally:
         teacher.close()
 
-    learner = browser.new_context(viewport=VIEWPORT)
-    learner.set_default_timeout(60_000)
+    learner = new_context(browser)
     try:
         page = learner.new_page()
         page.goto(link)
@@ -126,8 +124,7 @@ def _unique_case():
 def test_a_hidden_number_appears_nowhere_on_any_page(browser: Browser, server) -> None:
     case, hidden, strings = _unique_case()
     query = urlencode({"case": case_to_link(case), "exercise": Exercise(BLANKS).to_link()})
-    context = browser.new_context(viewport=VIEWPORT, base_url=server)
-    context.set_default_timeout(60_000)
+    context = new_context(browser, base_url=server)
     seen = []
     try:
         page = context.new_page()

@@ -8,6 +8,7 @@ from playwright.sync_api import Browser
 
 from attention.app.registry import PAGES
 
+from .conftest import new_context
 from .test_browser import wait_ready
 
 pytestmark = pytest.mark.e2e
@@ -50,8 +51,7 @@ SCREENS = {"1400 px": {"width": 1400, "height": 1000}, "phone": {"width": 390, "
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("screen", SCREENS)
 def test_no_label_is_cut_off(browser: Browser, server: str, lang: str, screen: str) -> None:
-    context = browser.new_context(viewport=SCREENS[screen], base_url=server, is_mobile=screen == "phone")
-    context.set_default_timeout(60_000)
+    context = new_context(browser, viewport=SCREENS[screen], base_url=server, is_mobile=screen == "phone")
     page, cut = context.new_page(), {}
     try:
         for registered in PAGES:

@@ -7,12 +7,12 @@ from playwright.sync_api import Page, expect
 
 from attention import models
 from tests.e2e.test_browser import SCREENSHOTS, assert_no_exception, open_page, wait_ready
-from tests.e2e.test_teach import choose
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.skipif(models.missing("smollm2") is not None, reason="the model packages are not installed"),
 ]
+LOADING_MS = 180_000  # SmolLM2's weights dequantized: about 10 s on two quiet cores, 40 s seen with both busy
 # the weights chart's tick labels, as SVG text (no innerText: textContent), where the chart titled "weights" is
 TICKS = """() => [...document.querySelectorAll('.js-plotly-plot')]
     .filter(gd => (gd.layout?.title?.text ?? '').replace(/<[^>]*>/g, '') === 'weights')
@@ -21,7 +21,9 @@ TICKS = """() => [...document.querySelectorAll('.js-plotly-plot')]
 
 def test_a_typed_sentence_shows_its_tokens_on_the_axes_and_is_checked_against_the_model(page: Page) -> None:
     open_page(page, "/")
-    choose(page, "Preset", "real model")  # SmolLM2 loads (about 10 s the first time on this server)
+    page.locator("[data-testid=stSidebar] [data-testid=stSelectbox]", has_text="Preset").click()
+    page.get_by_role("option", name="real model", exact=True).click()
+    wait_ready(page, LOADING_MS)  # SmolLM2 loads in this run the first time on this server
     sidebar = page.locator("[data-testid=stSidebar]")
     expect(sidebar.get_by_text("4-bit quantized weights", exact=False)).to_be_visible()
     box = sidebar.get_by_label("Your sentence", exact=True)

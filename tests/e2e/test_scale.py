@@ -17,7 +17,7 @@ from attention.base.case import with_options
 from attention.base.files import dump_case
 from attention.base.presets import article
 from tests.e2e.cluster import COOKIE, REPLICA_COOKIE, REPLICA_HEADER, serve
-from tests.e2e.conftest import VIEWPORT
+from tests.e2e.conftest import new_context
 from tests.e2e.test_browser import assert_no_exception, edit_cell, heatmaps, wait_for_heatmap, wait_ready
 
 pytestmark = pytest.mark.e2e
@@ -34,8 +34,7 @@ def cluster(tmp_path: Path):
 
 def session(browser, cluster, cookie: str | None = None, **options):
     """A new browser context (a new Streamlit session) whose sticky cookie, when given, picks its replica."""
-    context = browser.new_context(viewport=VIEWPORT, base_url=cluster.url, **options)
-    context.set_default_timeout(60_000)
+    context = new_context(browser, base_url=cluster.url, **options)
     if cookie is not None:
         context.add_cookies([{"name": COOKIE, "value": cookie, "url": cluster.url}])
     return context, context.new_page()

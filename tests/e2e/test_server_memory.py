@@ -15,7 +15,7 @@ from playwright.sync_api import Browser, Page, expect
 from attention.app.cache import SESSION_BOUND
 from attention.base.case import CASE_FORMAT, parse_case
 from attention.base.files import dump_case
-from tests.e2e.conftest import VIEWPORT, Served, serving
+from tests.e2e.conftest import Served, new_context, serving
 from tests.e2e.test_browser import assert_no_exception, wait_ready
 
 pytestmark = pytest.mark.e2e
@@ -101,8 +101,7 @@ def step(page: Page, number: int) -> None:
 
 
 def new_page(browser: Browser, url: str) -> Page:
-    context = browser.new_context(viewport=VIEWPORT, base_url=url)
-    context.set_default_timeout(120_000)  # a run at the limits on two slow cores
+    context = new_context(browser, timeout_ms=120_000, base_url=url)  # a run at the limits on two slow cores
     return context.new_page()
 
 

@@ -9,11 +9,11 @@ from attention import attend, case_to_dict, parse_case
 from attention.app import session as state
 from attention.app.choices import Controls
 from attention.app.links import open_link
-from attention.app.origins import Article, Edited, File, Link, Random
+from attention.app.origins import Article, Edited, File, Link, Random, make
 from attention.app.session import Session
+from attention.base.case import with_options
 from attention.base.files import case_to_link, dump_case
 from attention.base.presets import article, random_case
-from attention.forward.teach import with_options
 from tests.apptest import ARTICLE_OUTPUTS, MASKED_CASE
 
 
@@ -64,11 +64,11 @@ def test_a_label_edit_relabels_and_a_repeated_one_is_refused(session):
 def test_new_options_are_checked_alone(session, monkeypatch):
     calls = []
     monkeypatch.setattr(state, "parse_case", lambda c: calls.append(1) or parse_case(c))
-    session.choose(temperature=0.5, use_rounded=False, scale="sqrt_dk", mask="causal")
+    make.choose(session, temperature=0.5, use_rounded=False, scale="sqrt_dk", mask="causal")
     assert not calls
     o = session.case.options
     assert (o.temperature, o.weights_override, o.scale, o.mask) == (0.5, None, "sqrt_dk", "causal")
-    session.choose(heads=2)  # d_k = 3 does not divide by 2
+    make.choose(session, heads=2)  # d_k = 3 does not divide by 2
     assert "options.heads: d_k = 3 does not divide into 2 heads" in str(session.error)
     assert session.case.options.heads == 1 and not calls
     session.edit("x", 0, 0, 2.0)  # a number: the matrices are checked again
@@ -78,27 +78,27 @@ def test_new_options_are_checked_alone(session, monkeypatch):
 def test_a_resize_keeps_the_numbers_and_drops_the_matrices_that_no_longer_fit(session):
     session.edit("x", 1, 1, 5.0)
     generation = session.generation
-    session.choose(n=4)
+    make.choose(session, n=4)
     assert session.case.n == 4 and session.case.x[:3] == ((1, 0, 1, 0), (0, 5.0, 0, 2), (1, 1, 1, 1))
     assert session.case.x[3] == (0, 0, 0, 0) and session.case.tokens[3] == "Input 4"
     assert session.inputs.rounded is None and not session.controls.use_rounded  # the 3×3 rounded weights
     assert session.generation == generation + 1  # editors made for the old grids are stale
-    session.choose(fill="random", seed=7, d_v=5)
+    make.choose(session, fill="random", seed=7, d_v=5)
     assert session.case.d_v == 5 and session.case.w_value[0][:3] == article().w_value[0]
     assert any(v != 0 for row in session.case.w_value for v in row[3:])  # new cells: seeded random numbers
 
 
 def test_presets_load_and_reset_drops_edits(session):
-    session.choose(n=5)
-    session.choose(preset="random")
+    make.choose(session, n=5)
+    make.choose(session, preset="random")
     random5 = random_case(5, 4, 3, 3, seed=0)
     assert session.case == random5
-    session.choose(seed=3)  # a new seed: new random numbers
+    make.choose(session, seed=3)  # a new seed: new random numbers
     assert session.case == random_case(5, 4, 3, 3, seed=3)
     session.edit("x", 0, 0, 9.0)
-    session.reset()
+    make.reset(session)
     assert session.case == random_case(5, 4, 3, 3, seed=3)
-    session.choose(preset="article")
+    make.choose(session, preset="article")
     assert session.case == article()
 
 
@@ -122,7 +122,7 @@ def test_presets_load_and_reset_drops_edits(session):
     ],
 )
 def test_a_value_no_widget_can_hold_is_refused_with_a_notice(session, name, value):
-    session.choose(**{name: value})
+    make.choose(session, **{name: value})
     assert session.controls == Controls() and session.case == article()
     assert len(session.notices) == 1 and f"{name}: " in session.notices[0]
 
@@ -142,17 +142,17 @@ def test_a_link_restores_case_step_and_language_and_bad_parts_are_refused(sessio
 def test_a_case_with_a_mask_offers_it_as_custom(session):
     session.load(parse_case(MASKED_CASE))
     assert session.controls.mask == "custom" and session.inputs.mask == ((1, 0, 0), (1, 1, 0), (0, 0, 0))
-    session.choose(mask="causal")
+    make.choose(session, mask="causal")
     assert session.case.options.mask == "causal"
-    session.choose(mask="custom")
+    make.choose(session, mask="custom")
     assert session.case.options.mask == parse_case(MASKED_CASE).options.mask
 
 
 def test_a_file_opens_or_changes_nothing(session):
     edited = parse_case({**case_to_dict(article()), "x": [[1, 0, 1, 0], [0, 5, 0, 2], [1, 1, 1, 1]], "options": {}})
-    session.import_file("mine.json", dump_case(edited).encode())
+    make.import_file(session, "mine.json", dump_case(edited).encode())
     assert session.case == edited and session.notices[-1] == "Opened mine.json."
-    session.import_file("x" * 500 + ".json", b"{}")
+    make.import_file(session, "x" * 500 + ".json", b"{}")
     assert session.case == edited
     assert session.notices[-1].startswith("x" * 59 + "… was not opened, nothing changed: format: must be")
 
@@ -191,23 +191,23 @@ def test_the_step_stays_within_the_walkthrough_by_name(session):
 
 
 def test_the_rounded_softmax_is_used_only_where_it_fits_and_one_step_leads_back(session):
-    session.choose(mask="causal")  # the article's rounded weights let query 1 see keys 2 and 3: they no longer fit
+    make.choose(session, mask="causal")  # the rounded weights let query 1 see keys 2 and 3: no longer fit
     assert session.case.options.weights_override is None and session.controls.use_rounded
     assert attend(session.case).outputs[0].tolist() == [1.0, 2.0, 3.0]  # query 1 sees only itself: v₁
     assert "off by up to 1" in session.rounding
-    session.back_to_article()
+    make.back_to_article(session)
     assert session.case == article() and session.rounding is None and session.controls.mask == "none"
     session.edit("x", 1, 1, 2.1)  # a small change: the rounding still fits, and the outputs move
     assert session.case.options.weights_override is not None and session.rounding is None
-    session.choose(scale="sqrt_dk")
+    make.choose(session, scale="sqrt_dk")
     assert session.case.options.weights_override is None and "exact softmax is used" in session.rounding
 
 
 def test_any_number_of_heads_works_in_one_step_from_the_article(session):
-    session.choose(heads=3)
+    make.choose(session, heads=3)
     assert session.error is None and session.case.options.heads == 3
     assert session.case.options.weights_override is None and "3 heads" in session.rounding
-    session.choose(heads=1)
+    make.choose(session, heads=1)
     assert session.case == article() and session.rounding is None
 
 
@@ -218,7 +218,7 @@ def test_a_loaded_case_with_rope_and_grouped_heads_keeps_them_through_edits_and_
     session.load(case)
     assert session.case == case and session.error is None
     session.edit("x", 1, 2, 9.5)
-    session.choose(temperature=0.5)
+    make.choose(session, temperature=0.5)
     o = session.case.options
     assert (o.rope_base, o.positions, o.kv_heads, o.temperature) == (100.0, (3, 4, 5, 6, 7), 2, 0.5)
     assert not torch.equal(attend(session.case).outputs, attend(case).outputs)
@@ -226,7 +226,7 @@ def test_a_loaded_case_with_rope_and_grouped_heads_keeps_them_through_edits_and_
     open_link(linked, {"case": case_to_link(session.case)})
     assert linked.case == session.case
     session.load(random_case(5, 6, 8, 6, seed=2, rope_base=100.0, positions=[3, 4, 5, 6, 7]))  # one head
-    session.choose(n=4)  # fewer tokens: the positions no longer fit and are dropped; RoPE stays
+    make.choose(session, n=4)  # fewer tokens: the positions no longer fit and are dropped; RoPE stays
     assert session.error is None
     assert (session.case.options.rope_base, session.case.options.positions) == (100.0, None)
 
@@ -238,9 +238,9 @@ def test_the_origin_says_where_the_case_came_from_and_an_edit_makes_it_edited_fr
     assert isinstance(edited, Edited) and edited.source is session.source and edited.link() is None
     session.edit("x", 1, 1, 2.0)  # the article's number again: its own case, as it made it
     assert session.origin is session.source
-    session.choose(preset="random", seed=3)
+    make.choose(session, preset="random", seed=3)
     assert isinstance(session.origin, Random) and session.origin.seed == 3 and session.origin.link() is None
-    session.import_file("mine.json", dump_case(random_case(seed=4)).encode())
+    make.import_file(session, "mine.json", dump_case(random_case(seed=4)).encode())
     assert isinstance(session.origin, File) and session.origin.name == "mine.json"
     open_link(session, {"case": case_to_link(random_case(seed=5))})
     assert isinstance(session.origin, Link) and session.origin.case == random_case(seed=5)

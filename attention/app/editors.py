@@ -15,6 +15,7 @@ from ..show.heatmap import TOKEN_KINDS, heatmap, highlight
 from . import charts, clicks, grid
 from .choices import GRIDS
 from .language import lang, t
+from .origins import make
 from .session import Session
 
 # Past this many cells (32 × 64) a grid is an image with one picked cell to edit: typing thousands of numbers by
@@ -103,7 +104,7 @@ def uploader(session: Session) -> None:
 def _import(session: Session) -> None:
     upload = st.session_state.get("inputs_upload")
     if upload is not None:
-        session.import_file(upload.name, upload.getvalue())
+        make.import_file(session, upload.name, upload.getvalue())
 
 
 def w_out_switch(session: Session) -> None:

@@ -14,6 +14,7 @@ from ..base.i18n import msg, render
 from ..forward.compute import Trace
 from . import editors, links, navigation, process, reconnect, share, sidebar, tab, traces
 from .language import t
+from .origins import make
 from .registry import BY_URL, CAPABILITIES, PAGES
 from .session import Session
 from .text import plain
@@ -112,4 +113,5 @@ def banners(s: Session, trace: Trace) -> None:
         row.error(t("error.last_valid", error=plain(render(lang, s.error.message))), icon="⚠️")
     elif s.rounding is not None:  # the rounded softmax is chosen but would be wrong here: say so, and the way back
         row.info(render(lang, s.rounding), icon=":material/info:")
-        row.button(t("notice.back_to_article"), key="back_to_article", on_click=s.back_to_article, width=BADGE_PX)
+        back = lambda: make.back_to_article(s)  # noqa: E731
+        row.button(t("notice.back_to_article"), key="back_to_article", on_click=back, width=BADGE_PX)

@@ -10,8 +10,9 @@ import streamlit as st
 from ..base import files, i18n
 from ..base.i18n import language_for
 from . import loaded, origins, tab
+from .origins.make import open_origin
 from .registry import CAPABILITIES
-from .session import Session, open_origin
+from .session import Session
 
 PARAMS = (*origins.PARAMS, *(name for c in CAPABILITIES for name in c.params), "lang")  # in a shared link
 

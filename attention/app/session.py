@@ -12,18 +12,19 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from .. import models
-from ..base import files, presets
+from ..base import presets
 from ..base.case import CASE_FORMAT, Case, CaseError, Options, parse_case, with_options
 from ..base.device import resolve_device
-from ..base.i18n import LANGUAGES, Message, clip, excerpt, msg
+from ..base.i18n import LANGUAGES, Message, excerpt, msg
 from ..forward.compute import ROUNDED_WITHIN
 from ..forward.steps import STEP_NAMES, step_near
 from ..forward.teach import rounding_gap
 from ..models import Model
-from . import choices, origins, typed
+from . import choices, typed
 from .cache import Derived
 from .choices import NUMBERS, SIZES, Controls, Inputs
-from .origins import Article, File, Origin
+from .origins.given import Article
+from .origins.origin import Origin, edited
 
 View = TypeVar("View")
 
@@ -97,27 +98,11 @@ class Session:
         """A case its origin could not make: the last valid one stays, with why (and the source as it now stands)."""
         self.error, self.source = error, source or self.source
 
-    def reset(self) -> None:
-        """The chosen preset's origin makes its case again, dropping edits (the chosen device stays)."""
-        origins.PRESETS[self.controls.preset].start(self)
-
-    def back_to_article(self) -> None:
-        """The article's numbers and options (its preset) again; the device stays."""
-        self.controls = replace(self.controls, preset="article")
-        Article.start(self)
-
-    def import_file(self, name: str, data: bytes) -> None:
-        """An uploaded case file; a bad one changes nothing and says why."""
-        try:
-            self.load(case := files.load_case(data), File(case, clip(name)))
-            self.notices.append(msg("notice.opened", name=clip(name)))
-        except CaseError as e:
-            self.notices.append(msg("notice.not_opened", name=clip(name), error=e.message))
-
     # The sidebar's choices
 
-    def choose(self, **changes: object) -> None:
-        """New sidebar choices: a new preset (or seed) loads it, new sizes resize, new options are checked alone."""
+    def choose(self, **changes: object) -> bool:
+        """New sidebar choices: new sizes resize, new options are checked alone; whether the preset (or the random
+        one's seed) changed, for its origin to make its case (origins.make.choose)."""
         # a value no widget can hold (a forged client sends anything) is refused with a notice, and the choice stays
         before, accepted = self.controls, {}
         for name, value in changes.items():
@@ -128,13 +113,13 @@ class Session:
             else:
                 self.notices.append(msg("notice.control_refused", name=name, value=excerpt(value)))
         if not accepted:
-            return
+            return False
         self.controls = c = replace(before, **accepted)
         if c.mask == "custom" and self.inputs.mask is None:  # a mask to edit by hand, from the causal one
             self.inputs = replace(self.inputs, mask=choices.causal(c.n))
         if c.preset_choice != before.preset_choice:
-            self.reset()
-        elif any(name in SIZES for name in accepted):
+            return True
+        if any(name in SIZES for name in accepted):
             if c.n != len(self.inputs.x):  # the n × n matrices (rounded weights, a mask) no longer fit
                 self.controls = replace(c, use_rounded=False, mask="none" if c.mask == "custom" else c.mask)
             self.inputs = self.inputs.resized(c)
@@ -142,6 +127,7 @@ class Session:
             self._check(numbers=True)
         else:
             self._check(numbers=False)
+        return False
 
     # Edits
 
@@ -184,24 +170,11 @@ class Session:
             self.error = as_typed(e, self.inputs)
 
 
-def open_origin(session: Session, params: Mapping[str, str | None]) -> None:
-    """A shared link's case (?case=…, or a model's) and language; a bad part is refused with a notice, and the rest
-    is kept (the step and the capabilities' parameters: app/links.py)."""
-    for kind in origins.LINKED:  # ?case=…, or a model's ?model=…&text=…: the first kind the link names opens it
-        if kind.opens(session, params):
-            break
-    language = params.get("lang")
-    if language and language in LANGUAGES:
-        session.lang = language
-    elif language:
-        session.notices.append(msg("notice.bad_lang", languages=", ".join(LANGUAGES)))
-
-
 def _origin(session: Session) -> Origin:
     """The session's origin, kept while its case and source are (made() compares cases: 110,000 numbers)."""
     kept = session._origin
     if kept is None or kept[0] is not session.case or kept[1] is not session.source:
-        session._origin = kept = (session.case, session.source, origins.edited(session.source, session.case))
+        session._origin = kept = (session.case, session.source, edited(session.source, session.case))
     return kept[2]
 
 

@@ -12,6 +12,7 @@ from ..forward.files import dump_trace
 from . import links, traces
 from .choices import IMAGE_FORMATS
 from .language import t
+from .origins import make
 from .registry import CAPABILITIES
 from .session import Session
 
@@ -70,4 +71,4 @@ def _trace_file(session: Session) -> str:
 def _import(session: Session) -> None:
     upload = st.session_state.get("upload")
     if upload is not None:
-        session.import_file(upload.name, upload.getvalue())
+        make.import_file(session, upload.name, upload.getvalue())

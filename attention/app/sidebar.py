@@ -13,6 +13,7 @@ from ..models import room as model_room
 from . import origins
 from .choices import CONTROLS, FILLS, MASKS, MAX_SEED, SCALES, SIZES
 from .language import t
+from .origins import make
 from .session import Session
 
 LANGUAGE = "lang"  # the language picker's key; the controls' widgets have the controls' names
@@ -28,7 +29,7 @@ def read(session: Session) -> None:
     changed = {key: s[key] for key in (LANGUAGE, *CONTROLS) if key in s and s[key] != shown.get(key, s[key])}
     if changed.get(LANGUAGE) in LANGUAGES:
         session.lang = changed.pop(LANGUAGE)
-    session.choose(**{k: v for k, v in changed.items() if k != LANGUAGE})
+    make.choose(session, **{k: v for k, v in changed.items() if k != LANGUAGE})
     if (room := _room(session)) is not None:
         room[0](session)
 
@@ -87,7 +88,8 @@ def _options(session: Session, language: str) -> None:
 def _sizes(session: Session, language: str) -> None:
     left, right = st.columns(2, vertical_alignment="bottom")
     left.number_input(t("sidebar.seed"), 0, MAX_SEED, step=1, key="seed", help=t("sidebar.seed_help"))
-    right.button(t("sidebar.reset"), key="reset", on_click=session.reset, help=t("sidebar.reset_help"), width="stretch")
+    right.button(t("sidebar.reset"), key="reset", on_click=make.reset, args=(session,), help=t("sidebar.reset_help"),
+                 width="stretch")  # fmt: skip
     columns, c = st.columns(2), session.controls
     # a real model's head is wider than a widget's limit (576 columns), and grouped key/value heads cannot be resized:
     # its sizes are shown as they are (a widget's limit follows them: Streamlit refuses a value past its max)

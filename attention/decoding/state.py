@@ -106,6 +106,7 @@ def run_generation(session: Session, heard=None, timing=None) -> CaseError | Non
     it comes (and kept, so a stopped generation shows what it made), then again without the cache, timed, each of
     its tokens counted to timing(k); the error of a sentence the model cannot read or too many tokens in all,
     which changes nothing shown. Stopped while timed, the generation stays, without the uncached time."""
+    _change(session, heard=())  # before the model's spinner, where a Stop can end the run: no earlier tokens said
     view, model = session.view(DecodingView), session.loader(SMOLLM2.name)
     text = sentence(session)
     try:
@@ -125,7 +126,6 @@ def run_generation(session: Session, heard=None, timing=None) -> CaseError | Non
         if timing is not None:
             timing(len(timed))
 
-    session.keep(replace(view, heard=()))
     made, timed = generate(model, text, view.new_tokens, cached=True, on_token=on_token), []
     _change(session, generation=made, uncached_seconds=None, uncached_same=None, source="generation", t=None, heard=())
     without = generate(model, text, len(made.new_ids), cached=False, on_token=on_timed)

@@ -7,6 +7,7 @@ from collections.abc import MutableMapping
 
 from ..app import traces
 from ..app.capability import Capability, Page
+from ..app.origins import make
 from ..app.session import Session
 from ..base.case import CaseError
 from ..base.i18n import msg
@@ -27,7 +28,7 @@ def follows(session: Session, params: MutableMapping[str, str]) -> None:
         return
     if token in READY:
         mask, cells = READY[token]
-        session.back_to_article()
+        make.back_to_article(session)
         if mask != "none":
             session.choose(mask=mask)
         blanks = tuple(Blank(name, index) for name, index in cells)  # their prompt is the catalogue's

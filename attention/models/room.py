@@ -8,8 +8,8 @@ import streamlit as st
 
 from .. import models
 from ..app.language import t
-from ..app.origins import model
-from ..app.origins.model import Choice
+from ..app.origins import make
+from ..app.origins.model import Choice, ModelHead
 from ..app.session import Session
 from ..app.text import plain
 from ..base.i18n import render
@@ -24,7 +24,7 @@ MAPS_PER_ROW = 4
 
 def choice(session: Session) -> Choice:
     """The choice shown: the session's, or the default one before a model was loaded."""
-    head = model.shown(session)
+    head = make.shown(session)
     return head.choice if head is not None else Choice.default()
 
 
@@ -35,12 +35,12 @@ def read(session: Session) -> None:
     if s.get(EXAMPLE) is not None:  # an example picked: into the sentence box, and the picker empty again
         changes["sentence"], s[EXAMPLE] = s[EXAMPLE], None
     if changes:
-        model.choose(session, session.loader, **changes)
+        make.choose_model(session, session.loader, **changes)
 
 
 def draw(session: Session) -> None:
     """The room in the sidebar, under the preset: what to install, or the model, sentence, layer and head."""
-    c, language, head = choice(session), session.lang, model.shown(session)
+    c, language, head = choice(session), session.lang, make.shown(session)
     typed = head.typed if head is not None else c.sentence
     shown = {"real_model": c.model, "real_text": typed, "real_layer": c.layer, "real_head": c.head}
     for key, value in shown.items():
@@ -66,22 +66,22 @@ def draw(session: Session) -> None:
     right.number_input(t("real.head"), 0, spec.heads, step=1, key="real_head", help=t("real.head_help"))
     if head is not None and session.origin is not head:  # edited from it: say so, and the way back
         st.info(plain(render(language, session.origin.title())), icon=":material/edit:")
-        st.button(t("real.back"), key="real_back", on_click=session.reset, width="stretch")
+        st.button(t("real.back"), key="real_back", on_click=lambda: make.reset(session), width="stretch")
 
 
-def layer_weights(session: Session, head: model.ModelHead):
+def layer_weights(session: Session, head: ModelHead):
     """Every head's step-5 weights of the layer shown (h, n, n), kept while the sentence and layer are."""
     c, run = head.choice, head.run
 
-    def make():
+    def weights():
         return attend(models.layer_case(session.loader(c.model), run, c.layer - 1))["weights"].cpu()
 
-    return session.derived.get(("layer weights", c.model, run.sentence, c.layer), make)
+    return session.derived.get(("layer weights", c.model, run.sentence, c.layer), weights)
 
 
 def heads(session: Session) -> None:
     """Every head of the layer as a small map of its weights; a head's button opens it."""
-    if (last := model.shown(session)) is None:
+    if (last := make.shown(session)) is None:
         return
     c, tokens, made = last.choice, last.run.tokens, session.origin is last  # not edited since
     st.header(t("real.heads", layer=c.layer, model=SPECS[c.model].title))
@@ -89,7 +89,7 @@ def heads(session: Session) -> None:
     every = layer_weights(session, last)
     st.button(
         t("real.open_layer", heads=len(every)), key="open_layer", disabled=made and c.head == 0,
-        on_click=lambda: model.choose(session, session.loader, head=0), icon=":material/view_week:",
+        on_click=lambda: make.choose_model(session, session.loader, head=0), icon=":material/view_week:",
     )  # fmt: skip
     columns = st.columns(MAPS_PER_ROW)
     for head in range(len(every)):
@@ -104,13 +104,13 @@ def heads(session: Session) -> None:
         shown = made and head + 1 == c.head
         where.button(
             t("real.open_head", head=head + 1), key=f"open_head_{head}", disabled=shown, width="stretch",
-            on_click=lambda h=head + 1: model.choose(session, session.loader, head=h),
+            on_click=lambda h=head + 1: make.choose_model(session, session.loader, head=h),
         )  # fmt: skip
 
 
 def next_tokens(session: Session) -> None:
     """A decoder's five most likely next tokens after the sentence, with their probabilities."""
-    if (last := model.shown(session)) is None or last.run.next_tokens is None:
+    if (last := make.shown(session)) is None or last.run.next_tokens is None:
         return
     st.subheader(t("real.next_tokens"))
     shown = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥"})  # as the tokens are labelled (models.readable)

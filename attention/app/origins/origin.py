@@ -1,23 +1,20 @@
 """An origin: where the session's case came from, as one value, and what only it knows of the case it made.
 
-Plain Python, no Streamlit. The session holds the origin of its last whole case (Session.source) and asks it; while
-the case is no longer as it made it (an edit, an option), the session's origin is Edited(it): the one rule.
+Plain values, no Streamlit (how each kind makes its case in a session: make.py). The session holds the origin of its
+last whole case (Session.source) and asks it; while the case is no longer as it made it (an edit, an option), the
+session's origin is Edited(it): the one rule.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from ...base.case import Case
 from ...base.i18n import Message, msg
 from ...base.record import Check
 from ...forward.compute import Trace
 from ...forward.script import to_script
-
-if TYPE_CHECKING:
-    from ..session import Session
 
 
 @dataclass(frozen=True)
@@ -29,16 +26,6 @@ class Origin:
     verify: ClassVar[str] = "verify"  # the catalogue's words for its check: verify.badge, verify.agrees, …
 
     params: ClassVar[tuple[str, ...]] = ()  # the link's parameters that name a case of this kind (see link)
-
-    @classmethod
-    def start(cls, session: Session) -> None:
-        """Make this kind's case afresh in the session (the sidebar's preset, or its reset button chose it)."""
-        raise NotImplementedError(f"no preset makes a case of {cls.__name__}")
-
-    @classmethod
-    def opens(cls, session: Session, params: Mapping[str, str | None]) -> bool:
-        """Open a link's case of this kind, if the link names one: whether it did (a bad part said, as notices)."""
-        return False
 
     def made(self, case: Case) -> bool:
         """Whether `case` is still the one this origin made (else the session's origin is Edited(self))."""

@@ -1,0 +1,170 @@
+"""How each kind of origin makes the session's case: a preset's (made again by Reset), an opened file's, a link's,
+a model's chosen head. The kinds themselves are plain values (origin.py, given.py, model.py); these operations are
+the ones that take the session."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from ... import models
+from ...base import files, presets
+from ...base.case import CaseError
+from ...base.i18n import LANGUAGES, clip, excerpt, msg
+from ...models import SPECS, ModelMissing
+from ..session import Session
+from . import PRESETS
+from .given import Article, File, Link, Random
+from .model import Choice, Loader, ModelHead, allowed
+
+
+def reset(session: Session) -> None:
+    """The chosen preset's origin makes its case again, dropping edits (the chosen device stays)."""
+    STARTS[PRESETS[session.controls.preset]](session)
+
+
+def choose(session: Session, **changes: object) -> None:
+    """The sidebar's choices (Session.choose); a new preset, or a new seed of the random one, makes its case."""
+    if session.choose(**changes):
+        reset(session)
+
+
+def back_to_article(session: Session) -> None:
+    """The article's numbers and options (its preset) again; the device stays."""
+    session.controls = replace(session.controls, preset="article")
+    _article(session)
+
+
+def import_file(session: Session, name: str, data: bytes) -> None:
+    """An uploaded case file; a bad one changes nothing and says why."""
+    try:
+        session.load(case := files.load_case(data), File(case, clip(name)))
+        session.notices.append(msg("notice.opened", name=clip(name)))
+    except CaseError as e:
+        session.notices.append(msg("notice.not_opened", name=clip(name), error=e.message))
+
+
+def open_origin(session: Session, params: Mapping[str, str | None]) -> None:
+    """A shared link's case (?case=…, or a model's ?model=…&text=…) and language; a bad part is refused with a
+    notice, and the rest is kept (the step and the capabilities' parameters: app/links.py)."""
+    for opens in (_open_case, open_model):  # the first kind the link names opens it
+        if opens(session, params):
+            break
+    language = params.get("lang")
+    if language and language in LANGUAGES:
+        session.lang = language
+    elif language:
+        session.notices.append(msg("notice.bad_lang", languages=", ".join(LANGUAGES)))
+
+
+def _article(session: Session) -> None:
+    article = presets.article()
+    session.load(article, Article(article), keep_device=True)
+
+
+def _random(session: Session) -> None:
+    c = session.controls
+    case = presets.random_case(c.n, c.d_in, c.d_k, c.d_v, seed=c.seed)
+    session.load(case, Random(case, c.seed), keep_device=True)
+
+
+def _model_head(session: Session) -> None:
+    """The model's head again: the last one shown (after an edit, its numbers back), else the default."""
+    source = session.source
+    show(session, session.loader, source.choice if isinstance(source, ModelHead) else Choice.default())
+
+
+def _open_case(session: Session, params: Mapping[str, str | None]) -> bool:
+    """A link's case (?case=…, its numbers in the link): whether the link had one."""
+    if not (token := params.get(Link.params[0])):
+        return False
+    try:
+        case = files.case_from_link(token)
+        session.load(case, Link(case))
+    except CaseError as e:
+        session.notices.append(msg("notice.link_refused", error=e.message))
+    return True
+
+
+STARTS = {Article: _article, Random: _random, ModelHead: _model_head}  # each preset's kind: how it makes its case
+
+
+# A model's head
+
+
+def shown(session: Session) -> ModelHead | None:
+    """The model's head the session last made (its case perhaps edited since), or None."""
+    return session.source if isinstance(session.source, ModelHead) else None
+
+
+def choose_model(session: Session, loader: Loader, **changes: object) -> None:
+    """A new model, sentence, layer or head: the head's case becomes the session's. A new model starts on its
+    default head; a bad value is refused with a notice, a sentence the model cannot read keeps the last valid case
+    with the error, and a model not installed here says how to install it."""
+    last = shown(session)
+    base = last.choice if last is not None else Choice.default()
+    model = changes.get("model", base.model)
+    model = model if model in SPECS else base.model
+    accepted = {}
+    for name, value in changes.items():
+        if allowed(name, value, model):
+            accepted[name] = value
+        else:
+            session.notices.append(msg("notice.control_refused", name=name, value=excerpt(value)))
+    if accepted.get("model", base.model) != base.model:
+        fresh = Choice.default(accepted["model"], accepted.get("sentence", base.sentence))
+        choice = replace(fresh, **{k: v for k, v in accepted.items() if k in ("layer", "head")})
+    else:
+        choice = replace(base, **accepted)
+    error = show(session, loader, choice)
+    if error is not None:  # the sentence as typed is kept, with why; the case stays the last valid one
+        session.refuse(error, replace(last, typed=choice.sentence) if last is not None else None)
+
+
+def show(session: Session, loader: Loader, choice: Choice) -> CaseError | None:
+    """The choice's head as the session's case (its run kept while the model and sentence stay); the error of a
+    sentence the model cannot read, which changes nothing."""
+    last = shown(session)
+    try:
+        model = loader(choice.model)
+    except ModelMissing as e:
+        session.notices.append(e.args[0])
+        return None
+    same = last is not None and (last.choice.model, last.run.sentence) == (choice.model, choice.sentence)
+    try:
+        run = last.run if same else model.run(choice.sentence)
+    except CaseError as e:
+        return e
+    layer, head = choice.layer - 1, choice.head - 1
+    case = models.layer_case(model, run, layer) if head < 0 else models.head_case(model, run, layer, head)
+    session.load(case, ModelHead(case, choice, run, choice.sentence), checked=True)
+    return None
+
+
+def open_model(session: Session, params: Mapping[str, str | None]) -> bool:
+    """A link's model view (?model=…&text=…&layer=…&head=…): True when it had one. A bad part is said and the
+    model's default is used for it (a sentence it cannot read too: its example sentence)."""
+    name = params.get("model")
+    if not name:
+        return False
+    if name not in SPECS:
+        session.notices.append(msg("notice.bad_model", model=excerpt(name), models=", ".join(SPECS)))
+        return True
+    numbers = {}
+    for part in ("layer", "head"):
+        value = params.get(part)
+        if value is None:
+            continue
+        number = int(value) if value.isascii() and value.isdigit() and len(value) < 4 else None
+        if number is not None and allowed(part, number, name):
+            numbers[part] = number
+        else:
+            bounds = (1, SPECS[name].layers) if part == "layer" else (0, SPECS[name].heads)
+            session.notices.append(msg("notice.bad_model_part", part=part, value=excerpt(value), low=bounds[0],
+                                       limit=bounds[1]))  # fmt: skip
+    session.controls = replace(session.controls, preset="real")
+    error = show(session, session.loader, replace(Choice.default(name, params.get("text") or None), **numbers))
+    if error is not None:  # too long, too many tokens, empty: said, and the model's own sentence instead
+        session.notices.append(msg("notice.bad_sentence", problem=error.problem))
+        show(session, session.loader, replace(Choice.default(name), **numbers))
+    return True

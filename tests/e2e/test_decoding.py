@@ -73,7 +73,8 @@ def generate_and_stop(page) -> str:
     expect(stop).to_have_count(0, timeout=GENERATION_MS)  # the click's run draws no status: the generation's ended
     wait_ready(page, GENERATION_MS)  # and so has the click's own run
     assert_no_exception(page)
-    notice = page.get_by_text("The last generation was stopped after")
+    # the whole alert: the tokens may hold a blank line ("Paris.\n\nThe"), which markdown makes a second paragraph
+    notice = page.locator("[data-testid=stAlert]", has_text="The last generation was stopped after")
     if notice.count():
         said = re.fullmatch(r".*stopped after (\d+) of (\d+) new tokens: (.*)", notice.inner_text(), re.S)
         assert said is not None, notice.inner_text()

@@ -323,6 +323,10 @@ def test_the_page_opens_on_the_tile_that_rescales_and_says_which():
     assert session(at).view(Tiling).tile == (0, 0)
     at.button(key="tiles_show_rescale").click().run()
     assert session(at).view(Tiling).tile == (0, 1) and at.query_params["tile"] == "1.2"
+    causal = tiles_page({"case": case_to_link(with_options(article(), mask="causal", weights_override=None))})
+    assert any("Tile 1.2 (query tile 1, key tile 2)" in i.value and "Input 2" in i.value for i in causal.info)
+    assert causal.selectbox(key="tiles_query").value == 1  # the query that rescales (Input 1 is masked there)
+    assert any("e^(4 − 16)" in c.value for c in causal.code)
 
 
 def test_a_case_that_never_rescales_says_so():

@@ -87,10 +87,14 @@ def rescaling(s: Session, tiled: Tiled, tile: tuple[int, int]) -> None:
     i, j = found.tile
     said = {"i": i + 1, "j": j + 1, "token": token, "head": head, "old": found.m_old, "new": found.m_new}
     st.info(t("tiles.rescale_at", factor=found.factor, **said), icon=":material/zoom_in:")
+    row = found.query - i * tiled.block_q  # its row in the tile: the explanation below is of it, once
+    if tile == found.tile and s.view(Tiling).tile is None and "tiles_query" not in st.session_state:
+        st.session_state.tiles_query = row
     if tile != found.tile:
 
         def go() -> None:
             s.view(Tiling).tile = found.tile
+            st.session_state.tiles_query = row
 
         st.button(t("tiles.rescale_show", i=i + 1, j=j + 1), key="tiles_show_rescale", on_click=go)
 

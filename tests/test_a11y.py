@@ -11,7 +11,7 @@ from attention.base.presets import article, random_case
 from attention.forward.figures import broadcast_panels, query_sum, tensor_heatmap, weighted_heatmap
 from attention.forward.steps import AXES, PER_HEAD
 from attention.show.describe import describe
-from attention.show.heatmap import heatmap, highlight
+from attention.show.heatmap import TEXT_PX, heatmap, highlight
 from tests.apptest import PAGES
 
 # The scales a heatmap may use, as Plotly stores them, and whether each is the diverging one (see figures.py).
@@ -138,3 +138,24 @@ def test_every_chart_has_a_text_version_with_a_readable_table(at, page):
     for e in versions:
         assert e.text, e.label  # the sentence: title, shape, axes
         assert e.get("table"), e.label  # a real HTML table, not st.dataframe's canvas
+
+
+def test_cell_numbers_are_asked_for_at_one_size_and_long_labels_are_cut_with_the_whole_in_the_hover() -> None:
+    """The browser fits each number to its cell (web/fit.js), so the figure asks for one size, never Plotly's "auto"
+    (which follows the cells' height alone: 5 px text in a 10 × 10 chart in a third of a page); a tick label longer
+    than LABEL_MAX is cut with "…", its cell's category (the hover's %{y}) staying whole."""
+    long = "␣Transformers&quot;attention"
+    fig = heatmap(np.ones((2, 2)), [long, "b"], ["1", "2"], "query", "key", "t")
+    assert fig.data[0].textfont.size == TEXT_PX
+    assert list(fig.data[0].y) == ["␣Transformers&amp;quot;attention", "b"]
+    assert fig.layout.yaxis.labelalias == {"␣Transformers&amp;quot;attention": "␣Transformers…"}
+    assert fig.layout.xaxis.labelalias is None  # short labels: Plotly's own
+
+
+def test_the_top_margin_keeps_the_title_clear_of_upright_column_labels() -> None:
+    """Thirteen token columns may turn their labels upright in a narrow column: the top margin holds the title, the
+    axis title and the upright labels (Plotly's automargin counts the axis alone, from the top edge)."""
+    tokens = [f"Input {i}" for i in range(1, 14)]
+    narrow = heatmap(np.ones((1, 13)), ["Input 13"], tokens, "query", "key", "scores_t")
+    assert narrow.layout.margin.t >= 24 + 26 + 7 * len("Input 13")
+    assert heatmap(np.ones((3, 3)), ["1", "2", "3"], ["1", "2", "3"], "query", "key", "t").layout.margin.t == 90

@@ -11,8 +11,15 @@ import streamlit as st
 from ..forward.compute import Trace
 from ..show import describe, tables
 from . import clicks, tab
+from .grid import WEB
 from .language import lang, t
 from .text import plain
+
+# Cell numbers are fitted in the browser, where the drawn size is known (web/fit.js): a column's width, the window's
+# and a phone's are the browser's alone (Streamlit tells the server none of them), and Plotly writes a heatmap's
+# texts whatever its cells' size (and has no "hide what does not fit" for heatmaps, as it has for bars).
+_fit = st.components.v2.component("attention.fit", js=(WEB / "fit.js").read_text())
+FIT_KEY = "fit_numbers"  # its element, hidden by the frame's CSS (it draws nothing)
 
 
 def figure(make: Callable[..., go.Figure], trace: Trace, *args, **kwargs) -> go.Figure:
@@ -48,6 +55,12 @@ def chart(fig: go.Figure, key: str, where=st, clickable: bool = False) -> tuple[
         if (table := _described(fig, table=True)[2]) is not None:
             version.table(table, alt=t("a11y.table_alt", title=title, row_kind=table.index.name or ""))
     return picked
+
+
+def fit_numbers() -> None:
+    """Once a run, before the page: the browser's fitter of every heatmap's cell numbers to the drawn size (it
+    installs itself once a document; every chart drawn afterwards is fitted after each drawing)."""
+    _fit(key=FIT_KEY)
 
 
 def table(trace: Trace, name: str, head: int | None = None):

@@ -12,7 +12,7 @@ import streamlit as st
 
 from ..base.i18n import msg, render
 from ..forward.compute import Trace
-from . import editors, links, navigation, process, reconnect, share, sidebar, tab, traces
+from . import charts, editors, links, navigation, process, reconnect, share, sidebar, tab, traces
 from .language import t
 from .origins import make
 from .registry import BY_URL, CAPABILITIES, PAGES
@@ -28,6 +28,7 @@ APP_CSS = """<style>
 [data-testid=stRadioOption]:has(input:focus-visible), [data-testid=stCheckbox] label:has(input:focus-visible),
 [data-testid=stSidebarNavLink]:focus-visible { outline: 2px solid currentColor; outline-offset: 2px; }
 [data-testid=stMain] [data-testid=stPageLink-NavLink] :is(span, div, p) { white-space: normal; overflow: visible; }
+.st-key-fit_numbers { display: none; }
 </style>"""
 STATUS_PX = 76  # the status row's height: a badge, or a message of up to two lines
 BADGE_PX = 230  # the check's badge and the way back to the article: their labels whole, in either language
@@ -47,6 +48,7 @@ def run(pages: list | None = None) -> None:
     trace = traces.current(s)
     st.set_page_config(page_title=t("app.title"), page_icon=":material/visibility:", layout="wide")
     st.html(APP_CSS)
+    charts.fit_numbers()  # cell numbers fitted to the size each chart is drawn at, in the browser (web/fit.js)
     if reconnect.follow(t("notice.upload_lost"), first_run):  # its server was lost: restored from its link
         s.notices.append(msg("notice.server_changed"))
     page = navigation.navigation(pages)

@@ -15,6 +15,14 @@ from . import describe
 from .image import IMAGE_MIN_CELLS, png_image
 
 TEXT_MAX_SIDE = 16  # numbers are drawn in the cells up to 16×16: past that they cost seconds per edit in the browser
+# A cell's number is written at one size, and shown only where it fits its cell at the size the chart is drawn, in as
+# many significant digits as fit (4 at most): the browser decides, since only it knows the drawn size
+# (attention/app/web/fit.js; docs/layout.md). Plotly's own "auto" size shrinks the text to the cells' height alone:
+# 5 px in a 10 × 10 chart in a third of a page, numbers over each other in one row of 13.
+TEXT_PX = 12
+LABEL_MAX = 14  # characters of a tick label: a longer one (a token, step 6's "k … · q …") is cut with "…"
+MIN_PLOT_PX = 16  # the plot area automargin may shrink to (Plotly's 64 px drops the margins of a narrow column's
+# chart, and its axis title then lies over its tick labels)
 
 
 # Colour scales, chosen to read for colour-blind viewers (and in greyscale) on the light and the dark theme:
@@ -85,11 +93,21 @@ def heatmap(
     return go.Figure(
         data,
         layout={
-            "title": {"text": title, "font": {"size": 14}, "x": 0, "y": 0.99, "yref": "container", "yanchor": "top"},
-            "height": height + 30,
-            "margin": {"l": 10, "r": 10, "t": 90, "b": 10},
-            "xaxis": {**axes[0], "side": "top", "automargin": True, "title": {"text": words["col"]}},
-            "yaxis": {**axes[1], "autorange": "reversed", "automargin": True, "title": {"text": words["row"]}},
+            "title": {"text": title, "font": {"size": 14}, "x": 0, "y": 0.99, "yref": "container", "yanchor": "top"}
+            | {"automargin": True},  # the top axis's title and labels kept clear of the chart's title
+            "height": height + 30 + (top := _top(cols, image)) - 90,
+            "margin": {"l": 10, "r": 10, "t": top, "b": 10},
+            "xaxis": {
+                **axes[0],
+                **_ticks(cols, image),
+                "side": "top",
+                "automargin": True,
+                "title": {"text": words["col"]},
+            },
+            "yaxis": {**axes[1], **_ticks(rows, image), "autorange": "reversed", "automargin": True}
+            | {"title": {"text": words["row"]}},
+            "minreducedwidth": MIN_PLOT_PX,
+            "minreducedheight": MIN_PLOT_PX,
             # Streamlit draws a chart in its own theme, over any template: Plotly's default one (7 KB of the 7.6 KB of a
             # 3 × 3 heatmap) was copied and written out for every chart of every run (bench/profile.md)
             "template": "none",
@@ -98,6 +116,32 @@ def heatmap(
             | ({"stats": describe.stats_of(z, describe.unique(rows), describe.unique(cols))} if image else {}),
         },
     )
+
+
+def _ticks(names: list[str], image: bool) -> dict:
+    """Tick labels cut to LABEL_MAX characters with "…" (the hover names the cell whole), by Plotly's labelalias: the
+    ticks stay Plotly's own, thinned where they would overlap. An image's axes are numbered (png_image)."""
+    long = [] if image else [n for n in dict.fromkeys(names) if len(n) > LABEL_MAX]
+    if not long:
+        return {}
+    return {
+        "labelalias": {html.escape(n, quote=False): html.escape(n[: LABEL_MAX - 1] + "…", quote=False) for n in long}
+    }
+
+
+def _top(cols: list[str], image: bool) -> int:
+    """The top margin: the chart's title, and under it the column axis' title and labels, turned upright where they
+    do not fit side by side (at a size only the browser knows). Plotly's automargin makes room for the axis alone,
+    from the top edge, where the chart's title lies: so room for upright labels is kept wherever they may turn
+    (Plotly turns them when they are wider than their columns: more than 160 px in all may not fit a column)."""
+    longest = max((_text_px(c[:LABEL_MAX]) for c in cols), default=0)
+    upright = not image and len(cols) * (longest + 6) > 160
+    return max(90, 24 + 26 + longest + 12) if upright else 90
+
+
+def _text_px(label: str) -> int:
+    """A label's width at Plotly's 12 px tick font, wide enough: 7 px a Latin character, 12 a wide one (CJK)."""
+    return sum(12 if ord(ch) > 0x2E80 else 7 for ch in label)
 
 
 def _colours(finite: np.ndarray, span: tuple[float, float] | None) -> tuple[bool, dict]:
@@ -126,6 +170,7 @@ def _cells(
         y=[html.escape(r, quote=False) for r in rows],
         zmid=0 if signed else None,
         texttemplate=("%{text}" if said else "%{z:.4~g}") if small else None,
+        textfont={"size": TEXT_PX},
         hovertemplate=hover(lang, "hover.cell", z="%{customdata}" if said else None, **words),
         hoverongaps=bool(said),
         xgap=1 if small else 0,

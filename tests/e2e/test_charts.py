@@ -1,0 +1,128 @@
+"""Charts and tables readable at the size they are drawn, measured in Chromium on every page: no two text boxes of a
+chart overlap, no cell's number is wider or taller than its cell, and every table's last column can be reached."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import Browser, Page
+
+from attention.app.registry import PAGES
+from attention.base.files import case_to_link
+from attention.base.presets import random_case
+
+from .conftest import new_context
+from .test_browser import assert_no_exception, wait_ready
+
+pytestmark = pytest.mark.e2e
+
+SIZES = (3, 10, 13, 64, 1024)  # tokens: the article's size, a real sentence's, a generation's, the limits' ends
+SCREENS = {"1400 px": {"width": 1400, "height": 1000}, "phone": {"width": 390, "height": 844}}
+# Every page at every size once; the languages and the screens spread across them (page i at size s: English or
+# Chinese as i + s is even or odd, the wide screen or the phone as i // 2 + s is), so that every page meets both
+# languages and both screens, without multiplying everything by everything (13 pages × 5 sizes = 65 pages opened).
+FITTED = """() => [...document.querySelectorAll('.js-plotly-plot')].every(gd =>
+    !gd.querySelector('g.heatmap-label text') || (gd.dataset.fitted === '1'
+        && [...gd.querySelectorAll('g.heatmap-label text')].every(t => t.dataset.fit)))"""
+# Each chart's text boxes: its title, the axes' titles, tick labels and the cells' numbers shown (web/fit.js hides
+# those that do not fit), as the screen has them; and each shown number against its cell's size.
+MEASURE = """() => {
+  const problems = [];
+  const shown = e => e.getClientRects().length && getComputedStyle(e).display !== 'none' && e.textContent.trim();
+  // a text's box as drawn: its four corners on screen (a rotated tick label is a rotated box, not its bounding one)
+  const corners = e => {
+    const box = e.getBBox(), m = e.getScreenCTM();
+    return [[box.x, box.y], [box.x + box.width, box.y], [box.x + box.width, box.y + box.height],
+      [box.x, box.y + box.height]].map(([x, y]) => [m.a * x + m.c * y + m.e, m.b * x + m.d * y + m.f]);
+  };
+  // two convex boxes overlap unless some edge's normal separates them (the separating axis test), by more than 2 px:
+  // a text's box is its line's, about 2 px above and below the glyphs
+  const overlap = (p, q) => [p, q].every(poly => poly.every((a, i) => {
+    const b = poly[(i + 1) % poly.length], length = Math.hypot(b[0] - a[0], b[1] - a[1]);
+    if (!length) return true;
+    const normal = [(a[1] - b[1]) / length, (b[0] - a[0]) / length];
+    const span = pts => pts.map(([x, y]) => x * normal[0] + y * normal[1]);
+    const sp = span(p), sq = span(q);
+    return Math.min(Math.max(...sp), Math.max(...sq)) - Math.max(Math.min(...sp), Math.min(...sq)) > 2;
+  }));
+  const name = gd => (gd.layout?.title?.text ?? '').replace(/<[^>]*>/g, '') || '(untitled)';
+  for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+    const boxes = [];
+    for (const [kind, selector] of [['title', '.g-gtitle text'], ['axis title', '.g-xtitle text, .g-ytitle text'],
+        ['tick', '.xtick text, .ytick text'], ['cell', 'g.heatmap-label text']])
+      for (const e of gd.querySelectorAll(selector)) if (shown(e)) boxes.push([kind, e, corners(e)]);
+    for (let a = 0; a < boxes.length; a++)
+      for (let b = a + 1; b < boxes.length; b++)
+        if (overlap(boxes[a][2], boxes[b][2]))
+          problems.push(`${name(gd)}: ${boxes[a][0]} "${boxes[a][1].textContent}" overlaps`
+            + ` ${boxes[b][0]} "${boxes[b][1].textContent}"`);
+    const layout = gd._fullLayout;
+    for (const group of gd.querySelectorAll('g.hm')) {
+      const trace = group.__data__?.[0]?.trace;
+      const xa = layout[`xaxis${trace.xaxis.slice(1)}`], ya = layout[`yaxis${trace.yaxis.slice(1)}`];
+      const width = Math.abs(xa.l2p(1) - xa.l2p(0)) - (trace.xgap || 0);
+      const height = Math.abs(ya.l2p(1) - ya.l2p(0)) - (trace.ygap || 0);
+      for (const e of group.querySelectorAll('g.heatmap-label text')) {
+        if (!shown(e)) continue;
+        const box = e.getBBox();
+        if (box.width > width + 0.5 || box.height > height + 0.5)
+          problems.push(`${name(gd)}: "${e.textContent}" is ${box.width.toFixed(1)} × ${box.height.toFixed(1)} px`
+            + ` in a cell of ${width.toFixed(1)} × ${height.toFixed(1)}`);
+      }
+    }
+  }
+  return problems;
+}"""
+# Every table (HTML, Markdown, or a dataframe's canvas grid) whose right edge lies past what shows it: reachable only
+# where a box between it and the window scrolls sideways and itself lies inside the window.
+UNREACHABLE = """() => {
+  const problems = [];
+  const scrolls = e => ['auto', 'scroll'].includes(getComputedStyle(e).overflowX);
+  const items = [...document.querySelectorAll('[data-testid=stMain] table')]
+    .filter(t => !t.closest('[data-testid=stDataFrame]')).map(t => [t, t.getBoundingClientRect().right]);
+  for (const grid of document.querySelectorAll('[data-testid=stMain] [data-testid=stDataFrame] .dvn-scroller'))
+    items.push([grid, grid.getBoundingClientRect().left + grid.scrollWidth]);
+  for (const [table, right] of items) {
+    if (!table.getClientRects().length) continue;
+    let reached = false;
+    for (let box = table; box && box !== document.body && !reached; box = box.parentElement) {
+      const edge = box.getBoundingClientRect().right;
+      if (scrolls(box) && box.scrollWidth > box.clientWidth + 1) {
+        reached = edge <= window.innerWidth + 1;  // it scrolls to its last column, and is itself on screen
+        if (!reached) break;
+      } else if (getComputedStyle(box).overflowX !== 'visible' && right > edge + 1) break;  // clipped
+    }
+    const page = Math.min(window.innerWidth, table.closest('[data-testid=stMain]').getBoundingClientRect().right);
+    if (!reached && right > page + 1)
+      problems.push(`${(table.innerText || table.closest('[data-testid=stDataFrame]')?.innerText || '').slice(0, 60)}`
+        + ` ends at ${Math.round(right)} px, out of reach`);
+  }
+  return problems;
+}"""
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_every_chart_and_table_is_readable_at_the_size_drawn(browser: Browser, server: str, size: int) -> None:
+    link = case_to_link(random_case(size, 4, 3, 3, seed=size))
+    contexts = {screen: new_context(browser, viewport=v, base_url=server, is_mobile=screen == "phone")
+                for screen, v in SCREENS.items()}  # fmt: skip
+    pages = {screen: context.new_page() for screen, context in contexts.items()}
+    found = {}
+    try:
+        for i, registered in enumerate(PAGES):
+            lang = ("en", "zh")[(i + size) % 2]
+            screen = list(SCREENS)[(i // 2 + size) % 2]
+            page = pages[screen]
+            page.goto(f"/{registered.url_path}?lang={lang}&case={link}")
+            wait_ready(page)
+            page.wait_for_function(FITTED)
+            assert_no_exception(page)
+            if problems := _measured(page):
+                found[f"{registered.url_path or '/'} ({lang}, {screen})"] = problems
+    finally:
+        for context in contexts.values():
+            context.close()
+    assert not found, f"at {size} tokens: {found}"
+
+
+def _measured(page: Page) -> list[str]:
+    return page.evaluate(MEASURE) + page.evaluate(UNREACHABLE)

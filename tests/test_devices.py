@@ -40,8 +40,10 @@ def test_the_projects_cpu_figures_are_read_from_bench_core_md():
     text = (BENCH / "core.md").read_text(encoding="utf-8")
     assert f"| 1024 | {found.step_ms[1024][0]:.3f} |" in text  # the steps' table's first cell, as written
     table = measured_times(found)
-    assert list(table.index) == list(found.step_ms) and table.shape == (len(found.step_ms), 10)
-    assert table.loc[1024, "whole trace"] == found.trace_ms[1024]
+    assert list(table.columns) == [f"n = {n}" for n in found.step_ms] and table.shape == (10, len(found.step_ms))
+    assert (
+        table.loc["whole trace", "n = 1024"] == found.trace_ms[1024]
+    )  # sizes across: five fit a page, ten steps did not
 
 
 def test_a_gpu_file_is_read_the_same_way():
@@ -82,7 +84,7 @@ def test_the_devices_page_says_what_a_gpu_would_change_and_shows_the_measured_fi
     captions = " ".join(c.value for c in at.caption)
     assert "bench/core.md" in captions and "No GPU figures yet" in captions and "median of five" in captions
     tables = [frame.value for frame in at.dataframe]  # the devices, the times here, the measured figures
-    assert 1024 in tables[-1].index and "whole trace" in tables[-1].columns
+    assert "n = 1024" in tables[-1].columns and "whole trace" in tables[-1].index
     times = tables[1]
     assert len(times) == 8 and (times["cpu"] > 0).all()
 

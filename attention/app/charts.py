@@ -69,10 +69,15 @@ def table(trace: Trace, name: str, head: int | None = None):
     return tab.current().derived.get(key, lambda: tables.table(trace, name, head, lang=lang()))
 
 
+SIDE_MAX_COLUMNS = 3  # a table's columns that a side column (two fifths of a wide page) shows whole
+
+
 def numbers(table, key: str, where=st) -> None:
-    """A table of tables.table (numbers written as text) with its numbers right-aligned, as a column of numbers is."""
+    """A table of tables.table (numbers written as text) with its numbers right-aligned, as a column of numbers is;
+    in `where` (a column beside a chart) while it fits there, else under the row of columns, the page's width: a
+    10 × 10 table beside its chart showed three columns of ten (the rest scrolled out of sight)."""
     right = {column: st.column_config.TextColumn(alignment="right") for column in table.columns}
-    where.dataframe(table, key=key, column_config=right)
+    (where if len(table.columns) <= SIDE_MAX_COLUMNS else st).dataframe(table, key=key, column_config=right)
 
 
 def _described(fig: go.Figure, table: bool) -> tuple:

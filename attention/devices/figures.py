@@ -19,13 +19,14 @@ def step_times(steps: tuple[Step, ...], seconds: dict[str, tuple[float, ...]], l
 
 
 def measured_times(measured: Measured, lang: str = "en") -> pd.DataFrame:
-    """A benchmark file's milliseconds (measured.py), a row per size n: each step, the whole trace, fused attention."""
+    """A benchmark file's milliseconds (measured.py), a column per size n: each step, the whole trace, fused
+    attention, a row each. Steps down and sizes across: five sizes fit a page (and nearly a phone) where ten step
+    names across were cut off at the right."""
     steps = [f"{i} {text(lang, f'step.{name}.title')}" for i, name in enumerate(STEP_NAMES, start=1)]
+    sizes = list(measured.step_ms)
     return pd.DataFrame(
-        {
-            **{step: [ms[i] for ms in measured.step_ms.values()] for i, step in enumerate(steps)},
-            text(lang, "devices.trace_ms"): [measured.trace_ms.get(n) for n in measured.step_ms],
-            text(lang, "devices.fused_ms"): [measured.fused_ms.get(n) for n in measured.step_ms],
-        },
-        index=pd.Index(list(measured.step_ms), name="n"),
+        [[measured.step_ms[n][i] for n in sizes] for i in range(len(steps))]
+        + [[measured.trace_ms.get(n) for n in sizes], [measured.fused_ms.get(n) for n in sizes]],
+        index=[*steps, text(lang, "devices.trace_ms"), text(lang, "devices.fused_ms")],
+        columns=[f"n = {n}" for n in sizes],
     )

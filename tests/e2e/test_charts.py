@@ -26,7 +26,7 @@ FITTED = """() => [...document.querySelectorAll('.js-plotly-plot')].every(gd =>
 # Each chart's text boxes: its title, the axes' titles, tick labels and the cells' numbers shown (web/fit.js hides
 # those that do not fit), as the screen has them; and each shown number against its cell's size.
 MEASURE = """() => {
-  const problems = [];
+  const problems = [], MIN_PX = 10;  // a number smaller than this is not read (Plotly's "auto" size wrote 5 px)
   const shown = e => e.getClientRects().length && getComputedStyle(e).display !== 'none' && e.textContent.trim();
   // a text's box as drawn: its four corners on screen (a rotated tick label is a rotated box, not its bounding one)
   const corners = e => {
@@ -63,7 +63,8 @@ MEASURE = """() => {
       const height = Math.abs(ya.l2p(1) - ya.l2p(0)) - (trace.ygap || 0);
       for (const e of group.querySelectorAll('g.heatmap-label text')) {
         if (!shown(e)) continue;
-        const box = e.getBBox();
+        const box = e.getBBox(), px = parseFloat(getComputedStyle(e).fontSize);
+        if (px < MIN_PX) problems.push(`${name(gd)}: "${e.textContent}" is written ${px} px high`);
         if (box.width > width + 0.5 || box.height > height + 0.5)
           problems.push(`${name(gd)}: "${e.textContent}" is ${box.width.toFixed(1)} × ${box.height.toFixed(1)} px`
             + ` in a cell of ${width.toFixed(1)} × ${height.toFixed(1)}`);

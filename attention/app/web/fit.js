@@ -1,4 +1,4 @@
-// Numbers in heatmap cells, by the size the chart is drawn (attention/app/charts.py's fit): after every drawing of a
+// Numbers in heatmap cells, by the size the chart is drawn (attention/app/charts.py's fit_numbers): after every drawing of a
 // chart (its first, a resize, a new figure), each cell's number is written in as many significant digits as fit
 // its cell (4 at most, as the figure asks), or not at all (the cell is colour only; its hover and the text version
 // keep the number). Only the browser knows the drawn size: a column's width, the window's, a phone's. Installed

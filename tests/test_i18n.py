@@ -60,6 +60,25 @@ def test_every_template_is_non_empty_and_chinese_where_it_has_words():
             assert re.search(r"[\u4e00-\u9fff]", template), f"zh {key} looks untranslated: {template!r}"
 
 
+# One Chinese term per concept (issue 29): a learner who reads 词元 on one page and "token" on the next wonders whether
+# they differ. Each concept's other forms, as they once crept in; code (`…`) and {fields} are not words.
+ZH_TERMS = {
+    "词元 (token)": r"\btokens?\b",
+    "轨迹 (trace)": r"\btraces?\b|追踪|计算记录",
+    "用例 (case)": r"案例",
+    "四舍五入 (the article's rounded softmax)": r"取整",
+    "键/值头 (key/value head)": r"键值头",
+}
+
+
+def test_chinese_uses_one_term_for_each_concept():
+    mixed = []
+    for key, template in TABLES["zh"].items():
+        words = re.sub(r"\{[^}]*\}|`[^`]*`", "", template)
+        mixed += [f"{key}: {term}: {m[0]!r}" for term, other in ZH_TERMS.items() for m in re.finditer(other, words)]
+    assert not mixed, "\n".join(mixed)
+
+
 # Keys named in the code: t("…"), _t("…"), msg("…"), text(lang, "…"), i18n.text(lang, "…"), hover(lang, "…").
 # A key built by an f-string (t(f"step.{name}.title")) is a pattern; any other computed key is only allowed inside
 # the catalogue's own plumbing.

@@ -178,7 +178,7 @@ def test_core_errors_name_the_place_in_chinese_too():
     d = json.loads(json.dumps({"format": "attention-case/1", "x": [[1]], "w_query": [[1]], "w_key": [[1]]}))
     with pytest.raises(CaseError) as missing:
         parse_case({**d, "w_value": [[1]], "options": {"heads": 0}})
-    assert render("zh", missing.value.message) == "options.heads：必须是 1 到 64 之间的整数，而不是 0"
+    assert render("zh", missing.value.message) == "头数：必须是 1 到 64 之间的整数，而不是 0"
 
 
 # Visible text: a pseudo language whose every template is wrapped in ⟦…⟧ --------------------------------------------

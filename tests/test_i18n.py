@@ -221,7 +221,7 @@ def leftover(shown: str, tokens: tuple[str, ...]) -> str:
 
 
 def _is_link(code: str) -> bool:
-    return re.fullmatch(r"\S*\?(\w+=[\w-]*&?)+", code) is not None or code == ""
+    return re.fullmatch(r"\S*\?(\w+=[\w.-]*&?)+", code) is not None or code == ""  # explain=scores_raw.2.2
 
 
 def visible_texts(at: AppTest) -> list[tuple[str, str]]:

@@ -75,6 +75,7 @@ class ServerLog:
 
     def __init__(self, path: Path):
         self.path, self.read_to = path, 0
+        self.between: list[str] = []  # warnings logged between two tests: the session fails at its end
 
     def warnings(self) -> list[str]:
         """Streamlit's warnings logged since the last call."""
@@ -104,7 +105,7 @@ def server_log(served: Served) -> Iterator[ServerLog]:
     already (one logged between two tests)."""
     log = ServerLog(served.log)
     yield log
-    if left := log.warnings():
+    if left := log.between + log.warnings():
         pytest.fail("the server logged Streamlit warnings:\n" + "\n".join(left))
 
 
@@ -116,7 +117,7 @@ def no_streamlit_warning(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
         return
     log = request.getfixturevalue("server_log")
-    log.warnings()  # anything before this test is not its own (a test without the fixture, between two with it)
+    log.between += log.warnings()  # logged before this test began: not its own, and not forgotten
     yield
     if warned := log.warnings():
         pytest.fail("the server logged Streamlit warnings during this test:\n" + "\n".join(warned))

@@ -185,8 +185,8 @@ def test_junk_in_an_exercise_link_is_said_and_left_out():
     attempt = session(app).view(Classroom).exercise
     assert attempt.found == {1} and attempt.shown == set()  # blank 2 is one of the three: kept
     said = [w.value for w in app.warning]
-    assert any("found= holds '99.-1.abc.2'" in s and "1 to 3" in s for s in said), said
-    assert any("shown= holds '1e999'" in s for s in said) and any("present= is 'yes'" in s for s in said), said
+    assert any("found= is '99.-1.abc.2'" in s and "1 to 3" in s for s in said), said
+    assert any("shown= is '1e999'" in s for s in said) and any("present= is 'yes'" in s for s in said), said
     assert app.query_params["found"] == "2" and "shown" not in app.query_params and "present" not in app.query_params
     app.run()
     assert not app.warning  # said once

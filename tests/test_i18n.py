@@ -380,7 +380,10 @@ def test_every_text_the_pages_show_comes_from_the_catalogue(pseudo):
     for name in at.selectbox(key="explain_tensor").options:
         at.selectbox(key="explain_tensor").set_value(name).run()
         found += offenders(at, f"3 heads explain {name}")
-    at.number_input(key="heads").set_value(2).run()  # does not divide 3: an error
+    at.number_input(key="heads").set_value(4).run()  # + past the last count 3 allows: kept, with a notice
+    found += offenders(at, "heads kept")
+    at.number_input(key="heads").set_value(5).run()  # typed, does not divide 3: an error
+    assert at.error
     found += offenders(at, "bad heads")
     assert not found, report(found)
 

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -224,7 +225,7 @@ def open_backward(query: dict | None = None, switch: bool = True):
     return at
 
 
-def test_page_checks_against_autograd_and_shows_twins_on_one_scale():
+def test_page_checks_against_autograd_and_shows_each_gradient_on_its_own_scale():
     from tests.apptest import charts
 
     at = open_backward()
@@ -242,7 +243,11 @@ def test_page_checks_against_autograd_and_shows_twins_on_one_scale():
     specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     specs = {spec["layout"]["title"]["text"]: spec for spec in specs}
     grad, twin = specs["∂L/∂scores_raw"]["data"][0], specs["scores_raw"]["data"][0]
-    assert grad["zmin"] == twin["zmin"] == -grad["zmax"] and grad["zmax"] == twin["zmax"]  # one scale, centred on 0
+    top = shown["∂L/∂scores_raw"].max(initial=0, where=~np.isnan(shown["∂L/∂scores_raw"]))
+    top = max(top, -shown["∂L/∂scores_raw"].min(initial=0, where=~np.isnan(shown["∂L/∂scores_raw"])))
+    # the gradient's own scale, centred on 0 (red-blue), not the forward scores' (up to 16): it would look white
+    assert grad["zmin"] == -grad["zmax"] and grad["zmax"] == pytest.approx(top) and grad["reversescale"]
+    assert twin.get("zmax") is None  # the raw scores on their own scale
 
 
 def test_page_trains_refuses_and_resets_and_the_link_keeps_lr_and_steps():
@@ -361,3 +366,50 @@ def test_a_raw_scores_gradient_is_the_scale_times_the_scores_with_its_arithmetic
     factor = (1 / 3**0.5) / 0.5
     assert result["d_scores_raw"][2, 1].item() == pytest.approx(factor * result["d_scores"][2, 1].item())
     assert lines[0].startswith(f"dS^raw₃₂ = {factor:g} · dS₃₂") and "Σ_k A₃ₖ dA₃ₖ" in lines[2]
+
+
+def test_the_page_has_one_set_of_pickers_that_the_loss_and_the_sensitivity_map_share():
+    from attention.backward.state import Learned
+    from tests.apptest import session
+
+    at = open_backward()
+    s = session(at)
+    pickers = [b for b in at.selectbox if b.label in ("Output (token)", "Number")]
+    assert [b.key for b in pickers] == ["bw_row", "bw_col"]  # one pair on the page: the sensitivity tab has none
+    assert (at.selectbox(key="bw_row").value, at.selectbox(key="bw_col").value) == (2, 1)  # output 3's second
+    said = [m.value for m in at.markdown if "moves most with" in m.value]
+    assert said == ["Output Input 3's number 2 moves most with: " + said[0].split(": ", 1)[1]]  # the loss's number
+    at.selectbox(key="bw_col").set_value(0).run()  # another number: its target is typed, and its map is drawn
+    assert at.text_input(key=f"bw_target_value_2_0_{s.generation}").value == "2.0"
+    assert any(m.value.startswith("Output Input 3's number 1 moves most") for m in at.markdown)
+    at.radio(key="backward_loss_kind").set_value("cell").run()  # the loss becomes the number picked
+    assert s.view(Learned).loss_cell == (2, 0) and at.query_params["loss"] == "3.1"
+    at.selectbox(key="bw_row").set_value(0).run()
+    assert s.view(Learned).loss_cell == (0, 0)
+    assert any(m.value.startswith("Output Input 1's number 1 moves most") for m in at.markdown)
+    at.radio(key="backward_loss_kind").set_value("target").run()  # back to the target: the same number picked
+    assert s.view(Learned).loss_cell is None and at.selectbox(key="bw_row").value == 0
+
+
+def test_a_masked_scores_gradient_and_a_masked_weight_say_their_zero_is_the_masks():
+    from attention.backward.figures import gradient_pair
+    from attention.forward.figures import tensor_heatmap
+    from attention.show.describe import describe
+
+    case = with_options(article(), mask="causal", weights_override=None)
+    result = backward(attend(case), default_loss(attend(case)))
+    grad, twin = gradient_pair(result, "d_scores", None)
+    text = grad.data[0].text
+    assert [text[0][1], text[0][2], text[1][2]] == ["0 (masked)"] * 3  # the mask's zeros
+    assert text[0][0] == "0"  # a zero of the arithmetic (query 1's only key: its weight 1, its gradient 0) stays 0
+    assert np.isnan(np.asarray(grad.data[0].z, dtype=float)[0, 1])  # an empty cell, as a masked score's −∞ is
+    assert twin.data[0].text[0][1] == "−∞"
+    _, weights = gradient_pair(result, "d_weights", None)
+    assert weights.data[0].text[0][1] == "0 (masked)" and weights.data[0].customdata[0][1] == "0 (masked)"
+    _, summary, table = describe(weights, "en")
+    assert "3 cells are 0 (masked): exactly 0 because a mask took them out" in summary
+    assert table.iloc[0].tolist() == ["1", "0 (masked)", "0 (masked)"]
+    walked = tensor_heatmap(attend(case), "weights")  # the walkthrough's step 5 too
+    assert walked.data[0].text[0][2] == "0 (masked)" and walked.data[0].text[2][0] == "0.0002954"
+    _, zh = gradient_pair(result, "d_weights", None, "zh")
+    assert zh.data[0].text[0][1] == "0（掩码）" and "0（掩码）" in describe(zh, "zh")[1]

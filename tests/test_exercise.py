@@ -18,7 +18,7 @@ from attention.base.files import case_to_link
 from attention.base.presets import article, random_case
 from attention.exercise import compute as exercise
 from attention.exercise.compute import Blank, Exercise
-from attention.exercise.state import Attempt, Classroom
+from attention.exercise.state import Attempt, Classroom, label
 from attention.forward.teach import with_options
 from tests.apptest import APP, charts, current_trace, open_share_panel, session
 
@@ -135,7 +135,8 @@ def test_a_ready_made_exercise_hides_its_numbers_on_the_pages_then_is_answered()
     app.switch_page("pages/explain.py").run()
     app.selectbox(key="explain_tensor").set_value("outputs_by_query").run()
     app.selectbox(key="explain_outputs_by_query_0").set_value(2).run()
-    assert "hides (outputs_by_query[Input 3, 1], outputs[Input 3, 1])" in app.main.info[-1].value
+    said = app.main.info[-1].value  # the cells in words, not internal names
+    assert "hides (number 1 of step 8's output Input 3, number 1 of output Input 3)" in said
     assert not app.code or "= 2" not in app.code[-1].value
 
     app.switch_page("pages/exercise.py").run()
@@ -226,3 +227,36 @@ def test_the_presenter_view_hides_the_sidebar_until_left():
     app.button(key="leave_present").click().run()
     assert not session(app).view(Classroom).present and "present" not in app.query_params
     assert not any("display: none" in h.proto.body for h in app.get("html"))
+
+
+def test_the_exercises_page_makes_one_itself_and_names_cells_in_words():
+    app = opened({})
+    app.switch_page("pages/exercise.py").run()
+    assert any("make your own" in c.value for c in app.caption)
+    app.button(key="exercise_make_one").click().run()  # on the page: no sidebar switch to find first
+    assert session(app).view(Classroom).making == () and app.header[0].value == "Make an exercise"
+    tensor = app.selectbox(key="exercise_tensor")
+    assert tensor.label == "Number to hide" and "a score, q · k (scores_raw)" in tensor.options
+    tensor.set_value("scores_raw").run()
+    app.selectbox(key="exercise_axis_scores_raw_0").set_value(1).run()
+    app.selectbox(key="exercise_axis_scores_raw_1").set_value(2).run()
+    app.button(key="exercise_hide").click().run()
+    said = [m.value for m in (*app.warning, *app.markdown)]
+    assert any("Hidden in the exercise: the score of query Input 2 on key Input 3 (1 hidden)" in m for m in said), said
+    assert any(m.value == "1. the score of query Input 2 on key Input 3" for m in app.markdown)
+    assert not any("scores_raw[" in m for m in said)
+    app.button(key="exercise_stop_making").click().run()  # back to the list
+    assert session(app).view(Classroom).making is None and app.button(key="exercise_make_one")
+
+
+def test_a_cells_words_in_both_languages_with_heads():
+    trace = attend(random_case(n=4, seed=1, heads=2, d_k=4, d_v=4))
+    assert label(trace, Blank("scores_raw", (1, 0, 2))) == "head 2: the score of query Input 1 on key Input 3"
+    assert label(trace, Blank("scores_raw", (1, 0, 2)), "zh") == "头 2：查询 Input 1 对键 Input 3 的分数"
+    article_trace = attend(article())
+    words = {name: label(article_trace, Blank(name, index)) for name, index in [
+        ("keys", (1, 0)), ("weights", (0, 2)), ("weighted", (1, 2, 0)), ("outputs", (2, 1))]}  # fmt: skip
+    assert words == {"keys": "number 1 of Input 2's key", "weights": "the weight of query Input 1 on key Input 3",
+                     "weighted": "number 1 of key Input 2's weighted value for query Input 3",
+                     "outputs": "number 2 of output Input 3"}  # fmt: skip
+    assert label(article_trace, Blank("outputs", (2, 1)), "zh") == "输出 Input 3 的第 2 个数"

@@ -17,7 +17,12 @@ from tests.apptest import APP, session
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # transformers reads the package's file; nothing from a hub
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 MISSING = models.missing("smollm2")
-pytestmark = pytest.mark.skipif(MISSING is not None, reason=f"not installed: {MISSING} ({models.INSTALL})")
+pytestmark = [
+    pytest.mark.skipif(MISSING is not None, reason=f"not installed: {MISSING} ({models.INSTALL})"),
+    # the module's fixtures make four 16-token generations, two without the cache: over 300 s was seen at a load
+    # average of 13 on two cores, where the first test's timeout then failed every test of the module
+    pytest.mark.timeout(900),
+]
 SENTENCES = ("The capital of France is", "The cat sat on the mat because it was")
 
 

@@ -65,7 +65,7 @@ def test_every_template_is_non_empty_and_chinese_where_it_has_words():
 ZH_TERMS = {
     "词元 (token)": r"\btokens?\b",
     "轨迹 (trace)": r"\btraces?\b|追踪|计算记录",
-    "用例 (case)": r"案例",
+    "用例 (case)": r"案例|例子",
     "四舍五入 (the article's rounded softmax)": r"取整",
     "键/值头 (key/value head)": r"键值头",
 }

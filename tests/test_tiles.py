@@ -14,9 +14,9 @@ from attention import attend
 from attention.__main__ import main
 from attention.app.links import open_link
 from attention.app.session import Session
-from attention.base.case import CaseError, with_options
+from attention.base.case import CaseError, parse_case, with_options
 from attention.base.explain import explain
-from attention.base.files import dump_case
+from attention.base.files import case_to_link, dump_case
 from attention.base.numbers import approx
 from attention.base.presets import article, random_case
 from attention.forward import oracle
@@ -24,7 +24,7 @@ from attention.forward.oracle import fused_outputs
 from attention.tiles import room as tiles_room
 from attention.tiles.compute import check, check_blocks, default_block, estimates, tiled
 from attention.tiles.script import to_script
-from attention.tiles.state import Tiling, link
+from attention.tiles.state import Tiling, default_blocks, first_rescale, link
 from tests.apptest import APP, session
 
 BLOCKED = [[1, 0, 1, 0, 0], [0, 0, 0, 0, 0], [1, 1, 1, 0, 0], [0, 0, 0, 0, 0], [1, 1, 1, 1, 1]]  # rows 2, 4: nothing
@@ -205,7 +205,7 @@ def test_the_session_keeps_the_last_valid_blocks_and_the_link_round_trips():
 def test_a_forged_link_is_refused_with_a_notice_and_the_defaults(params):
     s = Session.start()
     open_link(s, params)
-    assert (s.view(Tiling).blocks, s.view(Tiling).tile) == (None, (0, 0))
+    assert (s.view(Tiling).blocks, s.view(Tiling).tile) == (None, None)
     assert len(s.notices) == 1 and "tiles were refused" in s.notices[0]
 
 
@@ -246,15 +246,15 @@ def test_the_page_shows_the_tiles_the_check_and_keeps_the_last_valid_blocks():
     at = tiles_page()
     assert not at.exception
     assert "Tiled outputs = step 7's" in at.success[0].value
-    assert any("ℓ after key tile 1" in c.value for c in at.code)
+    assert any("ℓ after key tile 2" in c.value for c in at.code)  # the tile that rescales, shown first
     at.text_input(key="tiles_bq").set_value("0").run()
     assert "B_q (queries per tile): must be from 1 to n = 3, not 0" in at.error[0].value
-    assert session(at).view(Tiling).blocks is None and "4 tiles of 2 × 2" in at.success[0].value  # the last valid view
+    assert session(at).view(Tiling).blocks is None and "6 tiles of 2 × 1" in at.success[0].value  # the last valid view
     at.text_input(key="tiles_bq").set_value("1").run()
-    assert not at.error and "6 tiles of 1 × 2" in at.success[0].value
-    at.button(key="tiles_next").click().run()
-    assert session(at).view(Tiling).tile == (0, 1) and at.query_params["tile"] == "1.2" and at.query_params["bq"] == "1"
-    assert any("ℓ after key tile 2" in c.value for c in at.code)
+    assert not at.error and "9 tiles of 1 × 1" in at.success[0].value
+    at.button(key="tiles_next").click().run()  # from the tile that rescales (1.2), the next: 1.3
+    assert session(at).view(Tiling).tile == (0, 2) and at.query_params["tile"] == "1.3" and at.query_params["bq"] == "1"
+    assert any("ℓ after key tile 3" in c.value for c in at.code)
 
 
 def test_a_link_opens_the_tile_and_a_forged_one_says_so():
@@ -265,9 +265,9 @@ def test_a_link_opens_the_tile_and_a_forged_one_says_so():
     forged.query_params["bq"], forged.query_params["tile"] = "1", "7.1"
     forged.run()  # the notice shows on the first page drawn
     assert (
-        "The link's tiles were refused (tile: must be 'query tile.key tile', from 1.1 to 3.2" in forged.warning[0].value
-    )
-    assert session(forged).view(Tiling).tile == (0, 0) and not forged.exception
+        "The link's tiles were refused (tile: must be 'query tile.key tile', from 1.1 to 3.3" in forged.warning[0].value
+    )  # B_k: the page's default for the article, 1 (its tiles of two keys never rescale)
+    assert session(forged).view(Tiling).tile is None and not forged.exception
 
 
 def test_the_page_in_chinese_and_with_a_causal_mask():
@@ -278,9 +278,9 @@ def test_the_page_in_chinese_and_with_a_causal_mask():
     assert not at.exception
     assert "分块输出 = 第 7 步的输出" in at.success[0].value
     assert any("对角线以上的块" in i.value for i in at.info)
-    s.view(Tiling).tile = (0, 1)  # the skipped tile: its explanation says so (the explain engine has no numbers)
+    s.view(Tiling).tile = (0, 2)  # the skipped tile: its explanation says so (the explain engine has no numbers)
     at.run()
-    assert not at.exception and any("键块 2 对这一块的每个查询都被掩码：跳过" in c.value for c in at.code)
+    assert not at.exception and any("键块 3 对这一块的每个查询都被掩码：跳过" in c.value for c in at.code)
 
 
 def test_a_tiled_run_shows_itself_in_jupyter_with_its_tiles():
@@ -294,10 +294,46 @@ def test_the_player_goes_through_the_tiles_in_order_and_round(monkeypatch):
     at = tiles_page()
     at.toggle(key="tiles_playing").set_value(True).run()
     seen = [session(at).view(Tiling).tile]
-    for _ in range(4):
+    for _ in range(6):
         later = time.monotonic() + 60  # the pace has passed
         monkeypatch.setattr(tiles_room.time, "monotonic", lambda later=later: later)
         at.run()
         seen.append(session(at).view(Tiling).tile)
-    assert seen == [(0, 0), (0, 1), (1, 0), (1, 1), (0, 0)]  # each query tile's key tiles, then the first again
+    # from the tile shown first (1.2, where the rescaling is): each query tile's key tiles, then the first again
+    assert seen == [(0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (0, 0), (0, 1)]
     assert not at.exception
+
+
+def test_the_page_opens_on_the_tile_that_rescales_and_says_which():
+    """The page's premise on its first screen: the article's tiles of two keys never rescale (e^(4 − 4) = 1), so the
+    page's default tiles are of one key, and it opens on tile 1.2, where Input 1's maximum grows from 2 to 4."""
+    assert default_blocks(article()) == (2, 1)
+    found = first_rescale(tiled(article(), 2, 1))
+    assert found.tile == (0, 1) and (found.query, found.m_old, found.m_new) == (0, 2.0, 4.0)
+    assert found.factor == pytest.approx(math.exp(-2))
+    assert first_rescale(tiled(article(), 2, 2)) is None  # the old default: no tile rescales
+    at = tiles_page()
+    said = next(i.value for i in at.info if "shows the rescaling" in i.value)
+    assert "Tile 1.2 (query tile 1, key tile 2)" in said and "from 2 to 4" in said and "e^(2 − 4) = 0.1353" in said
+    assert at.selectbox(key="tiles_query_tile").value == 0 and at.selectbox(key="tiles_key_tile").value == 1
+    table = at.dataframe[0].value  # the visit's table: the rescaling of what was summed, below 1
+    assert float(table.iloc[0]["e^(m before − m after)"]) == pytest.approx(math.exp(-2), rel=1e-3)
+    assert "tile" not in at.query_params and session(at).view(Tiling).tile is None  # the link opens on it again
+    at.selectbox(key="tiles_key_tile").set_value(0).run()  # elsewhere: a button back to it
+    assert session(at).view(Tiling).tile == (0, 0)
+    at.button(key="tiles_show_rescale").click().run()
+    assert session(at).view(Tiling).tile == (0, 1) and at.query_params["tile"] == "1.2"
+    causal = tiles_page({"case": case_to_link(with_options(article(), mask="causal", weights_override=None))})
+    assert any("Tile 1.2 (query tile 1, key tile 2)" in i.value and "Input 2" in i.value for i in causal.info)
+    assert causal.selectbox(key="tiles_query").value == 1  # the query that rescales (Input 1 is masked there)
+    assert any("e^(4 − 16)" in c.value for c in causal.code)
+
+
+def test_a_case_that_never_rescales_says_so():
+    eye = [[1, 0], [0, 1]]
+    case = parse_case({"format": "attention-case/1", "x": [[2, 0], [1, 0]], "w_query": eye, "w_key": eye,
+                       "w_value": eye})  # fmt: skip
+    assert attend(case)["scores"].tolist() == [[4.0, 2.0], [2.0, 1.0]]  # each query's largest score first
+    assert default_blocks(case) == (1, 1) and first_rescale(tiled(case, 1, 1)) is None
+    at = tiles_page({"case": case_to_link(case)})
+    assert not at.exception and any("No tile of these block sizes rescales" in i.value for i in at.info)

@@ -1,5 +1,6 @@
-"""Pure builders for the Backward page: a gradient beside its forward twin on one colour scale, step 6's gradient,
-the sensitivity maps, the loss over the training steps, and what a step did to W_Q (no st.* here)."""
+"""Pure builders for the Backward page: a gradient beside its forward twin, each on its own colour scale (a
+gradient's centred on 0), step 6's gradient, the sensitivity maps, the loss over the training steps, and what a step
+did to W_Q (no st.* here)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,17 @@ import torch
 
 from ..base.i18n import text
 from ..forward.compute import Trace
+from ..forward.figures import MASKED_ZEROS, masked_cells
 from ..show.heatmap import heatmap, labels
 from .compute import Backward
 
 WEIGHTED_MAX_ROWS = 64  # d weighted's (key, query) rows drawn: its first keys
+MASKED_GRADIENTS = ("d_scores", "d_scores_raw")  # a masked score's gradient is exactly 0: the mask's doing, said so
 
 
 def span(*matrices: torch.Tensor | None) -> tuple[float, float]:
-    """One colour scale for a gradient and its twin, centred on 0: ± the largest magnitude of the two (masked −∞
-    scores left out)."""
+    """One colour scale centred on 0 for a gradient (or several): ± the largest magnitude (masked −∞ scores left
+    out), so that a gradient all of one sign, or thousands of times smaller than its forward twin, still shows."""
     top = 0.0
     for m in matrices:
         if m is None:
@@ -27,16 +30,20 @@ def span(*matrices: torch.Tensor | None) -> tuple[float, float]:
 
 
 def gradient_pair(result: Backward, grad: str, head: int | None, lang: str = "en") -> tuple[go.Figure, ...]:
-    """A gradient (one head of it) and, when the trace has it, its forward twin, on one colour scale."""
+    """A gradient (one head of it) on its own scale centred on 0 and, when the trace has it, its forward twin on the
+    forward values' scale: a gradient is often far smaller than the number it belongs to (d_scores ~1e-3 beside
+    scores of 16), and on one shared scale it is all white."""
     trace, tensor, twin = result.forward, result[grad], result.twin(grad)
     g = tensor[head] if head is not None and result.has_head(grad) else tensor
     f = None if twin is None else trace.view(twin, head)
     kinds = result.axes(grad)[-2:]
     rows, cols = labels(trace, kinds[0], g.shape[0], lang), labels(trace, kinds[1], g.shape[1], lang)
-    shared = span(g, f)
     title = text(lang, "backward.grad", of=grad.removeprefix("d_"))
-    grads = heatmap(g, rows, cols, *kinds, title, lang, shared)
-    return (grads,) if f is None else (grads, heatmap(f, rows, cols, *kinds, twin, lang, shared))
+    cut = masked_cells(trace)
+    grads = heatmap(g, rows, cols, *kinds, title, lang, span(g), cut if grad in MASKED_GRADIENTS else None)
+    if f is None:
+        return (grads,)
+    return grads, heatmap(f, rows, cols, *kinds, twin, lang, mask=cut if twin in MASKED_ZEROS else None)
 
 
 def weighted_gradient(result: Backward, head: int | None, lang: str = "en") -> go.Figure:
@@ -48,7 +55,7 @@ def weighted_gradient(result: Backward, head: int | None, lang: str = "en") -> g
     rows = [f"k {tokens[j]} · q {tokens[i]}" for j in range(keys) for i in range(n_q)]
     z = d[:keys].reshape(keys * n_q, d_v)
     title = text(lang, "backward.grad", of="weighted")
-    return heatmap(z, rows, labels(trace, "value dim", d_v), "key · query", "value dim", title, lang)
+    return heatmap(z, rows, labels(trace, "value dim", d_v), "key · query", "value dim", title, lang, span(z))
 
 
 def sensitivity(result: Backward, lang: str = "en") -> dict[str, go.Figure]:

@@ -30,46 +30,38 @@ SENSITIVE_TOP = 3  # the numbers named that move the picked output most
 
 def loss_chooser(trace: Trace) -> Loss:
     """The loss: a target for the outputs (one cell edited at a time, with the editor's messages) or one output
-    number; returns the session's loss for this trace."""
+    number; one pair of pickers (output, number) for both, which the sensitivity map follows too; returns the
+    session's loss for this trace."""
     s = tab.current()
     n, d = trace.outputs.shape
     kinds = ("target", "cell")
-    first = (min(2, n - 1), min(1, d - 1))  # output 3's second number first
     st.session_state.backward_loss_kind = "cell" if s.view(state.Learned).loss_cell is not None else "target"
     language = lang()  # the widget keeps its format_func: the language it was drawn in
 
-    def kind_changed() -> None:
-        cell = st.session_state.backward_loss_kind == "cell"
-        state.choose_cell(s, first if cell else None)
-
     st.radio(
-        t("backward.loss"), kinds, key="backward_loss_kind", horizontal=True, on_change=kind_changed,
+        t("backward.loss"), kinds, key="backward_loss_kind", horizontal=True,
+        on_change=lambda: state.choose_kind(s, trace, st.session_state.backward_loss_kind == "cell"),
         format_func=lambda k: i18n.text(language, f"backward.loss_{k}"),
     )  # fmt: skip
     tokens = trace.case.tokens
-    if s.view(state.Learned).loss_cell is not None:
-        at = s.view(state.Learned).loss_cell
-        st.session_state.bw_cell_row, st.session_state.bw_cell_col = min(at[0], n - 1), min(at[1], d - 1)
+    cell = s.view(state.Learned).loss_cell is not None
+    if not cell:
+        st.caption(t("backward.target_help"))
+    left, middle, right = st.columns(3)
+    st.session_state.bw_row, st.session_state.bw_col = i, j = state.picked(s, trace)
 
-        def cell_changed() -> None:
-            state.choose_cell(s, (st.session_state.bw_cell_row or 0, st.session_state.bw_cell_col or 0))
+    def picked() -> None:
+        state.pick(s, (st.session_state.bw_row or 0, st.session_state.bw_col or 0))
 
-        left, right = st.columns(2)
-        left.selectbox(t("backward.output_row"), range(n), format_func=tokens.__getitem__, key="bw_cell_row",
-                       on_change=cell_changed)  # fmt: skip
-        right.selectbox(t("backward.output_column"), range(d), format_func=lambda j: str(j + 1), key="bw_cell_col",
-                        on_change=cell_changed)  # fmt: skip
+    left.selectbox(t("backward.output_row"), range(n), format_func=tokens.__getitem__, key="bw_row", on_change=picked)
+    middle.selectbox(t("backward.output_column"), range(d), format_func=lambda c: str(c + 1), key="bw_col",
+                     on_change=picked)  # fmt: skip
+    if cell:
+        right.metric(t("backward.output_value"), f"{float(trace.outputs[i, j]):.6g}")
     else:
         chosen = state.loss(s, trace)
         target = torch.tensor(chosen.target, dtype=torch.float64)
-        rows, cols = list(tokens), [str(j + 1) for j in range(d)]
-        st.caption(t("backward.target_help"))
-        left, middle, right = st.columns(3)
-        i = left.selectbox(t("backward.output_row"), range(n), format_func=tokens.__getitem__, key="bw_target_row",
-                           index=min(2, n - 1))  # fmt: skip
-        j = middle.selectbox(t("backward.output_column"), range(d), format_func=lambda c: str(c + 1),
-                             key="bw_target_col", index=min(1, d - 1))  # fmt: skip
-        i, j = i or 0, j or 0
+        rows, cols = list(tokens), [str(c + 1) for c in range(d)]
         key = f"bw_target_value_{i}_{j}_{s.generation}"
         if key not in st.session_state:
             st.session_state[key] = repr(float(target[i, j]))
@@ -178,17 +170,12 @@ def explanation(session: Session, trace: Trace, name: str, index: tuple[int, ...
 
 
 def sensitivity(trace: Trace) -> None:
-    """Pick an output number: how much each number of x and of each weight matrix moves it (one backward pass with
-    that number as the loss), and the numbers that move it most."""
+    """The output number picked above (the loss's pickers, one choice for the page): how much each number of x and
+    of each weight matrix moves it (one backward pass with that number as the loss), and the numbers that move it
+    most."""
     s = tab.current()
-    n, d = trace.outputs.shape
     tokens = trace.case.tokens
-    left, right = st.columns(2)
-    row = left.selectbox(t("backward.output_row"), range(n), format_func=tokens.__getitem__, key="bw_sens_row",
-                         index=min(2, n - 1), persist_state=KEEP)  # fmt: skip
-    col = right.selectbox(t("backward.output_column"), range(d), format_func=lambda j: str(j + 1), key="bw_sens_col",
-                          persist_state=KEEP)  # fmt: skip
-    row, col = min(row or 0, n - 1), min(col or 0, d - 1)
+    row, col = state.picked(s, trace)
     result = state.backward_of(s, trace, Loss(cell=(row, col)))
     grads = result.gradients
     found = []  # each matrix's largest few, then the largest of those: (|g|, name, row, column, g)

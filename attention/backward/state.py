@@ -31,6 +31,7 @@ class Learned:
     """What the Backward page holds for one tab; a new whole case forgets the steps (not the loss)."""
 
     loss_cell: tuple[int, int] | None = None  # the loss is this output number (row, column from 0); None: the target
+    picked: tuple[int, int] | None = None  # with the target: the output number picked (its target typed, its map)
     target: tuple[tuple[float, ...], ...] | None = None  # the target's numbers once edited; None: the default one
     target_error: CaseError | None = None  # why the target's last edit was refused
     lr: float = DEFAULT_LR  # the learning rate of a training step
@@ -83,6 +84,40 @@ def backward_of(session: Session, trace: Trace, chosen: Loss) -> Backward:
 def gradient_check(session: Session, result: Backward) -> Check:
     """The hand-written gradients against autograd's, kept while the case and the loss are."""
     return session.derived.get(("backward check", result.forward.case, result.loss), lambda: check(result))
+
+
+def first_pick(trace: Trace) -> tuple[int, int]:
+    """The output number picked before any pick: output 3's second (the article's 7.8), or the last there is."""
+    n, d = trace.outputs.shape
+    return min(2, n - 1), min(1, d - 1)
+
+
+def picked(session: Session, trace: Trace) -> tuple[int, int]:
+    """The one output number the page's pickers hold (row, column from 0): the loss's when the loss is one output
+    number, else the one whose target is typed; the sensitivity map is of it too, so one choice drives both."""
+    view = session.view(Learned)
+    cell = view.loss_cell if view.loss_cell is not None else view.picked
+    if cell is None:
+        return first_pick(trace)
+    n, d = trace.outputs.shape
+    return min(cell[0], n - 1), min(cell[1], d - 1)  # a resize keeps the pick inside the outputs
+
+
+def pick(session: Session, cell: tuple[int, int]) -> None:
+    """Another output number picked: the loss's, when the loss is one output number (training steps left behind),
+    else the one whose target is typed."""
+    view = session.view(Learned)
+    if view.loss_cell is not None:
+        choose_cell(session, cell)
+    else:
+        view.picked = cell
+
+
+def choose_kind(session: Session, trace: Trace, cell: bool) -> None:
+    """The loss becomes the picked output number (`cell`), or the target again, the same number still picked."""
+    at = picked(session, trace)
+    session.view(Learned).picked = at
+    choose_cell(session, at if cell else None)
 
 
 def choose_cell(session: Session, cell: tuple[int, int] | None) -> None:

@@ -1,5 +1,5 @@
 """The Exercise page's body: an open exercise's answers, or the exercise being made (numbers to hide, the link, its
-QR code), or the ready-made exercises and how to make one."""
+QR code), or the ready-made exercises and the button that makes one."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ def exercise() -> None:
     if classroom.making is not None:
         st.header(t("exercise.make_header"))
         room.maker(s, trace)
+        room.stop_making(s)
     elif classroom.exercise is not None:
         st.header(t("exercise.header"))
         room.answers(s, trace)
@@ -25,4 +26,4 @@ def exercise() -> None:
         st.header(t("exercise.list_header"))
         st.write(t("exercise.intro"))
         room.ready_made()
-        st.caption(t("exercise.how_to_make"))
+        room.make_one(s)

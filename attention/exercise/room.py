@@ -14,6 +14,7 @@ from ..app import charts, origins, traces
 from ..app.language import t
 from ..app.session import Session
 from ..app.text import plain
+from ..base import i18n
 from ..base.i18n import render
 from ..base.numbers import written
 from ..forward.compute import Trace
@@ -35,7 +36,9 @@ def maker(session: Session, trace: Trace) -> None:
     """A teacher's exercise: numbers clicked on a step's heatmap or picked here, a prompt each, then the link."""
     st.write(t("exercise.make_intro"))
     names = [name for name in HIDEABLE if any(name in step.tensors for step in trace.steps)]
-    name = st.selectbox(t("exercise.tensor"), names, key="exercise_tensor")
+    language = session.lang  # the widget keeps its format_func: the language it was drawn in
+    name = st.selectbox(t("exercise.tensor"), names, key="exercise_tensor", format_func=lambda n: i18n.text(
+        language, "exercise.tensor_option", what=i18n.text(language, f"exercise.what.{n}"), tensor=n))  # fmt: skip
     index = []
     for number, (kind, size, column) in enumerate(
         zip(trace.axes(name), trace[name].shape, st.columns(len(trace.axes(name))), strict=True)
@@ -63,6 +66,20 @@ def maker(session: Session, trace: Trace) -> None:
     st.code(url, language=None, wrap_lines=True)
     st.caption(t("exercise.link_help"))
     st.image(qr_png(url), caption=t("exercise.qr"), width=240)
+
+
+def make_one(session: Session) -> None:
+    """Under the ready-made list: the way to make an exercise on this case, on the page itself."""
+    st.caption(t("exercise.how_to_make"))
+    st.button(t("exercise.make_one"), key="exercise_make_one", icon=":material/edit_note:",
+              on_click=lambda: state.start_making(session, True))  # fmt: skip
+
+
+def stop_making(session: Session) -> None:
+    """Back to the list: the exercise being made is dropped (its link, if shared, still opens it)."""
+    st.button(
+        t("exercise.stop_making"), key="exercise_stop_making", on_click=lambda: state.start_making(session, False)
+    )
 
 
 def _hide(session: Session, trace: Trace) -> None:

@@ -146,12 +146,29 @@ def uses_hidden(session: Session, trace: Trace, explanation: Explanation) -> lis
     return [label(trace, Blank(name, index), session.lang) for name, index in uses]
 
 
+# An axis kind -> its field in the catalogue's exercise.cell.<tensor>: a token axis by its token, a dim by its number
+CELL_WORDS = {
+    "token": "token",
+    "query": "query",
+    "key": "key",
+    "query dim": "dim",
+    "key dim": "dim",
+    "value dim": "dim",
+}
+CELL_WORDS["output dim"] = "dim"
+
+
 def label(trace: Trace, b: Blank, lang: str = "en") -> str:
-    """A blank's place as a reader names it: scores[Input 2, Input 3], with the head first where there are several."""
-    names = []
+    """A blank's place in words, as a reader names it: "the score of query Input 2 on key Input 3", "number 2 of
+    output Input 3", with "head 2: " first where there are several (the catalogue's exercise.cell.<tensor>)."""
+    words, head = {}, None
     for kind, i, size in zip(trace.axes(b.tensor), b.index, trace[b.tensor].shape, strict=True):
-        names.append(text(lang, "picker.head_n", head=i + 1) if kind == "head" else labels(trace, kind, size)[i])
-    return f"{b.tensor}[{', '.join(names)}]"
+        if kind == "head":
+            head = text(lang, "picker.head_n", head=i + 1)
+        else:
+            words[CELL_WORDS[kind]] = labels(trace, kind, size, lang)[i]
+    said = text(lang, f"exercise.cell.{b.tensor}", **words)
+    return said if head is None else text(lang, "exercise.cell_head", head=head, cell=said)
 
 
 def explanation(session: Session, trace: Trace, number: int) -> Explanation:

@@ -3,6 +3,7 @@ the variants' table, and where a part of an explanation lies in the 2-D view a f
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import torch
@@ -10,8 +11,19 @@ import torch
 from ..base.explain import Cells
 from ..base.i18n import text
 from ..show.heatmap import axis, heatmap, hover, labels
-from .compute import Trace
+from .compute import Trace, option_tensors
 from .steps import AXES
+
+MASKED_ZEROS = ("weights_exact", "weights")  # a masked score's weight is exactly 0: the mask's doing, said so
+
+
+def masked_cells(trace: Trace) -> np.ndarray | None:
+    """The (query, key) cells the case's mask takes out (True), None without a mask: where an exact 0 is the mask's
+    (a weight, a score's gradient), which the heatmap writes "0 (masked)"."""
+    if trace.case.options.mask is None:
+        return None
+    allowed = option_tensors(trace.case, torch.device("cpu"))[0]  # (n, n) bool
+    return None if allowed is None else (~allowed).numpy()
 
 
 def tensor(trace: Trace, name: str, head: int | None = None) -> torch.Tensor:
@@ -33,6 +45,7 @@ def tensor_heatmap(
         col_kind,
         name if title is None else title,
         lang,
+        mask=masked_cells(trace) if name in MASKED_ZEROS else None,
     )
 
 

@@ -1,5 +1,5 @@
-"""A heatmap in words for screen readers: its title, a summary (shape, axes, range, masked or hidden cells), and its
-values (or each row's range) as a table; what every chart's text version says."""
+"""A heatmap in words for screen readers: its title, a summary (shape, axes, range, masked cells, zeros a mask made,
+hidden cells), and its values (or each row's range) as a table; what every chart's text version says."""
 
 from __future__ import annotations
 
@@ -42,15 +42,19 @@ def describe(fig: go.Figure, lang: str = "en", label=str, table: bool = True) ->
         low, high, (row, col) = numbers.cell(stats["low"]), numbers.cell(stats["high"]), stats["at"]
         summary.append(text(lang, "a11y.range", low=low, high=high, row=row, col=col, **words))
     masked, hidden = text(lang, "a11y.masked"), meta.get("hidden", 0)  # NaN in z: masked, or hidden ("?" its text)
-    if stats["masked"] > hidden:
-        summary.append(text(lang, "a11y.masked_count", count=stats["masked"] - hidden, masked=masked))
+    zeros = meta.get("masked_zero", 0)  # NaN in z too: a 0 a mask made ("0 (masked)" its text)
+    if stats["masked"] > hidden + zeros:
+        summary.append(text(lang, "a11y.masked_count", count=stats["masked"] - hidden - zeros, masked=masked))
+    if zeros:
+        summary.append(text(lang, "a11y.masked_zero_count", count=zeros, zero=text(lang, "a11y.masked_zero")))
     if hidden:
         summary.append(text(lang, "a11y.hidden_count", count=hidden))
     if z is not None and z.size <= DESCRIBE_MAX_CELLS:
         if not table:
             return title, " ".join(summary), None
         said = np.asarray(heat.text if heat.text is not None else np.full(z.shape, ""), dtype=object)
-        empty = np.where(said == HIDDEN, HIDDEN, masked)  # NaN: a hidden number, or a masked score
+        zero = text(lang, "a11y.masked_zero")  # NaN: a hidden number, a masked 0, or a masked score
+        empty = np.where(said == HIDDEN, HIDDEN, np.where(said == zero, zero, masked))
         cells = [
             [empty[i, j] if np.isnan(v) else numbers.cell(v) for j, v in enumerate(row)] for i, row in enumerate(z)
         ]

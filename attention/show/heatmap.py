@@ -57,10 +57,13 @@ def heatmap(
     title: str = "",
     lang: str = "en",
     span: tuple[float, float] | None = None,
+    mask: np.ndarray | None = None,
 ) -> go.Figure:
     """One matrix as a heatmap: rows top to bottom as printed, hover naming both axes, numbers in small ones;
     a big one (past IMAGE_MIN_CELLS) as a PNG image with a colour bar, which the browser draws at once. `span`,
-    the smallest and largest number of several matrices shown side by side, gives them one colour scale."""
+    the smallest and largest number of several matrices shown side by side, gives them one colour scale. `mask`: the
+    cells a mask took out (True); an exact 0 there (a masked weight, a masked score's gradient) is an empty cell
+    written "0 (masked)", never like any other 0."""
     z = np.asarray(z)
     image = z.size > IMAGE_MIN_CELLS
     # float32 stays (half the bytes sent); an image (255 colours, 4-digit summaries) is made in float32 too: at the
@@ -68,7 +71,8 @@ def heatmap(
     z = z.astype(np.float32 if image or z.dtype == np.float32 else np.float64)  # a copy: the trace's stays as it is
     masked = np.isneginf(z)
     hidden = np.isnan(z)  # an exercise's hidden number (exercise.py): an empty cell that says "?"
-    z[masked] = np.nan  # a masked score (-inf) is an empty cell that says −∞ (below)
+    cut = np.zeros(z.shape, bool) if mask is None else np.asarray(mask, bool) & (z == 0)  # a masked exact 0
+    z[masked | cut] = np.nan  # a masked score (-inf) is an empty cell that says −∞ (below); a masked 0 says so
     finite = z[np.isfinite(z)] if span is None else np.asarray(span, dtype=z.dtype)  # what the colours span
     signed, colours = _colours(finite, span)
     small = max(z.shape) <= TEXT_MAX_SIDE
@@ -76,7 +80,7 @@ def heatmap(
     if image:
         data, axes = png_image(z, finite, signed, colours, rows, cols, hover(lang, "hover.cell_image", **words))
     else:
-        data, axes = _cells(z, masked, hidden, rows, cols, signed, colours, small, lang, words)
+        data, axes = _cells(z, masked, hidden, rows, cols, signed, colours, small, lang, words, cut)
     height = 90 + 28 * min(max(len(rows), 3), 20) if small else 420  # one or two rows: room for the colour bar
     return go.Figure(
         data,
@@ -90,6 +94,7 @@ def heatmap(
             # 3 × 3 heatmap) was copied and written out for every chart of every run (bench/profile.md)
             "template": "none",
             "meta": {"rows": len(rows), "cols": len(cols), "image": image, "hidden": int(hidden.sum())}
+            | {"masked_zero": int(cut.sum())}
             | ({"stats": describe.stats_of(z, describe.unique(rows), describe.unique(cols))} if image else {}),
         },
     )
@@ -106,12 +111,15 @@ def _colours(finite: np.ndarray, span: tuple[float, float] | None) -> tuple[bool
     return signed, colours
 
 
-def _cells(z, masked, hidden, rows, cols, signed, colours, small, lang, words) -> tuple[go.Heatmap, tuple[dict, dict]]:
+def _cells(
+    z, masked, hidden, rows, cols, signed, colours, small, lang, words, cut
+) -> tuple[go.Heatmap, tuple[dict, dict]]:
     """A matrix as Plotly heatmap cells, its numbers written in them while it is small."""
     # Plotly writes an empty cell's value as nothing (or "-Infinity"): with masked or hidden cells, the numbers are
-    # written here, −∞ where a score is masked and ? where an exercise hides it, for the cells and their hover
-    empty = masked.any() or hidden.any()
-    said = {"text": _written(z, masked, hidden, 4), "customdata": _written(z, masked, hidden, 7)} if empty else {}
+    # written here, −∞ where a score is masked, ? where an exercise hides it, "0 (masked)" where a mask made the 0
+    empty = masked.any() or hidden.any() or cut.any()
+    written = [_written(z, masked, hidden, digits, cut, lang) for digits in (4, 7)] if empty else []
+    said = {"text": written[0], "customdata": written[1]} if empty else {}
     cells = go.Heatmap(
         z=z,
         x=[html.escape(c, quote=False) for c in cols],  # Plotly renders some HTML in labels; quotes show as typed
@@ -137,11 +145,13 @@ def hover(lang: str, key: str, z: str | None = None, **words: str) -> str:
     return text(lang, key, y="%{y}", x="%{x}", z=z or "%{z:.7~g}", **words) + "<extra></extra>"
 
 
-def _written(z: np.ndarray, masked: np.ndarray, hidden: np.ndarray, digits: int) -> np.ndarray:
+def _written(z: np.ndarray, masked: np.ndarray, hidden: np.ndarray, digits: int, cut=None, lang="en") -> np.ndarray:
     """Each cell's value to `digits` significant digits as Plotly writes them (a true minus sign), −∞ if masked,
-    ? if hidden."""
+    ? if hidden, "0 (masked)" where a mask made it 0 (`cut`)."""
     said = np.array([[f"{v:.{digits}g}".replace("-", "−") for v in row] for row in z.tolist()], dtype=object)
     said[masked], said[hidden & ~masked] = "−∞", describe.HIDDEN
+    if cut is not None:
+        said[cut] = text(lang, "a11y.masked_zero")
     return said
 
 

@@ -9,7 +9,8 @@ from .state import PARAMS, Tiling
 
 
 def opens(session: Session, params: Params) -> None:
-    view, notice = state.open_link(params, session.case.n)
+    named = any(params.get(name) for name in PARAMS)  # the defaults made only for a link that names tiles
+    view, notice = state.open_link(params, session.case.n, state.default_blocks(session.case) if named else None)
     if view is not None:
         session.keep(view)
     if notice is not None:

@@ -42,6 +42,7 @@ def tiles() -> None:
         st.info(t("tiles.skipped", skipped=len(run.skipped), tiles=run.tiles))
 
     query_tile, key_tile = room.tile_picker(s, run)
+    room.rescaling(s, run, (query_tile, key_tile))
     run = room.run(s, trace)  # past n = 64 the shown query tile alone is recorded: the picker may have moved it
     head = pickers.head_picker(trace, "tiles_head")
     h = head or 0

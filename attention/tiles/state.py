@@ -1,4 +1,5 @@
-"""The Tiles page's view (its block sizes and the tile shown) and its link: plain values, no Streamlit."""
+"""The Tiles page's view (its block sizes and the tile shown), the defaults that show the rescaling on the first
+screen, and its link: plain values, no Streamlit."""
 
 from __future__ import annotations
 
@@ -6,17 +7,17 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..base.case import CaseError
+from ..base.case import Case, CaseError
 from ..base.i18n import Message, excerpt, msg
-from .compute import check_blocks, default_block
+from .compute import KEEP_ALL_MAX_N, Tiled, check_blocks, default_block, tiled
 
 
 @dataclass
 class Tiling:
     """The Tiles page's view: its block sizes, the tile shown, and why block sizes were refused."""
 
-    blocks: tuple[int, int] | None = None  # (B_q, B_k) as chosen; None: default_block of n
-    tile: tuple[int, int] = (0, 0)  # (query tile, key tile), from 0
+    blocks: tuple[int, int] | None = None  # (B_q, B_k) as chosen; None: default_blocks of the case
+    tile: tuple[int, int] | None = None  # (query tile, key tile), from 0; None: the first that rescales (or 1.1)
     error: CaseError | None = None  # why block sizes typed were refused (the last valid ones stay); None: they were
 
     def choose_blocks(self, block_q: object, block_k: object, n: int) -> None:
@@ -24,15 +25,58 @@ class Tiling:
         ones stay, with why."""
         try:
             self.blocks, self.error = check_blocks(block_q, block_k, n), None
-            self.tile = clamp_tile(self.tile, n, self.blocks)
+            self.tile = None if self.tile is None else clamp_tile(self.tile, n, self.blocks)
         except CaseError as e:
             self.error = e
 
-    def blocks_for(self, n: int) -> tuple[int, int]:
-        """The block sizes in effect: the chosen ones, or the defaults for n (also when a case is smaller)."""
+    def blocks_for(self, n: int, default: tuple[int, int] | None = None) -> tuple[int, int]:
+        """The block sizes in effect: the chosen ones, or the defaults (`default`, else default_block of n; also
+        when a case is smaller than the chosen ones)."""
         if self.blocks is not None and all(b <= n for b in self.blocks):
             return self.blocks
-        return default_block(n), default_block(n)
+        return default or (default_block(n), default_block(n))
+
+
+@dataclass(frozen=True)
+class Rescale:
+    """Where the online softmax first rescales: a visit where a query's running maximum grows after an earlier key
+    tile, so what was summed under m_old is multiplied by e^(m_old − m_new) < 1 (the page's premise, shown)."""
+
+    tile: tuple[int, int]  # (query tile, key tile), from 0
+    head: int
+    query: int  # the query's row in the score matrix, from 0
+    m_old: float
+    m_new: float
+    factor: float  # e^(m_old − m_new)
+
+
+def first_rescale(run: Tiled) -> Rescale | None:
+    """The first recorded visit, in the order the loop makes them, that rescales a query's sums; None if none does
+    (every query's largest score is in the first key tile it reads)."""
+    for v in run.visits:
+        if v.skipped:
+            continue
+        m_old, m_new = v.tensors["m_before"], v.tensors["m"]  # (h, b_q)
+        grows = (m_old > float("-inf")) & (m_new > m_old)  # the first key tile read starts m at −∞: no rescaling
+        if grows.any():
+            head, row = (int(i) for i in grows.nonzero()[0])
+            said = float(m_old[head, row]), float(m_new[head, row]), float(v.tensors["rescale"][head, row])
+            return Rescale((v.query_tile, v.key_tile), head, v.queries[row], *said)
+    return None
+
+
+def default_blocks(case: Case) -> tuple[int, int]:
+    """The page's block sizes before any is chosen: default_block of n, with B_k halved until some query's maximum
+    grows at a later key tile, so that the first screen shows the rescaling (the article's two key tiles never
+    rescale: e^(4 − 4) = 1; tiles of one key do). Past KEEP_ALL_MAX_N, and where no size rescales, default_block."""
+    b = default_block(case.n)
+    if case.n <= KEEP_ALL_MAX_N:
+        b_k = b
+        while b_k >= 1:
+            if first_rescale(tiled(case, b, b_k)) is not None:
+                return b, b_k
+            b_k //= 2
+    return b, b
 
 
 PARAMS = ("bq", "bk", "tile")  # the link's block sizes and tile ("2.1": query tile 2, key tile 1, from 1)
@@ -44,15 +88,15 @@ def clamp_tile(tile: tuple[int, int], n: int, blocks: tuple[int, int]) -> tuple[
 
 
 def _from_link(
-    block_q: str | None, block_k: str | None, tile: str | None, n: int
-) -> tuple[tuple[int, int] | None, tuple[int, int]]:
+    block_q: str | None, block_k: str | None, tile: str | None, n: int, default: tuple[int, int] | None = None
+) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
     """A link's block sizes and tile ("2.1", from 1) checked: (blocks or None for the defaults, tile from 0)."""
-    blocks = None
+    blocks, default = None, default or (default_block(n), default_block(n))
     if block_q or block_k:
-        blocks = check_blocks(block_q or default_block(n), block_k or default_block(n), n)
-    b_q, b_k = blocks or (default_block(n), default_block(n))
+        blocks = check_blocks(block_q or default[0], block_k or default[1], n)
+    b_q, b_k = blocks or default
     if not tile:
-        return blocks, (0, 0)
+        return blocks, None
     parts = tile.split(".")
     limits = (math.ceil(n / b_q), math.ceil(n / b_k))
     if len(parts) != 2 or not all(p.isascii() and p.isdecimal() and len(p) < 6 for p in parts):
@@ -74,16 +118,19 @@ def link(view: Tiling) -> dict[str, str | None]:
     return {
         "bq": b_q and str(b_q),
         "bk": b_k and str(b_k),
-        "tile": None if tile == (0, 0) else f"{tile[0] + 1}.{tile[1] + 1}",
+        "tile": None if tile is None else f"{tile[0] + 1}.{tile[1] + 1}",
     }
 
 
-def open_link(params: Mapping[str, str | None], n: int) -> tuple[Tiling | None, Message | None]:
+def open_link(
+    params: Mapping[str, str | None], n: int, default: tuple[int, int] | None = None
+) -> tuple[Tiling | None, Message | None]:
     """A link's block sizes (bq, bk) and tile ("2.1": query tile 2, key tile 1): the view it names (None: it names
-    none), or the notice of a bad one (the Tiles page then shows its defaults)."""
+    none), or the notice of a bad one (the Tiles page then shows its defaults). `default`: the page's block sizes
+    where the link names none (default_blocks of the case; default_block of n without it)."""
     if not any(params.get(name) for name in PARAMS):
         return None, None
     try:
-        return Tiling(*_from_link(params.get("bq"), params.get("bk"), params.get("tile"), n)), None
+        return Tiling(*_from_link(params.get("bq"), params.get("bk"), params.get("tile"), n, default)), None
     except CaseError as e:
         return None, msg("tiles.notice_refused", error=e.message)

@@ -33,7 +33,7 @@ VIEWPORT = {"width": 1400, "height": 1000}
 # (Streamlit's own format is the time and the message only)
 LOG_FORMAT = "%(asctime)s [%(levelname)s %(name)s] %(message)s"
 WARNED = re.compile(r"^.*\[(?:WARNING|ERROR|CRITICAL) streamlit[\w.]*\] .*$", re.MULTILINE)
-START_TIMEOUT = 60  # seconds: the server imports torch on two slow cores
+START_TIMEOUT = 300  # seconds, a ceiling: the server imports torch on two cores that may be busy with other work
 TIMEOUT_MS = 60_000  # a context's default: two slow cores, busy with other work, and a run with torch take seconds
 # Run in every document before the app's own scripts: the order in which the visitor's last input (a key, a pointer,
 # typed text, a paste) and the last end of a run came. A run ends when its last element, the app's pace component

@@ -26,11 +26,11 @@ def test_the_tiles_page_plays_its_tiles_and_keeps_the_last_valid_blocks(page: Pa
     open_page(page, f"/tiles?case={causal}&tile=2.1")
     main = page.locator("[data-testid=stMain]")
     expect(main.get_by_text("Tiled outputs = step 7's").first).to_be_visible()
-    expect(main.get_by_text("1 of 4 tiles are masked for every query in them").first).to_be_visible()
+    expect(main.get_by_text("1 of 6 tiles are masked for every query in them").first).to_be_visible()
     assert page.evaluate(OUTLINE) == [[-0.5, 1.5]]  # query tile 2 (query 3), key tile 1: the link's
     main.get_by_role("button", name="▶").click()
     wait_ready(page)
-    assert page.evaluate(OUTLINE) == [[1.5, 1.5]]  # the next tile: key tile 2
+    assert page.evaluate(OUTLINE) == [[0.5, 1.5]]  # the next tile: key tile 2 (of one key: the page's default)
     expect(main.get_by_text("ℓ after key tile 2").first).to_be_visible()
     assert "tile=2.2" in page.url
     box = page.get_by_role("textbox", name="B_q: queries per tile")
@@ -38,7 +38,20 @@ def test_the_tiles_page_plays_its_tiles_and_keeps_the_last_valid_blocks(page: Pa
     box.press("Enter")
     wait_ready(page)
     expect(main.get_by_text("B_q (queries per tile): must be from 1 to n = 3, not 0").first).to_be_visible()
-    expect(main.get_by_text("4 tiles of 2 × 2").first).to_be_visible()  # the last valid view stays
+    expect(main.get_by_text("6 tiles of 2 × 1").first).to_be_visible()  # the last valid view stays
     assert_no_exception(page)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=SCREENSHOTS / "tiles.png", full_page=True)
+
+
+def test_the_tiles_page_opens_on_the_tile_that_rescales(page: Page) -> None:
+    """The page's premise on its first screen: the article in tiles of one key, opened on tile 1.2, where Input 1's
+    largest score grows from 2 to 4 and what was summed is multiplied by e^(2 − 4)."""
+    open_page(page, "/tiles")
+    main = page.locator("[data-testid=stMain]")
+    expect(main.get_by_text("Tile 1.2 (query tile 1, key tile 2) shows the rescaling").first).to_be_visible()
+    expect(main.get_by_text("e^(2 − 4) = 0.1353").first).to_be_visible()
+    assert page.evaluate(OUTLINE) == [[0.5, -0.5]]  # query tile 1, key tile 2: outlined on the first screen
+    expect(main.get_by_text("ℓ after key tile 2").first).to_be_visible()
+    assert "tile=" not in page.url  # the default: a link opens on it again
+    assert_no_exception(page)

@@ -102,10 +102,24 @@ def test_an_invalid_edit_names_the_cell_and_keeps_the_last_valid_result(at, valu
 
 
 def test_heads_that_do_not_divide_are_refused_with_a_message(at):
-    at.number_input(key="heads").set_value(2).run()
+    at.number_input(key="heads").set_value(4).run()  # typed, not a step: refused, in words, with the counts that fit
     assert not at.exception
-    assert "options.heads: d_k = 3 does not divide into 2 heads" in at.error[0].value
+    error = at.error[0].value
+    assert "Heads: 4 heads cannot split the 3 columns of the queries and keys (d_k)" in error, error
+    assert "the heads can be 1, 3" in error and "options." not in error
     np.testing.assert_allclose(current_trace(at).outputs, ARTICLE_OUTPUTS)
+
+
+def test_heads_step_between_the_counts_the_sizes_allow(at):
+    """The widget's + from 1 on the article (d_k = d_v = 3) goes to 3, its − back to 1; + past 3 keeps 3, said."""
+    at.number_input(key="heads").set_value(2).run()  # what + sends
+    assert not at.error and not at.exception
+    assert at.number_input(key="heads").value == 3 and current_trace(at).case.options.heads == 3
+    at.number_input(key="heads").set_value(4).run()  # + again: no count above 3 splits 3 columns
+    assert not at.error and at.number_input(key="heads").value == 3
+    assert any("with these sizes the heads can be 1, 3" in w.value for w in at.warning), [w.value for w in at.warning]
+    at.number_input(key="heads").set_value(2).run()  # −
+    assert not at.error and at.number_input(key="heads").value == 1 and current_trace(at).case.options.heads == 1
 
 
 def test_resize_keeps_numbers_and_presets_reset(at):

@@ -204,8 +204,8 @@ def test_a_new_option_checks_the_options_alone_and_a_cell_edit_checks_everything
     calls.clear()
     at.number_input(key="temperature").set_value(0.5).run()
     assert not calls and current_trace(at).case.options.temperature == 0.5
-    at.number_input(key="heads").set_value(2).run()  # d_k = 3 does not divide by 2: refused, named
-    assert not calls and "options.heads" in at.error[0].value
+    at.number_input(key="heads").set_value(4).run()  # d_k = 3 does not divide by 4: refused, said in words
+    assert not calls and "Heads: 4 heads cannot split" in at.error[0].value
     at.number_input(key="heads").set_value(1).run()
     at.switch_page("pages/inputs.py").run()
     edit(at, "x", 1, "2", 5.0)

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from attention import CaseError, attend, case_to_dict, parse_case, resolve_device
+from attention.base.case import Widths, head_counts
 from attention.base.files import MAX_LINK_CHARS, case_from_link, case_to_link, dump_case, load_case
+from attention.base.i18n import render
 from attention.base.presets import article, random_case
 from attention.forward.compute import Broadcast
 from attention.forward.files import dump_trace
@@ -65,33 +67,33 @@ BAD = [
     (edit("w_value", DELETE), "w_value: is missing"),
     (edit("format", "attention-case/2"), "format: must be 'attention-case/1'"),
     (edit("extra", 1), "case: unknown key 'extra'"),
-    (edit("tokens", ["a", "b"]), "tokens: must be a list of 3 labels"),
-    (edit("tokens", ["a", "a", "b"]), "tokens, label 2: 'a' appears twice"),
-    (edit("tokens", ["a", " ", "b"]), "tokens, label 2: must be non-empty text"),
-    (edit("tokens", ["a", "b\nc", "d"]), "tokens, label 2: contains a control character"),
-    (edit("tokens", ["a", "b" * 41, "d"]), "tokens, label 2: is longer than 40 characters"),
-    (edit("options.heads", 2), "options.heads: d_k = 3 does not divide into 2 heads"),
-    (edit("options.heads", 0), "options.heads: must be a whole number from 1 to 64"),
-    (edit("options.heads", 1.5), "options.heads: must be a whole number"),
-    (edit("options.temperature", 0), "options.temperature: must be at least 0.01"),
-    (edit("options.temperature", -1), "options.temperature: must be at least 0.01"),
-    (edit("options.temperature", 1e9), "options.temperature: 1e+09 is larger than the limit 100"),
-    (edit("options.scale", "sqrt"), "options.scale: must be 'none', 'sqrt_dk' or a positive number"),
-    (edit("options.scale", -1), "options.scale: must be at least 0.001, not -1"),
-    (edit("options.scale", 1e-4), "options.scale: must be at least 0.001, not 0.0001"),
-    (edit("options.heads", 64), "options.heads: d_k = 3 does not divide into 64 heads"),
-    (edit("options.scale", float("nan")), "options.scale: is not a number (NaN)"),
-    (edit("options.mask", "upper"), "options.mask: must be null, 'causal' or an n×n matrix"),
-    (edit("options.mask", [[1, 0], [1, 1]]), "options.mask: has 2 rows, expected 3"),
-    (edit("options.mask", [[1, 0, 0], [1, 2, 0], [1, 1, 1]]), "options.mask, row 2 (Input 2), column 2: 2 must be 0"),
+    (edit("tokens", ["a", "b"]), "token labels: must be a list of 3 labels"),
+    (edit("tokens", ["a", "a", "b"]), "token label 2: 'a' appears twice"),
+    (edit("tokens", ["a", " ", "b"]), "token label 2: must be non-empty text"),
+    (edit("tokens", ["a", "b\nc", "d"]), "token label 2: contains a control character"),
+    (edit("tokens", ["a", "b" * 41, "d"]), "token label 2: is longer than 40 characters"),
+    (edit("options.heads", 2), "Heads: 2 heads cannot split the 3 columns of the queries and keys (d_k) into equal"),
+    (edit("options.heads", 0), "Heads: must be a whole number from 1 to 64"),
+    (edit("options.heads", 1.5), "Heads: must be a whole number"),
+    (edit("options.temperature", 0), "Temperature: must be at least 0.01"),
+    (edit("options.temperature", -1), "Temperature: must be at least 0.01"),
+    (edit("options.temperature", 1e9), "Temperature: 1e+09 is larger than the limit 100"),
+    (edit("options.scale", "sqrt"), "Scale: must be 'none', 'sqrt_dk' or a positive number"),
+    (edit("options.scale", -1), "Scale: must be at least 0.001, not -1"),
+    (edit("options.scale", 1e-4), "Scale: must be at least 0.001, not 0.0001"),
+    (edit("options.heads", 64), "Heads: 64 heads cannot split the 3 columns"),
+    (edit("options.scale", float("nan")), "Scale: is not a number (NaN)"),
+    (edit("options.mask", "upper"), "Mask: must be null, 'causal' or an n×n matrix"),
+    (edit("options.mask", [[1, 0], [1, 1]]), "Mask: has 2 rows, expected 3"),
+    (edit("options.mask", [[1, 0, 0], [1, 2, 0], [1, 1, 1]]), "Mask, row 2 (Input 2), column 2: 2 must be 0"),
     (
         edit("options.weights_override.2.1", -0.1),
-        "options.weights_override, row 3 (Input 3), column 2: -0.1 is negative",
+        "Rounded softmax, row 3 (Input 3), column 2: -0.1 is negative",
     ),
-    (edit("options.weights_override", [[1, 0], [0, 1]]), "options.weights_override: has 2 rows, expected 3"),
-    (edit("options.w_out", [[1.0]] * 2), "options.w_out: has 2 rows, expected 3"),
-    (edit("options.dtype", "float16"), "options.dtype: must be 'float32' or 'float64'"),
-    (edit("options.device", "tpu"), "options.device: must be 'cpu', 'cuda', 'cuda:N', 'mps' or 'auto'"),
+    (edit("options.weights_override", [[1, 0], [0, 1]]), "Rounded softmax: has 2 rows, expected 3"),
+    (edit("options.w_out", [[1.0]] * 2), "w_out: has 2 rows, expected 3"),
+    (edit("options.dtype", "float16"), "dtype: must be 'float32' or 'float64'"),
+    (edit("options.device", "tpu"), "Device: must be 'cpu', 'cuda', 'cuda:N', 'mps' or 'auto'"),
     (edit("options.colour", "red"), "options: unknown option 'colour'"),
     (edit("options", [1]), "options: must be a JSON object, not a list"),
     ([1, 2], "case: must be a JSON object, not a list"),
@@ -105,9 +107,27 @@ def test_bad_input_names_the_place(case, message):
     assert str(e.value).startswith(message), str(e.value)
 
 
+def test_messages_name_places_in_words_never_a_files_key():
+    """A place reads "Heads", as the sidebar says, not the file's options.heads (issue 29); a count of heads that
+    does not split the sizes says why and which counts do."""
+    for case, _ in BAD:
+        with pytest.raises(CaseError) as e:
+            parse_case(case)
+        place = str(e.value.where)  # (a file's unknown key is answered with the keys a file may have: its problem)
+        assert not place.startswith(("options.", "tokens")) and "." not in place, str(e.value)
+    with pytest.raises(CaseError) as e:
+        parse_case(edit("options.heads", 2))
+    assert render("zh", e.value.message).startswith("头数：2 个头无法把查询和键（d_k）的 3 列分成相等的块")
+    assert render("zh", e.value.message).endswith("头数可以是 1, 3")
+    wide = random_case(4, 4, 12, 6, seed=0)  # d_k = 12, d_v = 6: 1, 2, 3 and 6 heads split both
+    assert head_counts(4, Widths.of(wide)) == (1, 2, 3, 6)
+    assert head_counts(1024, Widths.of(wide), dtype="float64") == (1, 2, 3, 6)  # 6 × 1024² is within the limit
+    assert head_counts(3, Widths(8, 4, 8), kv_heads=2) == (4,)  # grouped: w_key holds 2 heads of 8 / 4 columns
+
+
 def test_heads_with_override_is_refused():
     case = random_case(3, 4, 4, 4, seed=0, heads=2)
-    with pytest.raises(CaseError, match=r"options.weights_override: works with one head only"):
+    with pytest.raises(CaseError, match=r"Rounded softmax: works with one head only"):
         parse_case({**case_to_dict(case), "options": {"heads": 2, "weights_override": [[1, 0, 0]] * 3}})
 
 
@@ -116,7 +136,7 @@ def test_absent_device_names_the_available_ones():
 
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present")
-    with pytest.raises(CaseError, match=r"options.device: 'cuda' is not available here \(.*\); available: cpu"):
+    with pytest.raises(CaseError, match=r"Device: 'cuda' is not available here \(.*\); available: cpu"):
         attend(parse_case(edit("options.device", "cuda")))
 
 
@@ -202,7 +222,7 @@ def test_cli_reproduces_the_article(tmp_path):
         (
             ("trace", "-"),
             json.dumps(edit("options.device", "cuda:7")),
-            "error: options.device: 'cuda:7' is not available",
+            "error: Device: 'cuda:7' is not available",
         ),
         (("preset", "random", "--n", "0"), "", "argument --n: must be a whole number from 1 to 1024"),
         (("preset", "random", "--d-k", "x"), "", "argument --d-k: must be a whole number from 1 to 64"),
@@ -317,5 +337,5 @@ def test_the_bias_option_labels_xs_last_column_and_travels_in_a_file_and_a_link(
     assert load_case(dump_case(case)) == case and case_from_link(case_to_link(case)) == case
     assert labels(attend(case), "feature", 4)[-1] == "1 (bias)"
     assert labels(attend(random_case(3, 4, 3, 3, seed=1)), "feature", 4)[-1] == "4"
-    with pytest.raises(CaseError, match=r"options\.bias: is 'yes', not true or false"):
+    with pytest.raises(CaseError, match=r"Bias: is 'yes', not true or false"):
         parse_case({**case_to_dict(case), "options": {"bias": "yes"}})

@@ -193,12 +193,12 @@ def test_rope_shifting_every_position_by_the_same_amount_leaves_the_scores_uncha
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"rope_base": 1.0}, "options.rope_base: must be at least 2"),
-        ({"rope_base": "abc"}, "options.rope_base: 'abc' is not a number"),
-        ({"positions": [0, 1, 2]}, "options.positions: positions are RoPE's: give rope_base too"),
-        ({"rope_base": 100.0, "positions": [0, 1]}, "options.positions: must hold 3 whole numbers, one per token"),
-        ({"rope_base": 100.0, "positions": [0, 1.5, 2]}, "options.positions, position 2 (Input 2): must be a whole"),
-        ({"rope_base": 100.0, "positions": [0, 1, 2**21]}, "options.positions, position 3 (Input 3): must be a whole"),
+        ({"rope_base": 1.0}, "RoPE base: must be at least 2"),
+        ({"rope_base": "abc"}, "RoPE base: 'abc' is not a number"),
+        ({"positions": [0, 1, 2]}, "RoPE positions: positions are RoPE's: give a RoPE base too"),
+        ({"rope_base": 100.0, "positions": [0, 1]}, "RoPE positions: must hold 3 whole numbers, one per token"),
+        ({"rope_base": 100.0, "positions": [0, 1.5, 2]}, "RoPE position 2 (Input 2): must be a whole"),
+        ({"rope_base": 100.0, "positions": [0, 1, 2**21]}, "RoPE position 3 (Input 3): must be a whole"),
     ],
 )
 def test_rope_options_are_checked(options, message):

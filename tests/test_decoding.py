@@ -273,7 +273,7 @@ def test_a_case_with_a_mask_decoding_cannot_follow_is_refused_on_the_page_and_th
 
 def test_the_page_in_chinese():
     at = decoding_page(lang="zh")
-    assert at.header[0].value == "用 KV 缓存解码：一次一个 token" and "第 3 步" in at.success[0].value
+    assert at.header[0].value == "用 KV 缓存解码：一次一个词元" and "第 3 步" in at.success[0].value
 
 
 @pytest.mark.parametrize("name", ["RoPE at given positions, grouped, temperature", "one head, causal"])

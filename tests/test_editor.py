@@ -114,7 +114,7 @@ def test_a_custom_mask_starts_causal_and_is_edited_cell_by_cell():
     s.edit("mask", 0, 1, "1")
     assert s.case.options.mask[0] == (1, 1, 0)
     s.edit("mask", 2, 2, "2")
-    assert str(s.error) == "options.mask, row 3 (Input 3), column 3: 2.0 must be 0 (blocked) or 1 (may attend)"
+    assert str(s.error) == "Mask, row 3 (Input 3), column 3: 2.0 must be 0 (blocked) or 1 (may attend)"
     assert state.place(s.error) == ("mask", 2, 2)
     s.choose(n=4)  # a new n: the mask no longer fits, and is dropped
     assert s.controls.mask == "none" and s.inputs.mask is None
@@ -125,7 +125,7 @@ def test_the_rounded_weights_are_edited_and_a_negative_one_is_named():
     s.edit("rounded", 0, 1, "0.25")
     assert s.case.options.weights_override[0] == (0, 0.25, 0.5)
     s.edit("rounded", 1, 0, "-0.5")
-    assert str(s.error).startswith("options.weights_override, row 2 (Input 2), column 1: -0.5 is negative")
+    assert str(s.error).startswith("Rounded softmax, row 2 (Input 2), column 1: -0.5 is negative")
     assert state.place(s.error) == ("rounded", 1, 0)
 
 
@@ -134,7 +134,7 @@ def test_the_place_of_an_error_that_names_no_cell_is_none():
     s.relabel(0, "")
     assert state.place(s.error) == ("tokens", 0, None)
     s.relabel(0, "Input 1")
-    s.choose(heads=2)
+    s.choose(heads=4)  # typed (not a step of −, +): refused, named in words
     assert s.error is not None and state.place(s.error) is None
     assert state.place(None) is None
 
@@ -162,7 +162,7 @@ def test_the_editor_is_drawn_from_the_inputs_and_shows_the_message_of_its_own_ce
     w_key = editor(at, editors.editor_key(session(at), "w_key"))
     assert w_key["message"] == "" and w_key["invalid"] == [] and w_key["labels"] is None
     rounded = editor(at, editors.editor_key(session(at), "rounded"))
-    assert rounded["name"] == "options.weights_override" and rounded["kind"] == "nonnegative"
+    assert rounded["name"] == "Rounded softmax" and rounded["kind"] == "nonnegative"  # as the sidebar names it
     assert rounded["row_names"] == rounded["column_names"] == ["Input 1", "Input 2", "Input 3"]
 
 

@@ -180,6 +180,21 @@ def test_a_forged_exercise_link_says_why_and_the_case_still_opens():
     assert "exercise" not in app.query_params
 
 
+def test_junk_in_an_exercise_link_is_said_and_left_out():
+    """found= and shown= that are not the blanks' numbers are said, as every other bad part of a link (issue 29)."""
+    app = opened({"exercise": "output", "found": "99.-1.abc.2", "shown": "1e999", "present": "yes"})
+    attempt = session(app).view(Classroom).exercise
+    assert attempt.found == {1} and attempt.shown == set()  # blank 2 is one of the three: kept
+    said = [w.value for w in app.warning]
+    assert any("found= is '99.-1.abc.2'" in s and "1 to 3" in s for s in said), said
+    assert any("shown= is '1e999'" in s for s in said) and any("present= is 'yes'" in s for s in said), said
+    assert app.query_params["found"] == "2" and "shown" not in app.query_params and "present" not in app.query_params
+    app.run()
+    assert not app.warning  # said once
+    quiet = opened({"exercise": "output", "found": "1.3", "present": "1"})
+    assert not quiet.warning and session(quiet).view(Classroom).exercise.found == {0, 2}
+
+
 def test_a_teacher_makes_an_exercise_and_its_link_opens_it_elsewhere():
     case = with_options(random_case(3, 4, 3, 3, seed=2), dtype="float64")
     app = opened({"case": case_to_link(case)})

@@ -60,6 +60,25 @@ def test_every_template_is_non_empty_and_chinese_where_it_has_words():
             assert re.search(r"[\u4e00-\u9fff]", template), f"zh {key} looks untranslated: {template!r}"
 
 
+# One Chinese term per concept (issue 29): a learner who reads 词元 on one page and "token" on the next wonders whether
+# they differ. Each concept's other forms, as they once crept in; code (`…`) and {fields} are not words.
+ZH_TERMS = {
+    "词元 (token)": r"\btokens?\b",
+    "轨迹 (trace)": r"\btraces?\b|追踪|计算记录",
+    "用例 (case)": r"案例|例子",
+    "四舍五入 (the article's rounded softmax)": r"取整",
+    "键/值头 (key/value head)": r"键值头",
+}
+
+
+def test_chinese_uses_one_term_for_each_concept():
+    mixed = []
+    for key, template in TABLES["zh"].items():
+        words = re.sub(r"\{[^}]*\}|`[^`]*`", "", template)
+        mixed += [f"{key}: {term}: {m[0]!r}" for term, other in ZH_TERMS.items() for m in re.finditer(other, words)]
+    assert not mixed, "\n".join(mixed)
+
+
 # Keys named in the code: t("…"), _t("…"), msg("…"), text(lang, "…"), i18n.text(lang, "…"), hover(lang, "…").
 # A key built by an f-string (t(f"step.{name}.title")) is a pattern; any other computed key is only allowed inside
 # the catalogue's own plumbing.
@@ -159,7 +178,7 @@ def test_core_errors_name_the_place_in_chinese_too():
     d = json.loads(json.dumps({"format": "attention-case/1", "x": [[1]], "w_query": [[1]], "w_key": [[1]]}))
     with pytest.raises(CaseError) as missing:
         parse_case({**d, "w_value": [[1]], "options": {"heads": 0}})
-    assert render("zh", missing.value.message) == "options.heads：必须是 1 到 64 之间的整数，而不是 0"
+    assert render("zh", missing.value.message) == "头数：必须是 1 到 64 之间的整数，而不是 0"
 
 
 # Visible text: a pseudo language whose every template is wrapped in ⟦…⟧ --------------------------------------------
@@ -202,7 +221,7 @@ def leftover(shown: str, tokens: tuple[str, ...]) -> str:
 
 
 def _is_link(code: str) -> bool:
-    return re.fullmatch(r"\S*\?(\w+=[\w-]*&?)+", code) is not None or code == ""
+    return re.fullmatch(r"\S*\?(\w+=[\w.-]*&?)+", code) is not None or code == ""  # explain=scores_raw.2.2
 
 
 def visible_texts(at: AppTest) -> list[tuple[str, str]]:
@@ -361,7 +380,10 @@ def test_every_text_the_pages_show_comes_from_the_catalogue(pseudo):
     for name in at.selectbox(key="explain_tensor").options:
         at.selectbox(key="explain_tensor").set_value(name).run()
         found += offenders(at, f"3 heads explain {name}")
-    at.number_input(key="heads").set_value(2).run()  # does not divide 3: an error
+    at.number_input(key="heads").set_value(4).run()  # + past the last count 3 allows: kept, with a notice
+    found += offenders(at, "heads kept")
+    at.number_input(key="heads").set_value(5).run()  # typed, does not divide 3: an error
+    assert at.error
     found += offenders(at, "bad heads")
     assert not found, report(found)
 

@@ -154,6 +154,32 @@ def test_a_click_on_the_heatmap_picks_the_cell():
         assert not at.exception and at.selectbox(key="explain_scores_raw_0").value == 2
 
 
+def test_the_explain_pages_url_carries_its_number_and_a_link_opens_it():
+    """An explanation can be shared (issue 29): the URL names the number explained, and opening it explains it."""
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("pages/explain.py").run()
+    assert at.query_params["explain"] == "scores_raw.2.2"  # the page's first: query Input 2 on key Input 2
+    at.selectbox(key="explain_tensor").set_value("outputs").run()
+    at.selectbox(key="explain_outputs_1").set_value(0).run()
+    assert at.query_params["explain"] == "outputs.2.1"
+    at.selectbox(key="explain_tensor").set_value("scores_raw").run()
+    at.session_state["explain_chart_click"] = {"cell": [2, 0]}  # a click: the URL follows in the same run
+    at.run()
+    assert at.query_params["explain"] == "scores_raw.3.1"
+    shared = open_link({"explain": "scores_raw.3.1"}).switch_page("pages/explain.py").run()
+    assert not shared.exception and not shared.warning
+    assert "q₃ · k₁ = 2·0 + 1·1 + 3·1 = 4" in shared.code[0].value
+    assert shared.query_params["explain"] == "scores_raw.3.1"
+    heads = open_link({"case": case_to_link(random_case(3, 4, 4, 4, seed=1, heads=2)), "explain": "weights.2.3.1"})
+    heads.switch_page("pages/explain.py").run()
+    assert [heads.selectbox(key=f"explain_weights_{a}").value for a in range(3)] == [1, 2, 0]
+    for junk in ("scores_raw.4.1", "scores_raw.1", "nothing.1.1", "scores_raw.0.1", "scores_raw.1.1e9", "x.1.1.1"):
+        refused = open_link({"explain": junk})  # said on the first page drawn
+        assert any("number to explain" in w.value for w in refused.warning), (junk, refused.warning)
+        refused.switch_page("pages/explain.py").run()
+        assert not refused.exception and refused.query_params["explain"] == "scores_raw.2.2", junk  # the default
+
+
 def test_multi_head_is_verified_against_nn_multihead_attention():
     case = random_case(4, 4, 4, 4, seed=2, heads=2, scale="sqrt_dk", w_out=[[1, 0, 0, 1]] * 4)
     at = open_link({"case": case_to_link(case)})

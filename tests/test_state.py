@@ -7,10 +7,11 @@ import torch
 
 from attention import attend, case_to_dict, parse_case
 from attention.app import session as state
-from attention.app.choices import Controls
+from attention.app.choices import LABELS, Controls
 from attention.app.links import open_link
 from attention.app.origins import Article, Edited, File, Link, Random, make
 from attention.app.session import Session
+from attention.base import i18n
 from attention.base.case import with_options
 from attention.base.files import case_to_link, dump_case
 from attention.base.presets import article, random_case
@@ -68,8 +69,8 @@ def test_new_options_are_checked_alone(session, monkeypatch):
     assert not calls
     o = session.case.options
     assert (o.temperature, o.weights_override, o.scale, o.mask) == (0.5, None, "sqrt_dk", "causal")
-    make.choose(session, heads=2)  # d_k = 3 does not divide by 2
-    assert "options.heads: d_k = 3 does not divide into 2 heads" in str(session.error)
+    make.choose(session, heads=4)  # typed: d_k = 3 does not divide by 4
+    assert "Heads: 4 heads cannot split the 3 columns" in str(session.error)
     assert session.case.options.heads == 1 and not calls
     session.edit("x", 0, 0, 2.0)  # a number: the matrices are checked again
     assert calls
@@ -124,7 +125,8 @@ def test_presets_load_and_reset_drops_edits(session):
 def test_a_value_no_widget_can_hold_is_refused_with_a_notice(session, name, value):
     make.choose(session, **{name: value})
     assert session.controls == Controls() and session.case == article()
-    assert len(session.notices) == 1 and f"{name}: " in session.notices[0]
+    shown = i18n.text("en", f"sidebar.{LABELS.get(name, name)}")  # the widget's label, not its key (use_rounded)
+    assert len(session.notices) == 1 and session.notices[0].startswith(f"{shown}: ")
 
 
 def test_a_link_restores_case_step_and_language_and_bad_parts_are_refused(session):

@@ -18,6 +18,8 @@ from ..base.case import (
     MIN_SCALE,
     MIN_TEMPERATURE,
     Case,
+    Widths,
+    head_counts,
 )
 from ..base.i18n import excerpt
 
@@ -71,6 +73,23 @@ class Controls:
 
 
 CONTROLS = tuple(f.name for f in fields(Controls))
+# a control's sidebar.* label, where it is not its name: a message names the widget a person sees, not its key
+LABELS = {"use_rounded": "rounded"} | {name: f"size_{name}" for name in SIZES}
+
+
+def head_choices(c: Controls, i: Inputs) -> tuple[int, ...]:
+    """The numbers of heads the controls' sizes allow (the inputs' grouped key/value heads, if any, too)."""
+    d_key = len(i.w_key[0]) if i.kv_heads else c.d_k  # grouped heads keep w_key narrower than d_k
+    return head_counts(c.n, Widths(c.d_k, d_key, c.d_v), i.kv_heads, c.dtype)
+
+
+def stepped_heads(before: int, asked: int, counts: tuple[int, ...]) -> int | None:
+    """Heads as the widget's − and + step it: one off `before` goes on to the next count the sizes allow that way
+    (None: there is none); any other value stays as asked, for the case to say why it cannot be used."""
+    if abs(asked - before) != 1 or asked in counts:
+        return asked
+    way = [h for h in counts if (h > before if asked > before else h < before)]
+    return (way[0] if asked > before else way[-1]) if way else None
 
 
 def allowed(name: str, value: object) -> bool:

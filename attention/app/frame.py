@@ -32,6 +32,9 @@ APP_CSS = """<style>
 </style>"""
 STATUS_PX = 76  # the status row's height: a badge, or a message of up to two lines
 BADGE_PX = 230  # the check's badge and the way back to the article: their labels whole, in either language
+# An emoji: the browser draws it from a data: URL. A ":material/…:" icon makes every visit fetch its SVG from
+# fonts.gstatic.com (Streamlit's frontend builds that URL): offline it fails, hosted it tells a third party of each.
+PAGE_ICON = "👁️"
 _run = threading.local()  # whether this thread is inside run(): each session's script runs in a thread of its own
 LIVE = {p.url_path for p in PAGES if p.live}  # pages that draw the banners in their own fragment (live.py)
 process.settle()  # once a process: this module is imported by its first run
@@ -46,7 +49,7 @@ def run(pages: list | None = None) -> None:
     editors.read(s)
     links.follow(s)  # a link made inside the app: a question's, a ready-made exercise's
     trace = traces.current(s)
-    st.set_page_config(page_title=t("app.title"), page_icon=":material/visibility:", layout="wide")
+    st.set_page_config(page_title=t("app.title"), page_icon=PAGE_ICON, layout="wide")
     st.html(APP_CSS)
     charts.fit_numbers()  # cell numbers fitted to the size each chart is drawn at, in the browser (web/fit.js)
     if reconnect.follow(t("notice.upload_lost"), first_run):  # its server was lost: restored from its link

@@ -22,7 +22,7 @@ _editor = st.components.v2.component(
     "attention.matrix", css=(WEB / "grid.css").read_text(), js=(WEB / "grid.js").read_text()
 )
 _pace = st.components.v2.component("attention.pace", js=(WEB / "pace.js").read_text())
-SHOWN_NAMES = {v: k for k, v in OPTION_GRIDS.items()}  # the name messages give a grid: options.mask
+OPTION_NAMES = {v: k.removeprefix("where.") for k, v in OPTION_GRIDS.items()}  # rounded: weights_override
 TOKEN_ROWS = ("x", "mask", "rounded")  # grids whose rows are the tokens
 KINDS = {"mask": "zero_one", "rounded": "nonnegative"}  # how far a drag may take a cell; others: any number
 CELL = re.compile(r"(\d{1,5}),(\d{1,5})")  # an edit's cell, "row,column" from 0 (a forged client sends anything)
@@ -30,8 +30,8 @@ Window = tuple[int, int, int, int]  # the rows and columns an editor shows: top,
 
 
 def shown_name(name: str) -> str:
-    """A grid's name as messages and accessible names give it: x, w_query, options.mask."""
-    return SHOWN_NAMES.get(name, name)
+    """A grid's name as messages and accessible names give it, in the session's language: x, w_query, Mask."""
+    return t(f"where.{OPTION_NAMES[name]}") if name in OPTION_NAMES else name
 
 
 def draw(session: Session, name: str, key: str, window: Window | None = None, title: str = "", hint: bool = False):

@@ -29,7 +29,7 @@ from .origins.origin import Origin, edited
 View = TypeVar("View")
 
 Cells = Mapping[tuple[int, int], object]  # (row, column) -> a cell's value as typed
-OPTION_GRIDS = {"options.mask": "mask", "options.w_out": "w_out", "options.weights_override": "rounded"}
+OPTION_GRIDS = {"where.mask": "mask", "where.w_out": "w_out", "where.weights_override": "rounded"}  # an error's grid
 
 
 @dataclass
@@ -108,10 +108,13 @@ class Session:
         for name, value in changes.items():
             if getattr(before, name) == value:
                 continue
-            if choices.allowed(name, value):
-                accepted[name] = value
+            if not choices.allowed(name, value):
+                label = msg(f"sidebar.{choices.LABELS.get(name, name)}")  # the widget as shown, not its key
+                self.notices.append(msg("notice.control_refused", name=label, value=excerpt(value)))
+            elif name == "heads" and (value := self._heads(before, value)) is None:
+                continue  # a step past the last count the sizes allow: the count stays, and a notice says why
             else:
-                self.notices.append(msg("notice.control_refused", name=name, value=excerpt(value)))
+                accepted[name] = value
         if not accepted:
             return False
         self.controls = c = replace(before, **accepted)
@@ -128,6 +131,16 @@ class Session:
         else:
             self._check(numbers=False)
         return False
+
+    def _heads(self, before: Controls, asked: int) -> int | None:
+        """Heads stepped (−, +) to the next count the sizes allow; None, with a notice, when there is none."""
+        counts = choices.head_choices(before, self.inputs)
+        stepped = choices.stepped_heads(before.heads, asked, counts)
+        if stepped is None:
+            allowed = ", ".join(map(str, counts))
+            self.notices.append(msg("notice.heads_kept", heads=before.heads, allowed=allowed, d_k=before.d_k,
+                                    d_v=before.d_v))  # fmt: skip
+        return stepped
 
     # Edits
 
@@ -227,7 +240,8 @@ def place(error: CaseError | None) -> tuple[str, int, int | None] | None:
     if key != "where.column" or getattr(params["where"], "key", None) not in ("where.row", "where.row_token"):
         return None
     row = params["where"].params
-    return OPTION_GRIDS.get(row["name"], row["name"]), row["row"] - 1, params["column"] - 1
+    name = row["name"]  # x, w_query, …, or an option's grid in words (a Message: where.mask)
+    return OPTION_GRIDS.get(getattr(name, "key", None), name), row["row"] - 1, params["column"] - 1
 
 
 def device_here(spec: str, notices: list[Message]) -> str:

@@ -123,7 +123,8 @@ def parse_case(obj: object) -> Case:
                 msg("where.case"), msg("error.unknown_key", key=excerpt(key), expected=", ".join(sorted(known)))
             )
     if obj.get("format") != CASE_FORMAT:
-        raise CaseError("format", msg("error.format", expected=CASE_FORMAT, value=excerpt(obj.get("format"))))
+        problem = msg("error.format", expected=CASE_FORMAT, value=excerpt(obj.get("format")))
+        raise CaseError(msg("where.format"), problem)
     for name in ("x", "w_query", "w_key", "w_value"):
         if name not in obj:
             raise CaseError(name, msg("error.missing"))
@@ -265,7 +266,7 @@ def _tokens(value: object, n: int) -> tuple[str, ...]:
     if value is None:
         return default_tokens(n)
     if not isinstance(value, list | tuple) or len(value) != n:
-        raise CaseError("tokens", msg("error.tokens_count", n=n))
+        raise CaseError(msg("where.tokens"), msg("error.tokens_count", n=n))
     seen = set()
     for i, token in enumerate(value):
         where = msg("where.label", label=i + 1)
@@ -283,64 +284,67 @@ def _tokens(value: object, n: int) -> tuple[str, ...]:
 
 def _options(value: object, n: int, widths: Widths, tokens: tuple[str, ...]) -> Options:
     if not isinstance(value, dict):
-        raise CaseError("options", msg("error.not_object", kind=_kind(value)))
+        raise CaseError(msg("where.options"), msg("error.not_object", kind=_kind(value)))
     names = {f.name for f in fields(Options)}
     for key in value:
         if key not in names:
-            raise CaseError("options", msg("error.unknown_option", key=excerpt(key), expected=", ".join(sorted(names))))
+            problem = msg("error.unknown_option", key=excerpt(key), expected=", ".join(sorted(names)))
+            raise CaseError(msg("where.options"), problem)
     o = Options(**value)
 
     if o.scale not in ("none", "sqrt_dk"):
         if isinstance(o.scale, str):
-            raise CaseError("options.scale", msg("error.scale_text", value=excerpt(o.scale)))
-        scale = _number(o.scale, "options.scale", MAX_SCALE)
+            raise CaseError(_at("scale"), msg("error.scale_text", value=excerpt(o.scale)))
+        scale = _number(o.scale, _at("scale"), MAX_SCALE)
         if scale < MIN_SCALE:
-            raise CaseError("options.scale", msg("error.at_least", low=MIN_SCALE, value=scale))
+            raise CaseError(_at("scale"), msg("error.at_least", low=MIN_SCALE, value=scale))
         o = replace(o, scale=scale)
 
-    temperature = _number(o.temperature, "options.temperature", MAX_TEMPERATURE)
+    temperature = _number(o.temperature, _at("temperature"), MAX_TEMPERATURE)
     if temperature < MIN_TEMPERATURE:
-        raise CaseError("options.temperature", msg("error.at_least", low=MIN_TEMPERATURE, value=temperature))
+        raise CaseError(_at("temperature"), msg("error.at_least", low=MIN_TEMPERATURE, value=temperature))
 
     heads = o.heads
     if isinstance(heads, bool) or not isinstance(heads, int) or not 1 <= heads <= MAX_HEADS:
-        raise CaseError("options.heads", msg("error.heads_range", high=MAX_HEADS, value=excerpt(heads)))
-    kv_heads = _kv_heads(o.kv_heads, heads, widths)
-    if o.dtype not in DTYPES:  # before the size check, which depends on it
-        raise CaseError("options.dtype", msg("error.dtype", value=excerpt(o.dtype)))
-    limit = MAX_HEAD_CELLS // (2 if o.dtype == "float64" else 1)  # the same bytes in float64: half the numbers
-    if heads * n * n > limit:
-        raise CaseError("options.heads", msg("error.heads_cells", heads=heads, n=n, dtype=o.dtype, limit=limit))
+        raise CaseError(_at("heads"), msg("error.heads_range", high=MAX_HEADS, value=excerpt(heads)))
+    if o.dtype not in DTYPES:  # before the heads' checks, whose limit depends on it
+        raise CaseError(_at("dtype"), msg("error.dtype", value=excerpt(o.dtype)))
+    kv_heads = _kv_heads(o.kv_heads, heads, widths, n, o.dtype)
 
     mask = o.mask
     if mask is not None and mask != "causal":
         if isinstance(mask, str):
-            raise CaseError("options.mask", msg("error.mask_text", value=excerpt(mask)))
-        mask = _matrix(mask, "options.mask", rows=(n, n), cols=(n, n), tokens=tokens, cell=_zero_one)
+            raise CaseError(_at("mask"), msg("error.mask_text", value=excerpt(mask)))
+        mask = _matrix(mask, _at("mask"), rows=(n, n), cols=(n, n), tokens=tokens, cell=_zero_one)
 
     d_concat = widths.d_v // (kv_heads or heads) * heads  # the heads' outputs side by side
     w_out = None
     if o.w_out is not None:
-        w_out = _matrix(o.w_out, "options.w_out", rows=(d_concat, d_concat), cols=(1, max_d(n)))
+        w_out = _matrix(o.w_out, _at("w_out"), rows=(d_concat, d_concat), cols=(1, max_d(n)))
 
     override = o.weights_override
     if override is not None:
         if heads != 1:
-            raise CaseError("options.weights_override", msg("error.override_heads"))
-        override = _matrix(override, "options.weights_override", rows=(n, n), cols=(n, n), tokens=tokens)
+            raise CaseError(_at("weights_override"), msg("error.override_heads"))
+        override = _matrix(override, _at("weights_override"), rows=(n, n), cols=(n, n), tokens=tokens)
         for i, row in enumerate(override):
             for j, weight in enumerate(row):
                 if weight < 0:
-                    row = msg("where.row_token", name="options.weights_override", row=i + 1, token=tokens[i])
+                    row = msg("where.row_token", name=_at("weights_override"), row=i + 1, token=tokens[i])
                     raise CaseError(msg("where.column", where=row, column=j + 1), msg("error.negative", weight=weight))
 
     if not isinstance(o.device, str) or not DEVICE_PATTERN.fullmatch(o.device):
-        raise CaseError("options.device", msg("error.device_spec", value=excerpt(o.device)))
+        raise CaseError(_at("device"), msg("error.device_spec", value=excerpt(o.device)))
     rope_base, positions = _rope(o.rope_base, o.positions, n, widths.d_k // heads, tokens)
     return replace(
         o, temperature=temperature, mask=mask, w_out=w_out, weights_override=override, rope_base=rope_base,
-        positions=positions, kv_heads=kv_heads, bias=_flag(o.bias, "options.bias"),
+        positions=positions, kv_heads=kv_heads, bias=_flag(o.bias, _at("bias")),
     )  # fmt: skip
+
+
+def _at(option: str) -> Message:
+    """An option's place in words, as the sidebar names it ("Heads", not the file's key options.heads)."""
+    return msg(f"where.{option}")
 
 
 def _flag(value: object, where: str) -> bool:
@@ -349,16 +353,44 @@ def _flag(value: object, where: str) -> bool:
     return value
 
 
-def _kv_heads(kv_heads: object, heads: int, widths: Widths) -> int | None:
-    """Grouped-query attention's key/value heads (None: as many as query heads), checked against the widths."""
-    if kv_heads is not None and (isinstance(kv_heads, bool) or not isinstance(kv_heads, int)):
-        raise CaseError("options.kv_heads", msg("error.heads_range", high=heads, value=excerpt(kv_heads)))
-    if kv_heads is not None and not (1 <= kv_heads <= heads and heads % kv_heads == 0):
-        raise CaseError("options.kv_heads", msg("error.kv_heads", heads=heads, value=excerpt(kv_heads)))
+def head_counts(n: int, widths: Widths, kv_heads: int | None = None, dtype: str = "float32") -> tuple[int, ...]:
+    """The numbers of heads these sizes allow: each splits d_k (and d_v, over its key/value heads) into equal
+    blocks, and their scores stay within the limit; the Heads widget steps between them."""
+    return tuple(h for h in range(1, MAX_HEADS + 1) if _heads_fit(h, n, widths, kv_heads, dtype))
+
+
+def _heads_fit(heads: int, n: int, widths: Widths, kv_heads: int | None, dtype: str) -> bool:
     kv = kv_heads or heads
-    for dim, size, split in (("d_k", widths.d_k, heads), ("d_v", widths.d_v, kv)):
+    grouped = kv <= heads and heads % kv == 0 and widths.d_key == widths.d_k // heads * kv
+    return widths.d_k % heads == 0 and widths.d_v % kv == 0 and grouped and heads * n * n <= _cell_limit(dtype)
+
+
+def _cell_limit(dtype: str) -> int:
+    return MAX_HEAD_CELLS // (2 if dtype == "float64" else 1)  # the same bytes in float64: half the numbers
+
+
+def _allowed(n: int, widths: Widths, kv_heads: int | None, dtype: str) -> str:
+    """The head counts these sizes allow, as a message lists them: "1, 3" (a person reads which can be used)."""
+    return ", ".join(map(str, head_counts(n, widths, kv_heads, dtype))) or "—"
+
+
+def _kv_heads(kv_heads: object, heads: int, widths: Widths, n: int, dtype: str) -> int | None:
+    """Grouped-query attention's key/value heads (None: as many as query heads), the heads checked against the
+    widths and the score limit: a count that does not fit says why, in words, and which counts do."""
+    if kv_heads is not None and (isinstance(kv_heads, bool) or not isinstance(kv_heads, int)):
+        raise CaseError(_at("kv_heads"), msg("error.heads_range", high=heads, value=excerpt(kv_heads)))
+    if kv_heads is not None and not (1 <= kv_heads <= heads and heads % kv_heads == 0):
+        raise CaseError(_at("kv_heads"), msg("error.kv_heads", heads=heads, value=excerpt(kv_heads)))
+    kv = kv_heads or heads
+    values = msg("error.heads_values") if kv == heads else msg("error.heads_grouped", heads=kv)
+    for what, size, split in ((msg("error.heads_queries"), widths.d_k, heads), (values, widths.d_v, kv)):
         if size % split:
-            raise CaseError("options.heads", msg("error.heads_divide", dim=dim, size=size, heads=split))
+            allowed = _allowed(n, widths, kv_heads, dtype)
+            raise CaseError(_at("heads"), msg("error.heads_divide", heads=heads, size=size, what=what, allowed=allowed))
+    if heads * n * n > (limit := _cell_limit(dtype)):
+        allowed = _allowed(n, widths, kv_heads, dtype)
+        raise CaseError(_at("heads"), msg("error.heads_cells", heads=heads, n=n, dtype=dtype, limit=limit,
+                                          allowed=allowed))  # fmt: skip
     if widths.d_key != widths.d_k // heads * kv:  # one key head as wide as a query head, kv of them
         expected = widths.d_k // heads * kv
         raise CaseError("w_key", msg("error.column_count", count=widths.d_key, expected=str(expected)))
@@ -369,17 +401,17 @@ def _rope(base: object, positions: object, n: int, d_head: int, tokens: tuple[st
     """RoPE's base and the tokens' positions (None: 0 … n − 1); a head's dims are turned in pairs, so even."""
     if base is None:
         if positions is not None:
-            raise CaseError("options.positions", msg("error.positions_no_rope"))
+            raise CaseError(_at("positions"), msg("error.positions_no_rope"))
         return None, None
-    base = _number(base, "options.rope_base", MAX_ROPE_BASE)
+    base = _number(base, _at("rope_base"), MAX_ROPE_BASE)
     if base < MIN_ROPE_BASE:
-        raise CaseError("options.rope_base", msg("error.at_least", low=MIN_ROPE_BASE, value=base))
+        raise CaseError(_at("rope_base"), msg("error.at_least", low=MIN_ROPE_BASE, value=base))
     if d_head % 2:
-        raise CaseError("options.rope_base", msg("error.rope_odd", d=d_head))
+        raise CaseError(_at("rope_base"), msg("error.rope_odd", d=d_head))
     if positions is None:
         return base, None
     if not isinstance(positions, list | tuple) or len(positions) != n:
-        raise CaseError("options.positions", msg("error.positions_count", n=n))
+        raise CaseError(_at("positions"), msg("error.positions_count", n=n))
     for i, p in enumerate(positions):
         if isinstance(p, bool) or not isinstance(p, int) or abs(p) > MAX_POSITION:
             where = msg("where.position", position=i + 1, token=tokens[i])

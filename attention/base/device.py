@@ -56,7 +56,7 @@ def resolve_device(spec: str) -> torch.device:
             if reason
             else msg("error.device_absent", spec=excerpt(spec), names=", ".join(names))
         )
-        raise CaseError("options.device", problem)
+        raise CaseError(msg("where.device"), problem)
     return torch.device(name)
 
 

@@ -10,7 +10,7 @@ from ..app.capability import Capability, Page
 from ..app.origins import make
 from ..app.session import Session
 from ..base.case import CaseError
-from ..base.i18n import msg
+from ..base.i18n import excerpt, msg
 from . import room
 from .compute import Blank, Exercise, from_link
 from .state import FOUND, PARAM, PARAMS, PRESENT, READY, SHOWN, Attempt, Classroom, hiding, shown
@@ -23,6 +23,9 @@ def follows(session: Session, params: MutableMapping[str, str]) -> None:
     classroom = session.view(Classroom)
     if (present := params.get(PRESENT)) is not None:
         classroom.present = present == "1"
+        if present not in ("0", "1"):  # said once: the URL forgets it (the view keeps no presenter)
+            session.notices.append(msg("exercise.bad_present", value=excerpt(present)))
+            params.pop(PRESENT, None)
     token = params.get(PARAM)
     if token is None or (classroom.exercise is not None and _token(classroom.exercise) == token):
         return
@@ -42,15 +45,23 @@ def follows(session: Session, params: MutableMapping[str, str]) -> None:
             return
     attempt = Attempt(made, session.case, ready=ready)
     for param, into in ((FOUND, attempt.found), (SHOWN, attempt.shown)):
-        into.update(_numbers(params.get(param), len(made.blanks)))
+        numbers, junk = _numbers(params.get(param), len(made.blanks))
+        into.update(numbers)
+        if junk:  # said, like every other bad part of a link; the numbers that are blanks' are kept
+            said = msg("exercise.bad_answers", param=param, value=excerpt(params[param]), count=len(made.blanks))
+            session.notices.append(said)
     classroom.exercise, classroom.making = attempt, None
     session.go_to(traces.current(session).made_by(made.blanks[0].tensor).name)
 
 
-def _numbers(text: str | None, count: int) -> set[int]:
-    """found=1.3: the blanks (1-based in the link) found so far; anything else in it is left out."""
-    parts = (text or "").split(".")[:count]
-    return {int(p) - 1 for p in parts if p.isdigit() and 1 <= int(p) <= count}
+def _numbers(text: str | None, count: int) -> tuple[set[int], bool]:
+    """found=1.3: the blanks (1-based in the link) found so far, and whether anything else was in it (it is left
+    out, and said)."""
+    if not text:
+        return set(), False
+    parts = text.split(".", count)  # more than count parts: the rest is junk, whatever it holds (a long link)
+    blanks = [int(p) - 1 for p in parts if p.isascii() and p.isdecimal() and len(p) <= 3 and 1 <= int(p) <= count]
+    return set(blanks), len(blanks) != len(parts)
 
 
 def _token(attempt: Attempt) -> str:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..app import charts, frame, tab, traces
+from ..app import charts, frame, links, tab, traces
 from ..app.language import lang, t
 from ..app.registry import CAPABILITIES
 from ..app.text import plain
 from ..base.explain import explain, explainable
 from ..exercise.state import uses_hidden
 from . import explain_room
+from .state import Explained
 
 
 def explain_page() -> None:
@@ -19,13 +20,14 @@ def explain_page() -> None:
     st.header(t("explain.header"))
     st.write(t("explain.intro"))
 
-    names = explainable(trace)
-    name = st.selectbox(
-        t("explain.tensor"), names, index=names.index("scores_raw"), key="explain_tensor", persist_state="session",
-        placeholder=t("widget.placeholder"),
-    )  # fmt: skip
+    session, names = tab.current(), explainable(trace)
+    if (view := session.view(Explained)).pending:  # a link's number: its pickers set before they are drawn
+        explain_room.pick(view.tensor, view.index)
+    name = explain_room.tensor_picker(names)
     explain_room.apply_click(trace, name)
     index = explain_room.cell_picker(trace, name)
+    session.keep(Explained(name, index))
+    links.keep(session)  # the URL names the number explained now (the frame kept it before the page chose)
     explanation = explain(traces.current(tab.current()), name, index, lang())  # the trace's own numbers (not "?")
     charts.chart(explain_room.explained_figure(trace, name, index), explain_room.CHART, clickable=True)
 

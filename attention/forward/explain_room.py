@@ -31,6 +31,18 @@ def pick(name: str, index: tuple[int, ...], tensor: bool = True) -> None:
         st.session_state[_picker_key(name, number)] = i
 
 
+def tensor_picker(names: tuple[str, ...]) -> str:
+    """The tensor whose number is explained: scores_raw first. Its value, when not set yet (or no longer a tensor
+    of this case), is set through its key rather than given as a default: a widget given both (a link's or a
+    click's value, and a default) makes Streamlit warn in the server's log."""
+    key = "explain_tensor"
+    if st.session_state.get(key) not in names:
+        st.session_state[key] = "scores_raw" if "scores_raw" in names else names[0]
+    return st.selectbox(
+        t("explain.tensor"), names, key=key, persist_state=KEEP, placeholder=t("widget.placeholder")
+    )  # fmt: skip
+
+
 def cell_picker(trace: Trace, name: str) -> tuple[int, ...]:
     """One picker per axis of the tensor (the head first when it has one): the index of the number explained."""
     index = []
@@ -41,9 +53,12 @@ def cell_picker(trace: Trace, name: str) -> tuple[int, ...]:
         else:
             names = labels(trace, kind, size)
         default = min(1, size - 1) if kind in TOKEN_KINDS else 0  # Input 2: the article's Input 1 is all 0
+        key = _picker_key(name, a)
+        if not isinstance(value := st.session_state.get(key), int) or not 0 <= value < size:
+            st.session_state[key] = default  # set, not given as a default: see tensor_picker
         picked = column.selectbox(
-            axis(lang(), kind), range(size), index=default, format_func=names.__getitem__,
-            key=_picker_key(name, a), persist_state=KEEP, placeholder=t("widget.placeholder"),
+            axis(lang(), kind), range(size), format_func=names.__getitem__, key=key, persist_state=KEEP,
+            placeholder=t("widget.placeholder"),
         )  # fmt: skip
         index.append(picked if picked is not None and picked < size else default)
     return tuple(index)

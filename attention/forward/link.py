@@ -3,26 +3,36 @@ whose links set up their answer."""
 
 from __future__ import annotations
 
+from ..app import traces
 from ..app.capability import Capability, Page, Params
 from ..app.session import Session
-from ..base.i18n import msg
-from . import room
+from ..base.explain import explainable
+from ..base.i18n import excerpt, msg
+from . import room, state
+from .state import Explained
 from .steps import STEP_NAMES, step_names, step_near, step_of
 
 
 def opens(session: Session, params: Params) -> None:
-    """The link's step: by its name (step=scores), or as old links held it, 1 … 8 (9), and 3b."""
-    if not (said := params.get("step")):
-        return
-    if (name := step_of(session.case, said)) is not None:
-        session.step = name
-    else:
-        session.notices.append(msg("notice.bad_step", steps=len(step_names(session.case))))
+    """The link's step: by its name (step=scores), or as old links held it, 1 … 8 (9), and 3b; the number the
+    Explain page explains (explain=scores_raw.2.3)."""
+    if said := params.get("step"):
+        if (name := step_of(session.case, said)) is not None:
+            session.step = name
+        else:
+            session.notices.append(msg("notice.bad_step", steps=len(step_names(session.case))))
+    if said := params.get(state.PARAM):
+        trace = traces.current(session)
+        shapes = {name: tuple(trace[name].shape) for name in explainable(trace)}
+        if (view := state.from_link(said, shapes)) is not None:
+            session.keep(view)
+        else:
+            session.notices.append(msg("notice.bad_explain", value=excerpt(said)))
 
 
 def link(session: Session) -> dict[str, str | None]:
     step = step_near(session.case, session.step)  # RoPE's, on a case without it: the step it is part of
-    return {"step": step if step != STEP_NAMES[0] else None}
+    return {"step": step if step != STEP_NAMES[0] else None} | state.link(session.view(Explained))
 
 
 CAPABILITY = Capability(
@@ -37,7 +47,7 @@ CAPABILITY = Capability(
         Page("pages/multi_head.py", "page.multi_head", ":material/view_week:", "multi-head", live=True),
         Page("pages/explain.py", "page.explain", ":material/calculate:", "explain", hides=True),
     ),
-    ("step",),
+    ("step", state.PARAM),
     opens,
     link,
     follows=room.answer,

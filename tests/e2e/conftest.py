@@ -1,7 +1,9 @@
-"""Fixtures for the real-browser tests: one Streamlit server and one Chromium per session, a fresh context per test."""
+"""Fixtures for the real-browser tests: one Streamlit server and one Chromium per session, a fresh context per test;
+a test after which the server's log holds a Streamlit warning fails."""
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -27,6 +29,10 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 VIEWPORT = {"width": 1400, "height": 1000}
+# The server's log names each line's level and logger, so that a Streamlit warning can be told from other lines
+# (Streamlit's own format is the time and the message only)
+LOG_FORMAT = "%(asctime)s [%(levelname)s %(name)s] %(message)s"
+WARNED = re.compile(r"^.*\[(?:WARNING|ERROR|CRITICAL) streamlit[\w.]*\] .*$", re.MULTILINE)
 START_TIMEOUT = 300  # seconds, a ceiling: the server imports torch on two cores that may be busy with other work
 TIMEOUT_MS = 60_000  # a context's default: two slow cores, busy with other work, and a run with torch take seconds
 # Run in every document before the app's own scripts: the order in which the visitor's last input (a key, a pointer,
@@ -59,10 +65,62 @@ def _healthy(url: str) -> bool:
         return False
 
 
+def streamlit_warnings(text: str) -> list[str]:
+    """The lines of a server log (in LOG_FORMAT) that are Streamlit's warnings or errors."""
+    return WARNED.findall(text)
+
+
+class ServerLog:
+    """The shared server's log, read on from where the last test's reading ended."""
+
+    def __init__(self, path: Path):
+        self.path, self.read_to = path, 0
+        self.between: list[str] = []  # warnings logged between two tests: the session fails at its end
+
+    def warnings(self) -> list[str]:
+        """Streamlit's warnings logged since the last call."""
+        with self.path.open("rb") as log:
+            log.seek(self.read_to)
+            text = log.read()
+        self.read_to += len(text)
+        return streamlit_warnings(text.decode(errors="replace"))
+
+
 @pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The app served by a real `streamlit run`, on a free port; yields its base URL."""
-    yield from _serve(tmp_path_factory.mktemp("streamlit"))
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """The app served by a real `streamlit run`, on a free port, shared by every test that needs a server."""
+    with serving(tmp_path_factory.mktemp("streamlit")) as served:
+        yield served
+
+
+@pytest.fixture(scope="session")
+def server(served: Served) -> str:
+    """The shared server's base URL."""
+    return served.url
+
+
+@pytest.fixture(scope="session")
+def server_log(served: Served) -> Iterator[ServerLog]:
+    """The shared server's log; at the session's end it must hold no Streamlit warning the tests did not fail on
+    already (one logged between two tests)."""
+    log = ServerLog(served.log)
+    yield log
+    if left := log.between + log.warnings():
+        pytest.fail("the server logged Streamlit warnings:\n" + "\n".join(left))
+
+
+@pytest.fixture(autouse=True)
+def no_streamlit_warning(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that used the shared server fails when the server logged a Streamlit warning during it (a widget
+    given a default and a session-state value, a deprecated argument …): each is a defect a visitor may meet."""
+    if "server" not in request.fixturenames:
+        yield
+        return
+    log = request.getfixturevalue("server_log")
+    log.between += log.warnings()  # logged before this test began: not its own, and not forgotten
+    yield
+    if warned := log.warnings():
+        pytest.fail("the server logged Streamlit warnings during this test:\n" + "\n".join(warned))
 
 
 @pytest.fixture
@@ -82,6 +140,7 @@ class Served:
 
     url: str
     pid: int
+    log: Path  # its stdout and stderr, in LOG_FORMAT
 
 
 @contextmanager
@@ -90,7 +149,7 @@ def serving(folder: Path, env: Mapping[str, str] | None = None) -> Iterator[Serv
     port = _free_port()
     log_path = folder / "server.log"  # a file, not a pipe: a full pipe would block it
     command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true"]
-    command += ["--server.port", str(port), "--server.address", "127.0.0.1"]
+    command += ["--server.port", str(port), "--server.address", "127.0.0.1", "--logger.messageFormat", LOG_FORMAT]
     log = log_path.open("wb")
     process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
@@ -103,7 +162,7 @@ def serving(folder: Path, env: Mapping[str, str] | None = None) -> Iterator[Serv
             if time.monotonic() > deadline:
                 pytest.fail(f"streamlit was not healthy at {url} after {START_TIMEOUT} s")
             time.sleep(0.25)
-        yield Served(url, process.pid)
+        yield Served(url, process.pid, log_path)
     finally:
         process.terminate()  # only the server this fixture started, by its PID
         try:

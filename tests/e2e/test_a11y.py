@@ -195,7 +195,7 @@ def test_the_matrix_editors_show_focus_and_axe_passes_with_a_wrong_cell(browser,
         state = focus(page)
         assert state["what"].startswith("INPUT text"), state["what"]
         assert cell(page, "x", 1, 2).get_attribute("aria-label") == "x, row 1 (Input 1), column 2"
-        expect(page.get_by_label("options.mask, row 3 (Input 3), column 1 (Input 1)", exact=True)).to_have_value("1")
+        expect(page.get_by_label("Mask, row 3 (Input 3), column 1 (Input 1)", exact=True)).to_have_value("1")
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         clip = {"x": 280, "y": 0, "width": 1120, "height": 700}  # the main area's top: x's editor
         page.screenshot(path=ARTIFACTS / f"editor_focus_{scheme}.png", clip=clip)

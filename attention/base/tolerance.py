@@ -40,10 +40,10 @@ def attention_tolerance(x, w_query, w_key, w_value, queries, keys, values, weigh
     their own ways (projected), the projections' rounding.
 
     queries, keys, values and weights as the eight steps make them ((h, n, d) or one head's (n, d)); the first n_q
-    queries of x; rope: whether RoPE turned queries and keys. Float64, on the CPU."""
+    queries of x; rope: whether RoPE turned queries and keys. Float64, on the CPU, a head's weights at a time."""
     dtype, eps = queries.dtype, torch.finfo(queries.dtype).eps
-    q, k, v, w = (t.detach().cpu().double() for t in (queries, keys, values, weights))
-    q, k, v, w = (t if t.dim() == 3 else t[None] for t in (q, k, v, w))  # (h, n, d): one head's given a head axis
+    q, k, v = (t.detach().cpu().double() for t in (queries, keys, values))
+    q, k, v, w = (t if t.dim() == 3 else t[None] for t in (q, k, v, weights.detach().cpu()))  # (h, n, d): a head axis
     n_q, h, n = q.shape[1], q.shape[0], k.shape[1]
     x, w_query, w_key, w_value = (t.detach().cpu().double() for t in (x, w_query, w_key, w_value))
     # step 3: q = x W_Q rounds a sum of d_in products; split into heads (and turned by RoPE) as the steps do
@@ -58,13 +58,20 @@ def attention_tolerance(x, w_query, w_key, w_value, queries, keys, values, weigh
     u = abs(multiplier) * ((rounding(q.shape[-1], dtype) + 2 * eps) * q_norm + e_q.norm(dim=-1))  # (h, n_q)
     # step 5: an error δs_ij moves output i by Σ_j w_ij δs_ij (v_j − o_i): at most √(Σ_j w_ij σ_ij²) times the
     # weighted spread √(Σ_j w_ij (v_j − o_i)²) (Cauchy–Schwarz), with (a + b + c)² ≤ 3 (a² + b² + c²)
-    spread_s = 3 * (u**2 * (w @ k_norm[..., None] ** 2)[..., 0] + 16 * eps**2)  # (h, n_q)
-    spread_s += 3 * multiplier**2 * q_norm**2 * (w @ e_k.norm(dim=-1)[..., None] ** 2)[..., 0]
-    o = w @ v  # (h, n_q, d_v/h)
-    spread_v = ((w @ v**2) - o**2).clamp(min=0)  # Σ_j w_ij (v_jc − o_ic)², in float64
-    # steps 6-7: the sum over n keys of w_ij v_jc (twice: the softmax's own sum over n scales a row as a whole),
-    # and v's errors weighted
-    error = 2 * rounding(n, dtype) * (w.abs() @ v.abs()) + (spread_s[..., None] * spread_v).sqrt() + w.abs() @ e_v
+    error, o = (
+        torch.empty(h, n_q, v.shape[-1], dtype=torch.float64),
+        torch.empty(h, n_q, v.shape[-1], dtype=torch.float64),
+    )
+    for i in range(h):  # a head at a time: one n_q × n matrix in float64, never every head's
+        w_i = w[i].double()
+        spread_s = 3 * (u[i] ** 2 * (w_i @ k_norm[i] ** 2) + 16 * eps**2)  # (n_q,)
+        spread_s += 3 * multiplier**2 * q_norm[i] ** 2 * (w_i @ e_k[i].norm(dim=-1) ** 2)
+        o[i] = w_i @ v[i]  # (n_q, d_v/h)
+        spread_v = ((w_i @ v[i] ** 2) - o[i] ** 2).clamp(min=0)  # Σ_j w_ij (v_jc − o_ic)², in float64
+        # steps 6-7: the sum over n keys of w_ij v_jc (twice: the softmax's own sum over n scales a row as a
+        # whole), and v's errors weighted
+        w_i = w_i.abs_()
+        error[i] = 2 * rounding(n, dtype) * (w_i @ v[i].abs()) + (spread_s[:, None] * spread_v).sqrt() + w_i @ e_v[i]
     error, concat = error.transpose(0, 1).flatten(1), o.transpose(0, 1).flatten(1)  # (n_q, d_v): heads side by side
     if w_out is not None:  # a sum of d_v products more, and the heads' errors through w_out
         w_out = w_out.detach().cpu().double().abs()
@@ -86,7 +93,8 @@ def gradient_tolerance(
     x, w_query, w_key, w_value = (t.detach().cpu().double().abs() for t in (x, w_query, w_key, w_value))
     d_o = d_outputs.detach().cpu().double()  # signed: d_scores' own sum cancels
     r = rounding(2 * n + d_head + v.shape[-1] + x.shape[-1] + d_o.shape[-1], dtype)  # the chain's sums, end to end
-    concat = (a.abs() @ v.abs()).double().transpose(0, 1).flatten(1)  # (n, d_v): |outputs| before w_out, at most
+    concat = torch.stack([a[i].abs() @ v[i].abs() for i in range(h)]).double()  # (h, n, d_v/h): at least |outputs|
+    concat = concat.transpose(0, 1).flatten(1)  # (n, d_v): before w_out, the heads side by side
     w_out = None if w_out is None else w_out.detach().cpu().double()
     error_o = rounding(n, dtype) * (concat if w_out is None else concat @ w_out.abs()) if target else 0 * d_o
     d_c, out = d_o, {}
@@ -120,14 +128,15 @@ def weights_back(a, s, v, d_h, error_h, sigma, r):
     their terms' magnitudes), d_outputs' own error, and the weights' error from the scores' σ (n, n).
     a: the weights used in step 6; s: the exact softmax; d_h: the head's d_outputs (signed)."""
     d_a = d_h @ v.mT  # (n, n): signed, d_A_ij = Σ_c dO_ic v_jc
-    d_a_size = ((d_h.abs() @ v.abs().mT) + error_h @ v.abs().mT).double()  # its terms' magnitude, and dO's error
+    size_a, error_a = (m @ v.abs().mT for m in (d_h.abs(), error_h))  # its terms' magnitude; dO's error in it
     mean = (s * d_a).sum(-1, keepdim=True)  # (n, 1): Σ_k A_ik dA_ik
     s = s.double()
     # |δA_ij| ≤ A_ij Σ_k A_ik (σ_ij + σ_ik), k ≠ j: none where one key takes all the weight
     delta = s * (sigma * (1 - s) + (s * sigma).sum(-1, keepdim=True) - s * sigma)
-    e_s = r * s * (d_a_size + (s * d_a_size).sum(-1, keepdim=True))  # d_S = A (dA − mean): its sums' rounding
+    e_a = r * size_a.double() + error_a.double()  # dA's error: its sum's rounding, and dO's error carried
+    e_s = s * (e_a + (s * e_a).sum(-1, keepdim=True))  # d_S = A (dA − mean): dA's errors carried
     e_s += delta * (d_a - mean).double().abs() + s * (delta * d_a.double().abs()).sum(-1, keepdim=True)
-    e_v = r * a.abs().double().T @ (d_h.abs().double() + error_h.double()) + delta.T @ d_h.abs().double()
+    e_v = a.abs().double().T @ (r * d_h.abs().double() + error_h.double()) + delta.T @ d_h.abs().double()
     return e_s, e_v
 
 

@@ -1,6 +1,6 @@
 """The one tolerance of every agreement check and every exported script's assert: a float sum of K terms lies within
 about √K · eps · Σ|terms| of the exact sum (eps: the dtype's machine epsilon), carried through attention's steps to
-each output number. Torch and math alone: the exported scripts inline this file's code (from ROUNDING_SAFETY on)."""
+each output number. Torch and math alone: the exported scripts inline its constant and functions (their source)."""
 
 import math
 
@@ -58,10 +58,7 @@ def attention_tolerance(x, w_query, w_key, w_value, queries, keys, values, weigh
     u = abs(multiplier) * ((rounding(q.shape[-1], dtype) + 2 * eps) * q_norm + e_q.norm(dim=-1))  # (h, n_q)
     # step 5: an error δs_ij moves output i by Σ_j w_ij δs_ij (v_j − o_i): at most √(Σ_j w_ij σ_ij²) times the
     # weighted spread √(Σ_j w_ij (v_j − o_i)²) (Cauchy–Schwarz), with (a + b + c)² ≤ 3 (a² + b² + c²)
-    error, o = (
-        torch.empty(h, n_q, v.shape[-1], dtype=torch.float64),
-        torch.empty(h, n_q, v.shape[-1], dtype=torch.float64),
-    )
+    error, o = (torch.empty(h, n_q, v.shape[-1], dtype=torch.float64) for _ in range(2))  # (h, n_q, d_v/h)
     for i in range(h):  # a head at a time: one n_q × n matrix in float64, never every head's
         w_i = w[i].double()
         spread_s = 3 * (u[i] ** 2 * (w_i @ k_norm[i] ** 2) + 16 * eps**2)  # (n_q,)
@@ -70,7 +67,7 @@ def attention_tolerance(x, w_query, w_key, w_value, queries, keys, values, weigh
         spread_v = ((w_i @ v[i] ** 2) - o[i] ** 2).clamp(min=0)  # Σ_j w_ij (v_jc − o_ic)², in float64
         # steps 6-7: the sum over n keys of w_ij v_jc (twice: the softmax's own sum over n scales a row as a
         # whole), and v's errors weighted
-        w_i = w_i.abs_()
+        w_i = w_i.abs()  # a copy: in float64, w_i is the trace's own weights
         error[i] = 2 * rounding(n, dtype) * (w_i @ v[i].abs()) + (spread_s[:, None] * spread_v).sqrt() + w_i @ e_v[i]
     error, concat = error.transpose(0, 1).flatten(1), o.transpose(0, 1).flatten(1)  # (n_q, d_v): heads side by side
     if w_out is not None:  # a sum of d_v products more, and the heads' errors through w_out

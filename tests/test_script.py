@@ -93,9 +93,11 @@ def test_article_script_reads_and_prints_like_the_article(runs):
         assert line in source
     for title_number, title in enumerate((TITLES[name] for name in STEP_NAMES), start=1):
         assert f"# Step {title_number}: {title}" in source
-    # Only the lines an option needs: the article uses none of these
+    # Only the lines an option needs: the article's steps use none of these (the check after them is the one rule's)
+    steps, check = source.split("# The one rule of every check", 1)
     for absent in ("math", "mask", "heads", "nan_to_num", "w_out", "temperature", "scale"):
-        assert absent not in source
+        assert absent not in steps
+    assert "assert within(outputs_by_query, outputs, tolerance)" in check
     assert '"outputs:\\n", outputs' in source
     torch.testing.assert_close(
         torch.tensor(printed_outputs(runs["article"]), dtype=torch.float64),

@@ -87,7 +87,7 @@ def sqrt_dk_effect(session: Session, trace: Trace) -> dict[str, float]:
 def check(session: Session, trace: Trace) -> Check:
     """Whether the trace (with the exact softmax) agrees with PyTorch's attention, kept while the case is."""
     twin = exact(session, trace)
-    return session.derived.get(("check", twin.case), lambda: oracle.check(twin.case, twin.outputs))
+    return session.derived.get(("check", twin.case), lambda: oracle.check(twin))
 
 
 def origin_check(session: Session, trace: Trace) -> Check | None:

@@ -10,6 +10,7 @@ import torch
 
 from ..base.case import Case
 from ..base.record import Check, Record, Recorder, Step, compare, worst
+from ..base.tolerance import gradient_tolerance
 from ..forward.compute import Trace, option_tensors, positions, rope, scale_factor
 from ..forward.steps import ROPE
 from .loss import Loss, gradient
@@ -152,7 +153,12 @@ _LEAVES = ("x", "w_query", "w_key", "w_value")
 
 def check(result: Backward) -> Check:
     """The hand-written gradients against autograd's on the same case (the forward is checked against SDPA): every
-    leaf's, the worst of them."""
-    tol = 1e-4 if result.forward.case.options.dtype == "float32" else 1e-10
-    theirs = autograd(result.forward.case, result.loss)
-    return worst(compare("torch.autograd", result[name], expected, 2 * tol, tol) for name, expected in theirs.items())
+    leaf's, each number within the one rule's tolerance (base/tolerance.py), the worst of them."""
+    trace, case = result.forward, result.forward.case
+    o, (_, _, w_out) = case.options, option_tensors(case, torch.device("cpu"))
+    tensors = (trace[name] for name in ("x", "w_query", "w_key", "w_value", "queries", "keys", "values", "weights"))
+    multiplier = scale_factor(case) / o.temperature
+    allowed = gradient_tolerance(*tensors, trace["weights_exact"], result["d_outputs"], multiplier,
+                                 o.rope_base is not None, w_out, result.loss.cell is None)  # fmt: skip
+    theirs = autograd(case, result.loss)
+    return worst(compare("torch.autograd", result[name], theirs[name], allowed[name]) for name in theirs)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from ..base import tolerance as rule
 from ..base.case import Case
 from ..forward.compute import scale_factor
-from ..forward.script import literal, to_script
+from ..forward.script import literal, rule_lines, to_script
 from ..forward.steps import LABELS, ROPE
 from .loss import Loss
 from .steps import backward_names
@@ -167,10 +168,20 @@ def _check(case: Case, loss: Loss) -> list[str]:
         lines.append(f"out[{loss.cell[0]}, {loss.cell[1]}].backward()")
     else:
         lines.append("(0.5 * ((out - target) ** 2).sum()).backward()")
-    tol = "1e-4" if o.dtype == "float32" else "1e-10"
+    multiplier, turned = scale_factor(case) / o.temperature, o.rope_base is not None
+    w_out, target = "w_out" if o.w_out is not None else "None", loss.cell is None
     lines += [
-        "for mine, leaf in zip((d_x, d_w_query, d_w_key, d_w_value), leaves):",
-        f"    assert torch.allclose(mine, leaf.grad, rtol={tol}, atol={tol} * (1 + leaf.grad.abs().max().item()))",
+        "",
+        "",
+        *rule_lines((rule.gradient_tolerance, rule.weights_back)),
+        "",
+        "",
+        "# Each gradient number within float rounding of autograd's: the one rule (the app's check), on the chain",
+        "tolerance = gradient_tolerance(x, w_query, w_key, w_value, queries, keys, values, weights, weights_exact, "
+        f"d_outputs, {multiplier!r}, {turned}, {w_out}, {target})",
+        'mine = {"d_x": d_x, "d_w_query": d_w_query, "d_w_key": d_w_key, "d_w_value": d_w_value}',
+        "for (name, gradient), leaf in zip(mine.items(), leaves):",
+        "    assert within(gradient, leaf.grad, tolerance[name]), name",
         'print("every gradient equals torch.autograd\'s")',
     ]
     return lines

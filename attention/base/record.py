@@ -140,40 +140,39 @@ def shape(tensor) -> str:
 
 @dataclass(frozen=True)
 class Check:
-    """A run against its oracle: the largest difference, and the tolerance it is held to, atol + rtol · scale."""
+    """A run against its oracle, number by number, each held to its own tolerance: float rounding's allowance for
+    that number (base/tolerance.py). It reports the largest difference, or where they differ, the number furthest
+    past its tolerance."""
 
     oracle: str  # what computed the reference
-    difference: float  # the largest |run − reference|
-    scale: float  # the largest |reference|: what rtol is relative to
-    rtol: float
-    atol: float = 0.0
-    where: tuple[int, ...] = field(default=(), compare=False)  # the index of the largest difference
-
-    @property
-    def tolerance(self) -> float:
-        return self.atol + self.rtol * self.scale
+    difference: float  # the largest |run − reference| (where they differ: the one furthest past its tolerance)
+    scale: float  # the largest |reference|
+    tolerance: float  # what float rounding allows at that number
+    agrees: bool = True  # every number within its tolerance (NaN never is)
+    where: tuple[int, ...] = field(default=(), compare=False)  # the index of that number
 
     @property
     def relative(self) -> float:
         """The difference relative to the reference's largest number (the difference itself when that is 0)."""
         return self.difference / self.scale if self.scale > 0 else self.difference
 
-    @property
-    def agrees(self) -> bool:
-        return self.difference <= self.tolerance  # NaN is never within it
 
-
-def compare(oracle: str, got: Tensor, reference: Tensor, rtol: float, atol: float = 0.0) -> Check:
-    """The check of `got` against `reference`, of the same shape (float64 differences; an empty tensor agrees)."""
+def compare(oracle: str, got: Tensor, reference: Tensor, tolerance: Tensor | float) -> Check:
+    """The check of `got` against `reference`, of the same shape, each number within its tolerance (a tensor of
+    that shape, or one for all); float64 differences; an empty tensor agrees."""
     if not reference.numel():
-        return Check(oracle, 0.0, 0.0, rtol, atol)
-    difference = (got.detach().cpu().double() - reference.detach().cpu().double()).abs()
-    flat = int(difference.flatten().nan_to_num(nan=math.inf).argmax())
+        return Check(oracle, 0.0, 0.0, 0.0)
+    reference = reference.detach().cpu().double()
+    difference = (got.detach().cpu().double() - reference).abs()
+    allowed = torch.as_tensor(tolerance, dtype=torch.float64).cpu().expand_as(difference)
+    agrees = bool((difference <= allowed).all())  # NaN is never within
+    past = (difference / allowed).nan_to_num(nan=math.inf, posinf=math.inf)  # how far past its tolerance: x/0 inf
+    flat = int((difference.nan_to_num(nan=math.inf) if agrees else past).flatten().argmax())
     where = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), difference.shape))
-    largest = difference.flatten()[flat].item()
-    return Check(oracle, largest, reference.detach().abs().max().item(), rtol, atol, where)
+    said = difference.flatten()[flat].item(), reference.abs().max().item(), allowed.flatten()[flat].item()
+    return Check(oracle, *said, agrees, where)
 
 
 def worst(checks: Iterable[Check]) -> Check:
     """Of several checks, the one furthest past (or nearest to) its tolerance: it agrees only if every one does."""
-    return max(checks, key=lambda c: math.inf if not c.difference <= c.tolerance else c.difference / (c.tolerance or 1))
+    return max(checks, key=lambda c: (not c.agrees, c.difference / c.tolerance if c.tolerance else math.inf))

@@ -13,10 +13,9 @@ from ..base.case import Case, CaseError, with_options
 from ..base.device import resolve_device
 from ..base.i18n import Message, msg
 from ..base.record import Check, Record, Recorder, Step, compare, worst
-from ..forward.compute import Trace, attend, option_tensors, positions, rope, scale_factor
+from ..forward.compute import Trace, attend, option_tensors, positions, rope, scale_factor, tolerance
 
 Tensor = torch.Tensor
-AGREES_RTOL = 1e-5  # output t against row t of the causal trace: the same sums in another order (float32)
 CAUSAL = "the causal trace"  # the oracle of every step: the whole causal computation of the same case
 # Decoded steps: a sentence's worth (the generation's limit, models.MAX_SENTENCE_TOKENS). Past it the first ones are
 # decoded, as step 8 repeats the first 16 queries: a Python loop of 1,024 steps took 8.6 s at the limits (16 heads)
@@ -156,6 +155,8 @@ def decode(case: Case, causal: Trace | None = None) -> Decoding:
     rows, steps = causal.outputs.cpu(), []
     names = tuple(str(t + 1) for t in range(min(case.n, MAX_DECODE_N)))  # a step by its token, from 1
     recorder = Recorder(names, device)
+    # output t against row t, within the one rule's tolerance: the same sums, q, k and v made a row at a time
+    allowed = tolerance(case, causal.__getitem__, rows=len(names), projected=True)  # (m, d_out)
     for t, name in enumerate(names):
         x_t = x[t : t + 1]  # (1, d_in): token t alone
         q_t = (x_t @ w_query).view(h, 1, -1)  # (h, 1, d_head): only token t's query is computed
@@ -174,7 +175,7 @@ def decode(case: Case, causal: Trace | None = None) -> Decoding:
         tensors |= {"scores_t": scores_t, "weights_t": weights_t, "output_t": output_t}
         recorder.record(name, **{k: _shaped(tensor, k, h) for k, tensor in tensors.items()})
         tensors, seconds = recorder.records[name]
-        check = compare(CAUSAL, tensors["output_t"], rows[t : t + 1], AGREES_RTOL, AGREES_RTOL)
+        check = compare(CAUSAL, tensors["output_t"], rows[t : t + 1], allowed[t : t + 1])
         steps.append(DecodeStep(t + 1, name, name, case.tokens[t], "", "", MappingProxyType(tensors),
                                 MappingProxyType(MADE_FROM), str(device), seconds, t=t, check=check))  # fmt: skip
     outputs = torch.cat([step["output_t"] for step in steps])  # (n, d_out)

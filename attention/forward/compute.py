@@ -15,7 +15,8 @@ import torch
 from ..base.case import Case
 from ..base.device import resolve_device, warm_up
 from ..base.i18n import msg
-from ..base.record import Record, Recorder, Step
+from ..base.record import Check, Record, Recorder, Step, compare
+from ..base.tolerance import attention_tolerance
 from .steps import AXES, PER_HEAD, step, step_names
 
 # Past these sizes the trace keeps what is looked at, not everything (bench/core.md measured why). Step 6's
@@ -290,16 +291,55 @@ def scale_factor(case: Case) -> float:
     return {"none": 1.0, "sqrt_dk": 1 / math.sqrt(case.d_head)}.get(scale, scale)
 
 
+def tolerance(case: Case, tensor: Callable[[str], Tensor], rows: int | None = None, projected: bool = False) -> Tensor:
+    """How far another float computation of the case's outputs (their first `rows`) may be from these: the one
+    rule (base/tolerance.py), from the recorded tensors, by name (a trace, or its records as they are made).
+    projected: the other computation makes q, k and v its own way (not x @ W as step 3 does)."""
+    o, rows = case.options, case.n if rows is None else rows
+    x, w_query, w_key, w_value, queries, keys, values, weights = map(tensor, TOLERANCE_READS)
+    w_out = None if o.w_out is None else torch.tensor(o.w_out, dtype=torch.float64)
+    multiplier = scale_factor(case) / o.temperature
+    queries, weights = queries[..., :rows, :], weights[..., :rows, :]
+    return attention_tolerance(
+        x,
+        w_query,
+        w_key,
+        w_value,
+        queries,
+        keys,
+        values,
+        weights,
+        multiplier,
+        o.rope_base is not None,
+        w_out,
+        projected,
+    )
+
+
+TOLERANCE_READS = ("x", "w_query", "w_key", "w_value", "queries", "keys", "values", "weights")
+
+
+def repeat_check(case: Case, tensor: Callable[[str], Tensor], by_query: Tensor, outputs: Tensor) -> Check:
+    """Step 8 against step 7: its rows (the first ones, at big n) each within the one rule's tolerance."""
+    rows = len(by_query)
+    return compare("step 7", by_query, outputs.cpu()[:rows], tolerance(case, tensor, rows))
+
+
 def _trace(case: Case, device: torch.device, records: dict, outputs: torch.Tensor) -> Trace:
     steps = []
     for name in step_names(case):
         tensors, seconds = records[name]
-        notes = tuple(_notes(name, case, tensors, outputs))
+        notes = tuple(_notes(name, case, tensors, outputs, records))
         steps.append(step(case, name, MappingProxyType(tensors), str(device), seconds, notes))
     return Trace(case, str(device), tuple(steps), records["outputs"][0]["outputs"])
 
 
-def _notes(name: str, case: Case, tensors: dict, outputs: torch.Tensor):
+def _recorded(records: dict, name: str) -> Tensor:
+    """A tensor of the records as they are made, by name: the last step's that made it (RoPE's queries, keys)."""
+    return next(tensors[name] for tensors, _ in reversed(records.values()) if name in tensors)
+
+
+def _notes(name: str, case: Case, tensors: dict, outputs: torch.Tensor, records: dict):
     """Warnings and checks a reader should see beside the step."""
     o = case.options
     if name == "scores" and isinstance(o.mask, tuple):  # a causal mask leaves every query its own key
@@ -316,9 +356,8 @@ def _notes(name: str, case: Case, tensors: dict, outputs: torch.Tensor):
         yield msg("note.broadcast_not_kept", numbers=w.numel(), mib=w.numel() * w.dtype.itemsize / 2**20)
     if name == "repeat":
         by_query = tensors["outputs_by_query"]
-        rows = outputs.cpu()[: len(by_query)]
-        difference = (by_query - rows).abs().max().item()
-        agrees = torch.allclose(by_query, rows, rtol=1e-5, atol=1e-5 * (1 + rows.abs().max().item()))
+        checked = repeat_check(case, lambda name: _recorded(records, name), by_query, outputs)
+        agrees, difference = checked.agrees, checked.difference
         if len(by_query) < case.n:  # big n: the first queries only
             some = {"difference": difference, "m": len(by_query), "n": case.n}
             yield msg("note.repeat_some_equal", **some) if agrees else msg("note.repeat_some_differ", **some)

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from ..base.case import Case
 from ..base.record import Check, compare
-from .compute import scale_factor
+from .compute import Trace, scale_factor, tolerance
 
 CHUNK_CELLS = 1 << 22  # weights nn.MultiheadAttention makes at once (16 MiB in float32), a block of queries at a time
 
@@ -84,10 +84,13 @@ def mha_outputs(case: Case) -> torch.Tensor | None:
     return torch.cat(out, dim=1)[0]
 
 
-def check(case: Case, outputs: torch.Tensor) -> Check:
-    """Compare exact outputs (a trace without the override) with PyTorch's attention for the same case."""
+def check(trace: Trace) -> Check:
+    """Compare a trace's exact outputs (one without the override) with PyTorch's attention for the same case, each
+    number within the one rule's tolerance (base/tolerance.py)."""
+    case = trace.case
     reference = mha_outputs(case) if case.options.heads > 1 else None
     oracle = "nn.MultiheadAttention" if reference is not None else "scaled_dot_product_attention"
     reference = fused_outputs(case) if reference is None else reference
-    rtol, atol = {"float32": (1.3e-6, 1e-5), "float64": (1e-7, 1e-7)}[case.options.dtype]
-    return compare(oracle, outputs, reference, rtol + atol, atol)  # atol · (1 + |largest|) + rtol · |largest|
+    # nn.MultiheadAttention projects x its own way (one in_proj matrix, W_Q pre-scaled); SDPA is given x @ W's
+    projected = oracle == "nn.MultiheadAttention"
+    return compare(oracle, trace.outputs, reference, tolerance(case, trace.__getitem__, projected=projected))

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
+
+from ..base import tolerance as rule
 from ..base.case import Case, Matrix
-from .compute import step_names
+from .compute import scale_factor, step_names
 from .steps import LABELS, ROPE, TITLES
 
 MAX_LABEL_CHARS = 80  # a label in a comment is cut here (labels are user text; the case limits them to 40)
@@ -22,7 +25,50 @@ def to_script(case: Case) -> str:
     for name, block in blocks(case).items():
         note = {"inputs": " (one row per token)"}.get(name, "")
         lines += ["", f"# Step {LABELS[name]}: {TITLES[name]}{note}", *block]
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, "", "", *check_lines(case)]) + "\n"
+
+
+RULE = (rule.rounding, rule.product_error, rule.heads_of, rule.turned_error, rule.attention_tolerance, rule.within)
+
+
+def rule_lines(functions: tuple = RULE) -> list[str]:
+    """The one rule of every check (attention/base/tolerance.py: its constant and these functions), inlined: a
+    script is torch alone, and its assert holds it to the same tolerance as the app's check."""
+    source = inspect.getsource(rule).splitlines()
+    start = next(i for i, line in enumerate(source) if line.startswith("#"))  # the constant's comment
+    end = next(i for i, line in enumerate(source) if line.startswith("ROUNDING_SAFETY"))
+    lines = [
+        "# The one rule of every check (the app's attention/base/tolerance.py, inlined): a float sum of K terms is",
+        "# within about √K · eps · Σ|terms| of the exact sum, carried through the steps to each output number",
+        "import math",
+        "",
+        *source[start : end + 1],
+    ]
+    for function in functions:
+        lines += ["", "", *inspect.getsource(function).rstrip().splitlines()]
+    return lines
+
+
+def tolerance_call(case: Case, projected: bool = False) -> str:
+    """The call of the inlined rule on the script's own tensors: how far another computation of the outputs may be
+    (projected: it makes q, k and v its own way)."""
+    o = case.options
+    multiplier, turned = scale_factor(case) / o.temperature, o.rope_base is not None
+    w_out = "w_out" if o.w_out is not None else "None"
+    return (f"tolerance = attention_tolerance(x, w_query, w_key, w_value, queries, keys, values, weights, "
+            f"{multiplier!r}, {turned}, {w_out}, {projected})  # (n, d_out)")  # fmt: skip
+
+
+def check_lines(case: Case) -> list[str]:
+    """After step 8: its rows against step 7's, each number within the one rule's tolerance, asserted."""
+    return [
+        *rule_lines(),
+        "",
+        "",
+        "# The check: step 8's rows equal step 7's, each number within float rounding",
+        tolerance_call(case),
+        'assert within(outputs_by_query, outputs, tolerance), "step 8 differs from step 7 past float rounding"',
+    ]
 
 
 def blocks(case: Case) -> dict[str, list[str]]:
@@ -235,11 +281,13 @@ def _repeat_lines(case: Case) -> list[str]:
         body.append("outputs_i = outputs_i.transpose(0, 1).flatten(1)")
     if o.w_out is not None:
         body.append("outputs_i = outputs_i @ w_out")
-    body.append("difference = max(difference, (outputs_i - outputs[i : i + 1]).abs().max().item())")
+    body.append("by_query.append(outputs_i)")
     return [
-        "difference = 0.0",
+        "by_query = []",
         "for i in range(len(x)):",
         *(f"    {line}" for line in body),
+        "outputs_by_query = torch.cat(by_query)  # (n, d_out): the rows, one query at a time",
+        "difference = (outputs_by_query - outputs).abs().max().item()",
         'print("step 8, one query at a time: largest difference from the matrix form", difference)',
     ]
 

@@ -14,11 +14,10 @@ from ..base.case import Case, CaseError, with_options
 from ..base.device import resolve_device, synchronize
 from ..base.i18n import excerpt, msg
 from ..base.record import Check, Record, Step, compare
-from ..forward.compute import Trace, positions, rope, scale_factor
+from ..forward.compute import Trace, positions, rope, scale_factor, tolerance
 
 MAX_TILES = 4096  # tile visits of one run (a Python loop): n = 1024 in blocks of 16, about a second on one core
 KEEP_ALL_MAX_N = 64  # up to this n every visit is recorded; past it only the query tiles asked for (the page's one)
-TOLERANCE = {"float32": 1e-6, "float64": 1e-12}  # |tiled − step 7| relative to step 7's largest |number|
 
 
 def default_block(n: int) -> int:
@@ -237,9 +236,12 @@ def _tile_mask(mask, rows: range, cols: range, device: torch.device) -> torch.Te
     return torch.tensor([row[cols.start : cols.stop] for row in mask[rows.start : rows.stop]], device=device) != 0
 
 
-def check(run: Tiled, outputs: torch.Tensor) -> Check:
-    """Compare the tiled outputs with step 7's outputs of the same case (with the exact softmax)."""
-    return compare("step 7", run.outputs, outputs.detach().cpu(), TOLERANCE[run.case.options.dtype])
+def check(run: Tiled, exact: Trace) -> Check:
+    """Compare the tiled outputs with step 7's of the same case (the trace with the exact softmax), each number
+    within the one rule's tolerance (base/tolerance.py): the tiles sum the same terms in another order."""
+    if exact.case != run.case:
+        raise ValueError("the trace is not of the case as tiled (the exact softmax)")
+    return compare("step 7", run.outputs, exact.outputs, tolerance(exact.case, exact.__getitem__))
 
 
 def step_7_heads(trace: Trace) -> torch.Tensor:

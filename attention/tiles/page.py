@@ -30,7 +30,7 @@ def tiles() -> None:
         st.error(t("error.last_valid", error=plain(render(lang(), error.message))), icon="⚠️")
     run = room.run(s, trace)
     agreement = room.agreement(s, trace, run)
-    said = {"difference": agreement.difference, "relative": agreement.relative, "tolerance": agreement.rtol}
+    said = {"difference": agreement.difference, "relative": agreement.relative, "tolerance": agreement.tolerance}
     said |= {"tiles": run.tiles, "b_q": run.block_q, "b_k": run.block_k}
     if agreement.agrees:
         st.success(t("tiles.agrees", **said), icon=":material/verified:")

@@ -47,7 +47,7 @@ def agreement(s: Session, trace: Trace, tiled: Tiled) -> Check:
     """The tiled outputs against step 7's of the trace with the exact softmax (the tiles compute the exact one)."""
     exact = traces.exact(s, trace)
     key = ("tiled check", exact.case, tiled.block_q, tiled.block_k)
-    return s.derived.get(key, lambda: check(tiled, exact.outputs))
+    return s.derived.get(key, lambda: check(tiled, exact))
 
 
 def kept(s: Session, trace: Trace, tiled: Tiled, what: tuple, make: Callable[[], T]) -> T:

@@ -1,0 +1,142 @@
+"""The one tolerance of every agreement check and every exported script's assert: a float sum of K terms lies within
+about √K · eps · Σ|terms| of the exact sum (eps: the dtype's machine epsilon), carried through attention's steps to
+each output number. Torch and math alone: the exported scripts inline its constant and functions (their source)."""
+
+import math
+
+import torch
+
+# √K · eps · Σ|terms| bounds a sum's rounding in practice (each term's error has a random sign: Higham and Mary, "A
+# New Approach to Probabilistic Rounding Error Analysis", 2019; eps is twice the unit roundoff, and the worst case,
+# K · eps, never happens); 2×: a comparison's two sides each round their own way.
+ROUNDING_SAFETY = 2.0
+
+
+def rounding(terms: int, dtype: torch.dtype) -> float:
+    """A float sum of `terms` terms: how far it may be from the exact sum, per unit of Σ|terms|."""
+    return ROUNDING_SAFETY * math.sqrt(max(terms, 1)) * torch.finfo(dtype).eps
+
+
+def product_error(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The rounding of a @ b: each number a sum of a.shape[-1] products, √K · eps · Σ|a_ik b_kj| (float64)."""
+    return rounding(a.shape[-1], dtype) * (a.double().abs() @ b.double().abs())
+
+
+def heads_of(m: torch.Tensor, heads: int, width: int) -> torch.Tensor:
+    """(n, g · width) columns as heads (h, n, width): head i takes the i-th block; g < h key/value heads repeated."""
+    split = m.unflatten(-1, (-1, width)).transpose(0, 1)  # (g, n, width)
+    return split.repeat_interleave(heads // split.shape[0], dim=0)  # (h, n, width): query head i reads i // (h/g)
+
+
+def turned_error(error: torch.Tensor, m: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """RoPE's turn of pairs (a, b) → (a cos − b sin, a sin + b cos): each carries both errors, and its own rounding."""
+    pair = error[..., 0::2] + error[..., 1::2] + 4 * torch.finfo(dtype).eps * (m[..., 0::2].abs() + m[..., 1::2].abs())
+    return torch.stack((pair, pair), dim=-1).flatten(-2).double()
+
+
+def attention_tolerance(x, w_query, w_key, w_value, queries, keys, values, weights, multiplier, rope, w_out, projected):
+    """How far two float computations of attention's outputs (n_q, d_out) may be apart, number by number: the
+    weighted sum over the n keys, the scores' rounding shifting the weights, and where the two sides project x
+    their own ways (projected), the projections' rounding.
+
+    queries, keys, values and weights as the eight steps make them ((h, n, d) or one head's (n, d)); the first n_q
+    queries of x; rope: whether RoPE turned queries and keys. Float64, on the CPU, a head's weights at a time."""
+    dtype, eps = queries.dtype, torch.finfo(queries.dtype).eps
+    q, k, v = (t.detach().cpu().double() for t in (queries, keys, values))
+    q, k, v, w = (t if t.dim() == 3 else t[None] for t in (q, k, v, weights.detach().cpu()))  # (h, n, d): a head axis
+    n_q, h, n = q.shape[1], q.shape[0], k.shape[1]
+    x, w_query, w_key, w_value = (t.detach().cpu().double() for t in (x, w_query, w_key, w_value))
+    # step 3: q = x W_Q rounds a sum of d_in products; split into heads (and turned by RoPE) as the steps do
+    e_q = heads_of(product_error(x[:n_q], w_query, dtype), h, q.shape[-1]) * projected  # (h, n_q, d_k/h)
+    e_k = heads_of(product_error(x, w_key, dtype), h, k.shape[-1]) * projected  # (h, n, d_k/h)
+    e_v = heads_of(product_error(x, w_value, dtype), h, v.shape[-1]) * projected  # (h, n, d_v/h)
+    if rope:
+        e_q, e_k = turned_error(e_q, q, dtype), turned_error(e_k, k, dtype)
+    # step 4: a score s_ij = m · q_i · k_j is off by σ_ij ≤ u_i ‖k_j‖ + |m| ‖q_i‖ ‖e_k,j‖ + 4 eps: its own sum of d
+    # products (|q_i|·|k_j| ≤ ‖q_i‖ ‖k_j‖), q's and k's errors, and the softmax's exp and division (a few eps each)
+    q_norm, k_norm = q.norm(dim=-1), k.norm(dim=-1)  # (h, n_q), (h, n)
+    u = abs(multiplier) * ((rounding(q.shape[-1], dtype) + 2 * eps) * q_norm + e_q.norm(dim=-1))  # (h, n_q)
+    # step 5: an error δs_ij moves output i by Σ_j w_ij δs_ij (v_j − o_i): at most √(Σ_j w_ij σ_ij²) times the
+    # weighted spread √(Σ_j w_ij (v_j − o_i)²) (Cauchy–Schwarz), with (a + b + c)² ≤ 3 (a² + b² + c²)
+    error, o = (torch.empty(h, n_q, v.shape[-1], dtype=torch.float64) for _ in range(2))  # (h, n_q, d_v/h)
+    for i in range(h):  # a head at a time: one n_q × n matrix in float64, never every head's
+        w_i = w[i].double()
+        spread_s = 3 * (u[i] ** 2 * (w_i @ k_norm[i] ** 2) + 16 * eps**2)  # (n_q,)
+        spread_s += 3 * multiplier**2 * q_norm[i] ** 2 * (w_i @ e_k[i].norm(dim=-1) ** 2)
+        o[i] = w_i @ v[i]  # (n_q, d_v/h)
+        spread_v = ((w_i @ v[i] ** 2) - o[i] ** 2).clamp(min=0)  # Σ_j w_ij (v_jc − o_ic)², in float64
+        # steps 6-7: the sum over n keys of w_ij v_jc (twice: the softmax's own sum over n scales a row as a
+        # whole), and v's errors weighted
+        w_i = w_i.abs()  # a copy: in float64, w_i is the trace's own weights
+        error[i] = 2 * rounding(n, dtype) * (w_i @ v[i].abs()) + (spread_s[:, None] * spread_v).sqrt() + w_i @ e_v[i]
+    error, concat = error.transpose(0, 1).flatten(1), o.transpose(0, 1).flatten(1)  # (n_q, d_v): heads side by side
+    if w_out is not None:  # a sum of d_v products more, and the heads' errors through w_out
+        w_out = w_out.detach().cpu().double().abs()
+        error = product_error(concat, w_out, dtype) + error @ w_out
+    return error + 16 * torch.finfo(dtype).tiny  # never 0: a difference below float's smallest number is none
+
+
+def gradient_tolerance(
+    x, w_query, w_key, w_value, queries, keys, values, weights, softmax, d_outputs, multiplier, rope, w_out, target
+):
+    """How far two float computations of the leaves' gradients may be apart, number by number: the backward pass run
+    on absolute values (each sum's Σ|terms|, carried through the chain) times √K · eps, K every term summed on the
+    way, and the weights' error from the scores' rounding carried the same way. target: the loss compares every
+    output with a target, so d_outputs = outputs − target carries the outputs' rounding. {d_x: …, d_w_query: …}."""
+    dtype, eps = queries.dtype, torch.finfo(queries.dtype).eps
+    q, k, v, a, s = (t.detach().cpu().to(dtype) for t in (queries, keys, values, weights, softmax))
+    q, k, v, a, s = (t if t.dim() == 3 else t[None] for t in (q, k, v, a, s))  # (h, n, d): in the run's dtype
+    h, n, d_head = q.shape
+    x, w_query, w_key, w_value = (t.detach().cpu().double().abs() for t in (x, w_query, w_key, w_value))
+    d_o = d_outputs.detach().cpu().double()  # signed: d_scores' own sum cancels
+    r = rounding(2 * n + d_head + v.shape[-1] + x.shape[-1] + d_o.shape[-1], dtype)  # the chain's sums, end to end
+    concat = torch.stack([a[i].abs() @ v[i].abs() for i in range(h)]).double()  # (h, n, d_v/h): at least |outputs|
+    concat = concat.transpose(0, 1).flatten(1)  # (n, d_v): before w_out, the heads side by side
+    w_out = None if w_out is None else w_out.detach().cpu().double()
+    error_o = rounding(n, dtype) * (concat if w_out is None else concat @ w_out.abs()) if target else 0 * d_o
+    d_c, out = d_o, {}
+    if w_out is not None:  # outputs = concat @ w_out
+        out["d_w_out"] = r * concat.T @ d_o.abs() + concat.T @ error_o
+        d_c, error_o = d_o @ w_out.T, error_o @ w_out.abs().T
+    d_h, error_h = (m.unflatten(-1, (h, -1)).transpose(0, 1).to(dtype) for m in (d_c, error_o))  # (h, n, d_v/h)
+    # a score's rounding σ_ij (its sum of d_head products, the scale, the softmax's exp and division), per unit of
+    # Σ_k |q_ik k_jk|: it moves weight j by A_ij Σ_k A_ik (δs_ij − δs_ik)
+    unit = abs(multiplier) * (rounding(d_head, dtype) + 2 * eps)
+    d_q, d_k, d_v = torch.zeros_like(q, dtype=torch.float64), torch.zeros_like(k, dtype=torch.float64), []
+    for i in range(h):  # a head at a time: its n × n matrices alone
+        sigma = unit * (q[i].abs().double() @ k[i].abs().double().T) + 4 * eps  # (n, n)
+        e_s, e_v = weights_back(a[i], s[i], v[i], d_h[i], error_h[i], sigma, r)
+        e_s = e_s * abs(multiplier)
+        d_q[i], d_k[i] = e_s @ k[i].abs().double(), e_s.T @ q[i].abs().double()
+        d_v.append(e_v)
+    d_v = torch.stack(d_v)
+    if rope:  # each of a pair's two gradients reaches both of its numbers
+        d_q, d_k = ((m[..., 0::2] + m[..., 1::2]).repeat_interleave(2, dim=-1) for m in (d_q, d_k))
+    g = w_key.shape[-1] // d_head  # key/value heads: each sums its query heads' gradients
+    d_k, d_v = (m.unflatten(0, (g, h // g)).sum(1) for m in (d_k, d_v))
+    d_q, d_k, d_v = (m.transpose(0, 1).flatten(1) for m in (d_q, d_k, d_v))  # (n, d): heads side by side
+    out |= {"d_w_query": x.T @ d_q, "d_w_key": x.T @ d_k, "d_w_value": x.T @ d_v}
+    out["d_x"] = d_q @ w_query.T + d_k @ w_key.T + d_v @ w_value.T
+    return {name: m + 16 * torch.finfo(dtype).tiny for name, m in out.items()}
+
+
+def weights_back(a, s, v, d_h, error_h, sigma, r):
+    """One head's errors of d_scores (n, n) and d_values (n, d_v), float64: the rounding of their sums (r times
+    their terms' magnitudes), d_outputs' own error, and the weights' error from the scores' σ (n, n).
+    a: the weights used in step 6; s: the exact softmax; d_h: the head's d_outputs (signed)."""
+    d_a = d_h @ v.mT  # (n, n): signed, d_A_ij = Σ_c dO_ic v_jc
+    size_a, error_a = (m @ v.abs().mT for m in (d_h.abs(), error_h))  # its terms' magnitude; dO's error in it
+    mean = (s * d_a).sum(-1, keepdim=True)  # (n, 1): Σ_k A_ik dA_ik
+    s = s.double()
+    # |δA_ij| ≤ A_ij Σ_k A_ik (σ_ij + σ_ik), k ≠ j: none where one key takes all the weight
+    delta = s * (sigma * (1 - s) + (s * sigma).sum(-1, keepdim=True) - s * sigma)
+    e_a = r * size_a.double() + error_a.double()  # dA's error: its sum's rounding, and dO's error carried
+    e_s = s * (e_a + (s * e_a).sum(-1, keepdim=True))  # d_S = A (dA − mean): dA's errors carried
+    e_s += delta * (d_a - mean).double().abs() + s * (delta * d_a.double().abs()).sum(-1, keepdim=True)
+    e_v = a.abs().double().T @ (r * d_h.abs().double() + error_h.double()) + delta.T @ d_h.abs().double()
+    return e_s, e_v
+
+
+def within(got: torch.Tensor, reference: torch.Tensor, tolerance: torch.Tensor) -> bool:
+    """Whether every number of got is within its tolerance of the reference's (NaN never is)."""
+    return bool(((got.double() - reference.double()).abs() <= tolerance).all())

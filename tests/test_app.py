@@ -201,3 +201,27 @@ def test_a_button_that_changes_the_controls_is_not_undone_by_the_widgets_old_val
     at.selectbox(key="mask").set_value("causal").run()
     at.button(key="reset").click().run()
     assert at.selectbox(key="mask").value == "none"
+
+
+def test_the_causal_question_turns_the_mask_on_alone_and_shows_its_effect_alone(at):
+    """Issue 29, point 4: "What does a causal mask do to Input 1's output?" changes the mask and nothing else; the
+    sidebar shows the softmax in use (the rounded one cannot go with a mask: its switch reads off, greyed, and says
+    why), and step 7 shows each output before and after the mask with everything else equal, so the last output,
+    which sees every key, does not move."""
+    at.query_params["ask"] = "causal"
+    at.switch_page("pages/walkthrough.py").run()
+    s = session(at)
+    assert s.step == "outputs" and s.controls.mask == "causal" and s.case.options.weights_override is None
+    switch = at.toggle(key="use_rounded")
+    assert switch.value is False and switch.disabled
+    assert any("In use: the exact softmax" in c.value for c in at.sidebar.caption)
+    table = next(d.value for d in at.dataframe if "Without the mask" in d.value.columns)
+    exact = attend(parse_case({**case_to_dict(article()), "options": {}})).outputs  # the same softmax, no mask
+    masked = attend(parse_case({**case_to_dict(article()), "options": {"mask": "causal"}})).outputs
+    for i, token in enumerate(article().tokens):
+        assert table.loc[token, "Without the mask"] == "[" + ", ".join(f"{v:.4g}" for v in exact[i].tolist()) + "]"
+        assert table.loc[token, "With the causal mask"] == "[" + ", ".join(f"{v:.4g}" for v in masked[i].tolist()) + "]"
+    assert table.loc["Input 3", "Moved"] == "" and table.loc["Input 1", "Moved"] == "yes"
+    at.selectbox(key="mask").set_value("none").run()  # the choice comes back with the options it fits
+    switch = at.toggle(key="use_rounded")
+    assert switch.value is True and not switch.disabled and session(at).case.options.weights_override is not None

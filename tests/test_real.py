@@ -14,6 +14,9 @@ from streamlit.testing.v1 import AppTest
 
 from attention import attend, models
 from attention.app.origins import Article, ModelHead, model
+from attention.base.presets import random_case
+from attention.exercise.state import Classroom, on_case
+from attention.forward import teach
 from attention.models.script import real_script
 from tests.apptest import APP, PAGES, current_trace, edit, session
 
@@ -259,3 +262,52 @@ def test_every_page_renders_a_real_head(real, model, lang):
         assert not real.exception, (page, real.exception)
         assert not real.error, (page, [e.value for e in real.error])
     assert isinstance(session(real).origin, ModelHead)
+
+
+def _questions_and_exercises(at: AppTest) -> list[str]:
+    at.switch_page("pages/overview.py").run()
+    assert not at.exception, at.exception
+    return [link.proto.label for link in at.get("page_link")]  # the main area's: the questions, the exercises
+
+
+def test_a_real_heads_overview_asks_what_its_screen_answers(real):
+    """Issue 29, point 3: on SmolLM2's 64-wide, causal, RoPE head the questions are ones the screen answers (which
+    token a token looks at most, RoPE's turn, ÷√64), never a masked score or a vector of 64 numbers, and the
+    exercises are the case's own (a weight from its row of scores), not the article's on a 64-wide head."""
+    labels = _questions_and_exercises(real)
+    assert "Which token does ␣tired look at most, and why?" in labels
+    assert any(label.startswith("What does RoPE's turn do to the score of query ␣tired") for label in labels)
+    assert "What does dividing the scores by √64 do here?" in labels
+    assert not any("inf" in label for label in labels)  # a masked score is −∞ by definition
+    assert all(label.count(",") < 4 for label in labels)  # no vector of 64 numbers
+    assert not any(label.startswith("Step ") for label in labels)  # the article's exercises
+    weight = next(label for label in labels if label.startswith("Work out the weight query ␣tired gives key"))
+    real.query_params["ask"] = "look"
+    real.switch_page("pages/explain.py").run()
+    assert "A₁₀," in real.code[0].value  # the weight's softmax arithmetic, row ␣tired
+    real.query_params["exercise"] = "case_weight"
+    real.switch_page("pages/exercise.py").run()
+    assert not real.exception and isinstance(session(real).origin, ModelHead)  # opened on the head, as it is
+    row = current_trace(real)["weights_exact"][len(TOKENS) - 1]
+    blank = session(real).view(Classroom).exercise.exercise.blanks[0]
+    assert blank.tensor == "weights_exact" and blank.index == (len(TOKENS) - 1, int(row.argmax()))
+    assert TOKENS[blank.index[1]] in weight
+
+
+def test_a_real_heads_questions_in_chinese(real):
+    real.selectbox(key="lang").set_value("zh").run()
+    labels = _questions_and_exercises(real)
+    assert "␣tired 最关注哪个词元？为什么？" in labels and "在这里把分数除以 √64 起了什么作用？" in labels
+    assert not any("inf" in label or "第 3 步" in label for label in labels)
+
+
+def test_a_case_too_big_for_hand_work_offers_no_exercise_and_no_wide_question():
+    """A 20-token case on a 64-wide head: no question prints a vector or a score to work out, and no ready-made
+    exercise fits (the page says so); a small causal case's score question asks about a score the mask keeps."""
+    trace = attend(random_case(n=20, d_in=8, d_k=64, d_v=64, seed=1, mask="causal"))
+    assert set(teach.questions(trace)) == {"look", "sqrt_dk"} and on_case(trace) == {}
+    small = attend(random_case(n=4, d_in=4, d_k=2, d_v=2, seed=1, mask="causal"))
+    assert set(teach.questions(small)) == {"score", "output", "sqrt_dk"}
+    assert set(on_case(small)) == {"case_weight", "case_score"}
+    query, key = teach.seen_cell(small)
+    assert key <= query  # a score the causal mask keeps

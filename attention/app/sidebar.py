@@ -43,6 +43,7 @@ def _room(session: Session) -> tuple | None:
 def draw(session: Session) -> None:
     """The sidebar's widgets, showing the session's controls (which a link, a file or a preset may have changed)."""
     shown = {LANGUAGE: session.lang} | {name: getattr(session.controls, name) for name in CONTROLS}
+    shown["use_rounded"] &= not rounded_dropped(session)  # the softmax in use, not the one asked for
     for key, value in shown.items():
         if st.session_state.get(key) != value:  # only what changed: a set value makes Streamlit send the widget again
             st.session_state[key] = value
@@ -64,10 +65,19 @@ def draw(session: Session) -> None:
             _precision()
 
 
+def rounded_dropped(session: Session) -> bool:
+    """Whether the article's rounded softmax is chosen but the exact one is in use (a mask, heads, other numbers)."""
+    asked = session.controls.use_rounded and session.inputs.rounded is not None
+    return asked and session.case.options.weights_override is None
+
+
 def _options(session: Session, language: str) -> None:
     none = session.inputs.rounded is None  # drawn all the same: a widget that goes shifts the rest (and folds them)
+    dropped = rounded_dropped(session)  # shown off, and why: the choice comes back with the options it fits
     help_text = t("sidebar.rounded_none") if none else t("sidebar.rounded_help")
-    st.toggle(t("sidebar.rounded"), key="use_rounded", help=help_text, disabled=none)
+    st.toggle(t("sidebar.rounded"), key="use_rounded", help=help_text, disabled=none or dropped)
+    if dropped:
+        st.caption(t("sidebar.rounded_dropped"))
     st.selectbox(
         t("sidebar.scale"), SCALES, format_func=lambda v: i18n.text(language, f"scale.{v}"), key="scale",
         help=t("sidebar.scale_help"),

@@ -13,7 +13,7 @@ from ..base.case import CaseError
 from ..base.i18n import excerpt, msg
 from . import room
 from .compute import Blank, Exercise, from_link
-from .state import FOUND, PARAM, PARAMS, PRESENT, READY, SHOWN, Attempt, Classroom, hiding, shown
+from .state import FOUND, PARAM, PARAMS, PRESENT, READY, SHOWN, Attempt, Classroom, hiding, on_case, shown
 
 
 def follows(session: Session, params: MutableMapping[str, str]) -> None:
@@ -36,6 +36,8 @@ def follows(session: Session, params: MutableMapping[str, str]) -> None:
             session.choose(mask=mask)
         blanks = tuple(Blank(name, index) for name, index in cells)  # their prompt is the catalogue's
         made, ready = Exercise(blanks), token
+    elif token in (own := on_case(traces.current(session))):  # the case's own: opened on it, as it is
+        made, ready = Exercise(tuple(Blank(name, index) for name, index in own[token])), token
     else:
         try:
             made, ready = from_link(token, traces.current(session)), None

@@ -25,5 +25,5 @@ def exercise() -> None:
     else:
         st.header(t("exercise.list_header"))
         st.write(t("exercise.intro"))
-        room.ready_made()
+        room.ready_made(s, trace)
         room.make_one(s)

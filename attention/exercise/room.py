@@ -22,14 +22,20 @@ from ..forward.explain_room import part_figure
 from ..show.heatmap import axis, labels
 from . import state
 from .compute import HIDEABLE, MAX_PROMPT, Exercise, answer, exact
-from .state import FOUND, PARAM, PRESENT, READY, SHOWN, Classroom
+from .state import FOUND, PARAM, PRESENT, SHOWN, Classroom
 
 
-def ready_made() -> None:
-    """The ready-made exercises on the article, one a step, each a link that opens it."""
-    for name in READY:
-        st.page_link("pages/exercise.py", label=t(f"exercise.ready_title.{name}"), icon=":material/school:",
-                     query_params={PARAM: name})  # fmt: skip
+def ready_made(session: Session, trace: Trace) -> None:
+    """The ready-made exercises for the case in front of the learner (state.offered), each a link that opens it;
+    where none fits, said plainly."""
+    offered = state.offered(session, trace)
+    for name, cells in offered.items():
+        index = cells[0][1] if name in state.CASE_READY else (0, 0)  # a case's own names its cell in words
+        query, key = (trace.case.tokens[i] for i in index[-2:])
+        st.page_link("pages/exercise.py", label=plain(t(f"exercise.ready_title.{name}", query=query, key=key)),
+                     icon=":material/school:", query_params={PARAM: name})  # fmt: skip
+    if not offered:
+        st.caption(t("exercise.none_here", n=trace.case.n, d=trace.case.d_head))
 
 
 def maker(session: Session, trace: Trace) -> None:

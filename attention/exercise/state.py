@@ -11,6 +11,7 @@ from ..app.session import Session
 from ..base.case import Case, CaseError
 from ..base.explain import Explanation, explain
 from ..base.i18n import Message, clip, msg, text
+from ..forward import teach
 from ..forward.compute import Trace
 from ..show.heatmap import labels
 from .compute import (
@@ -43,6 +44,29 @@ READY = {
     "output": ("none", [("outputs", (2, c)) for c in range(3)]),  # output 3
     "causal": ("causal", [("outputs", (0, c)) for c in range(3)]),  # what a causal mask does to output 1
 }
+
+CASE_READY = ("case_weight", "case_score")  # the names of a case's own, beside the article's (READY)
+ROW_BY_HAND = 16  # the longest row of scores whose softmax a person works out (a real sentence's ten are fine)
+
+
+def on_case(trace: Trace) -> dict[str, tuple[tuple[str, tuple[int, ...]], ...]]:
+    """The ready-made exercises on the case in front of the learner (any case but the article's), by name: a weight
+    from its row of scores where the row is short, a score from two vectors where they are short (teach.BY_HAND);
+    none where neither is."""
+    head, out = (0,) if trace.has_head("weights_exact") else (), {}
+    if trace.case.n <= ROW_BY_HAND:
+        out["case_weight"] = (("weights_exact", head + teach.most_looked_at(trace)),)
+    if teach.by_hand(trace.case.d_head):
+        out["case_score"] = (("scores_raw", head + teach.seen_cell(trace)),)
+    return out
+
+
+def offered(session: Session, trace: Trace) -> dict[str, tuple[tuple[str, tuple[int, ...]], ...]]:
+    """The ready-made exercises the overview and the Exercise page offer: the article's, one a step, on the article
+    as it is; on any other case, its own (on_case), which a link opens on that case rather than on the article."""
+    if session.origin.exercises == "article":
+        return {name: tuple(cells) for name, (_, cells) in READY.items()}
+    return on_case(trace)
 
 
 @dataclass

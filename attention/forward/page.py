@@ -36,7 +36,7 @@ def overview() -> None:
         st.header(t("overview.questions"))
         room.links(trace)
         st.header(t("overview.exercises"))
-        exercise_room.ready_made()
+        exercise_room.ready_made(tab.current(), trace)
     with right:
         st.header(t("overview.result"))
         charts.chart(charts.figure(figures.tensor_heatmap, trace, "outputs"), "chart_outputs")
@@ -98,6 +98,8 @@ def _walkthrough(trace: Trace) -> None:
         difference_title = t("walkthrough.difference_title", name=name)
         difference = charts.figure(figures.difference_heatmap, trace, exact, name, title=difference_title)
         charts.chart(difference, "chart_difference", where=right if step.name == "outputs" else left)
+    if step.name == "outputs" and trace.case.options.mask == "causal" and not hiding(tab.current(), trace):
+        room.mask_effect(trace)  # the mask's doing alone: the outputs before and after it, all else equal
 
 
 def inputs() -> None:

@@ -3,10 +3,10 @@ to its answer, with the case's own numbers), and the variants page's temperature
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import MutableMapping
 
+import pandas as pd
 import streamlit as st
 
 from ..app import charts, tab, traces
@@ -16,9 +16,8 @@ from ..app.session import Session
 from ..app.text import plain, prose
 from ..base import i18n
 from ..base.case import with_options
-from ..show.describe import HIDDEN
 from ..show.heatmap import heatmap, labels
-from . import explain_room
+from . import explain_room, teach
 from .compute import Trace
 from .figures import TEMPERATURES
 
@@ -87,54 +86,69 @@ def _advance(seconds: float) -> None:
 
 
 ASK = "ask"  # the link's parameter: which question, answered once when its page opens
-PAGE = {"score": "explain", "output": "explain", "causal": "walkthrough", "sqrt_dk": "variants"}
+PAGE = {
+    "score": "explain", "look": "explain", "rope": "walkthrough", "output": "explain", "causal": "walkthrough",
+    "sqrt_dk": "variants",
+}  # fmt: skip
 
 
 def links(trace: Trace) -> None:
-    """The questions as links, written with this trace's numbers: the score of query 2 on key 3 and output 3, as
-    the article has them, and what a causal mask and ÷√d_k change."""
-    tokens, (query, key), row = trace.case.tokens, _score_cell(trace.case.n), _output_row(trace.case.n)
-    score = trace["scores"][..., query, key].flatten()[0].item()  # the first head's, when there are several
-    output = ", ".join(_number(v) for v in trace.outputs[row].tolist())
-    asks = {
-        "score": t("question.score", query=tokens[query], key=tokens[key], value=_number(score)),
-        "output": t("question.output", token=tokens[row], row=f"[{output}]"),
-        "causal": t("question.causal", token=tokens[0]),
-        "sqrt_dk": t("question.sqrt_dk"),
-    }
-    for ask, question in asks.items():
-        st.page_link(f"pages/{PAGE[ask]}.py", label=plain(question), icon=":material/help:", query_params={ASK: ask})
+    """The questions as links, written with this case's own numbers (teach.questions says which the case has)."""
+    for ask, question in teach.questions(trace).items():
+        label = plain(i18n.render(lang(), question))
+        st.page_link(f"pages/{PAGE[ask]}.py", label=label, icon=":material/help:", query_params={ASK: ask})
 
 
 def answer(session: Session, params: MutableMapping[str, str]) -> None:
     """Set up the view a question's link asks for, once (its parameter taken out of the URL): the number to explain,
-    or the mask and the step."""
+    or the step, or the mask alone (the walkthrough's step 7 then shows the outputs before and after it)."""
     ask = params.get(ASK)
     if ask not in PAGE:
         return
     params.pop(ASK)
-    case, o = session.case, session.case.options
-    if ask == "score":  # a score's index starts with its head when there are several: the first
-        explain_room.pick("scores_raw", ((0,) if o.heads > 1 else ()) + _score_cell(case.n))
+    trace, o = traces.current(session), session.case.options
+    head = (0,) if o.heads > 1 else ()  # a number's index starts with its head when there are several: the first
+    if ask == "score":
+        explain_room.pick("scores_raw", head + teach.seen_cell(trace))
+    elif ask == "look":
+        explain_room.pick("weights", head + teach.most_looked_at(trace))
+    elif ask == "rope":
+        session.go_to("rope" if o.rope_base is not None else "scores")
     elif ask == "output":
-        d_out = len(o.w_out[0]) if o.w_out else case.d_v
-        explain_room.pick("outputs", (_output_row(case.n), min(1, d_out - 1)))  # the article's output 3: its 7.8
+        d_out = len(o.w_out[0]) if o.w_out else session.case.d_v
+        explain_room.pick("outputs", (_output_row(session.case.n), min(1, d_out - 1)))  # the article's output 3: 7.8
     elif ask == "causal":
-        session.choose(mask="causal")
+        session.choose(mask="causal")  # one change: the softmax in use stays what the sidebar says
         session.go_to("outputs")  # step 7 by its name: on a RoPE case too, where it is the 8th of nine
-
-
-def _number(v: float) -> str:
-    """A number of the question, or "?" where an open exercise hides it (NaN: see exercise.redacted)."""
-    return HIDDEN if math.isnan(v) else f"{v:.4g}"
-
-
-def _score_cell(n: int) -> tuple[int, int]:
-    return min(1, n - 1), min(2, n - 1)  # query 2, key 3
 
 
 def _output_row(n: int) -> int:
     return min(2, n - 1)  # output 3
+
+
+def mask_effect(trace: Trace) -> None:
+    """Step 7 under a causal mask: each output before and after the mask, everything else equal (the same softmax,
+    scale and temperature as in use), so that what moves is the mask's doing alone."""
+    s = tab.current()
+    before = traces.variant_outputs(s, trace, with_options(trace.case, mask=None))
+    after = trace.outputs
+    n = min(trace.case.n, 16)  # a real sentence's first rows: the mask's effect is largest there
+    rows = {
+        t("mask_effect.before"): [_row(before[i]) for i in range(n)],
+        t("mask_effect.after"): [_row(after[i]) for i in range(n)],
+        t("mask_effect.moved"): [t("mask_effect.yes") if (before[i] - after[i]).abs().max() > 0 else "" for i in
+                                 range(n)],
+    }  # fmt: skip
+    st.subheader(t("mask_effect.header"))
+    st.caption(t("mask_effect.same", softmax=t("softmax.rounded" if trace.case.options.weights_override is not None
+                                                  else "softmax.exact")))  # fmt: skip
+    st.dataframe(pd.DataFrame(rows, index=list(trace.case.tokens[:n])))
+
+
+def _row(v) -> str:
+    values = v.tolist()
+    shown = ", ".join(f"{x:.4g}" for x in values[: teach.BY_HAND])
+    return f"[{shown}{', …' if len(values) > teach.BY_HAND else ''}]"
 
 
 # The temperature explorer (the variants page): a fragment, so that only it reruns while its slider moves

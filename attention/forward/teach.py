@@ -96,3 +96,63 @@ def rounding_gap(case: Case) -> float:
     """How far the case's weights override is from its exact softmax: the largest difference of one weight."""
     exact = attend(with_options(case, weights_override=None, device="cpu"))["weights_exact"]
     return (exact - torch.tensor(case.options.weights_override, dtype=exact.dtype)).abs().max().item()
+
+
+# The overview's questions: from the case in front of the learner
+
+BY_HAND = 4  # the widest vectors a question prints, and a person multiplies out by hand
+
+
+def by_hand(width: int) -> bool:
+    """Whether vectors this wide are worked out by hand, and printed in a question (a real head's 64 are not)."""
+    return width <= BY_HAND
+
+
+def seen_cell(trace: Trace) -> tuple[int, int]:
+    """The score a question asks about: query 2 on key 3 as the article has it, or the nearest one the query sees
+    (a masked score is −∞ by definition: nothing to ask)."""
+    n, scores = trace.case.n, trace["scores"]
+    first = scores.reshape(-1, n, n)[0]  # the first head's, when there are several
+    near = ((1, 2), (2, 1), (1, 1), (1, 0), (0, 0))
+    for query, key in ((min(q, n - 1), min(k, n - 1)) for q, k in near):
+        if first[query, key].item() != float("-inf"):  # NaN: a number an open exercise hides, not a masked one
+            return query, key
+    return 0, 0
+
+
+def most_looked_at(trace: Trace) -> tuple[int, int]:
+    """The last token (which sees every key, even under a causal mask) and the key it gives its largest weight."""
+    n = trace.case.n
+    row = trace["weights"].reshape(-1, n, n)[0][n - 1]
+    return n - 1, int(row.nan_to_num(nan=-1.0).argmax())
+
+
+def questions(trace: Trace) -> dict[str, Message]:
+    """The overview's questions, by the id their link carries, each answerable from the screen: a score worked out
+    by hand only where its vectors are short, an output only where it is a few numbers, which key a token looks at
+    most where they are not; RoPE's turn on a case with it; a causal mask where there is none yet; ÷√d_k always."""
+    case, o = trace.case, trace.case.options
+    tokens, out = case.tokens, {}
+    if by_hand(case.d_head):
+        query, key = seen_cell(trace)
+        score = trace["scores"].reshape(-1, case.n, case.n)[0][query, key].item()
+        out["score"] = msg("question.score", query=tokens[query], key=tokens[key], value=_number(score))
+    else:
+        query, key = most_looked_at(trace)
+        out["look"] = msg("question.look", token=tokens[query])
+    if o.rope_base is not None:
+        query, key = most_looked_at(trace)
+        out["rope"] = msg("question.rope", query=tokens[query], key=tokens[key])
+    row = min(2, case.n - 1)
+    if by_hand(trace.outputs.shape[-1]):
+        output = ", ".join(_number(v) for v in trace.outputs[row].tolist())
+        out["output"] = msg("question.output", token=tokens[row], row=f"[{output}]")
+    if o.mask is None:
+        out["causal"] = msg("question.causal", token=tokens[0])
+    out["sqrt_dk"] = msg("question.sqrt_dk", d=case.d_head)
+    return out
+
+
+def _number(v: float) -> str:
+    """A number of a question, or "?" where an open exercise hides it (NaN: see exercise.redacted)."""
+    return "?" if math.isnan(v) else f"{v:.4g}"

@@ -12,6 +12,8 @@ from .origin import Origin
 class Article(Origin):
     """The article's numbers and options: a link needs no parameter for them."""
 
+    exercises: ClassVar[str] = "article"  # the article's, one a step (exercise.state.READY)
+
     def link(self) -> dict[str, str]:
         return {}
 

@@ -23,6 +23,7 @@ class Origin:
 
     case: Case  # the case as the origin made it
     section: ClassVar[str | None] = None  # the sidebar's room under the preset that makes this kind (sidebar.ROOMS)
+    exercises: ClassVar[str] = "case"  # the ready-made exercises it offers: the article's ("article") or the case's own
     verify: ClassVar[str] = "verify"  # the catalogue's words for its check: verify.badge, verify.agrees, …
 
     params: ClassVar[tuple[str, ...]] = ()  # the link's parameters that name a case of this kind (see link)

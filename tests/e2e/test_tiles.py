@@ -40,8 +40,6 @@ def test_the_tiles_page_plays_its_tiles_and_keeps_the_last_valid_blocks(page: Pa
     expect(main.get_by_text("B_q (queries per tile): must be from 1 to n = 3, not 0").first).to_be_visible()
     expect(main.get_by_text("6 tiles of 2 × 1").first).to_be_visible()  # the last valid view stays
     assert_no_exception(page)
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=SCREENSHOTS / "tiles.png", full_page=True)
 
 
 def test_the_tiles_page_opens_on_the_tile_that_rescales(page: Page) -> None:
@@ -55,3 +53,5 @@ def test_the_tiles_page_opens_on_the_tile_that_rescales(page: Page) -> None:
     expect(main.get_by_text("ℓ after key tile 2").first).to_be_visible()
     assert "tile=" not in page.url  # the default: a link opens on it again
     assert_no_exception(page)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=SCREENSHOTS / "tiles.png", full_page=True)

@@ -393,8 +393,9 @@ def test_the_page_has_one_set_of_pickers_that_the_loss_and_the_sensitivity_map_s
 
 def test_a_masked_scores_gradient_and_a_masked_weight_say_their_zero_is_the_masks():
     from attention.backward.figures import gradient_pair
-    from attention.forward.figures import tensor_heatmap
+    from attention.forward.figures import masked_cells, tensor_heatmap
     from attention.show.describe import describe
+    from attention.show.tables import table as number_table
 
     case = with_options(article(), mask="causal", weights_override=None)
     result = backward(attend(case), default_loss(attend(case)))
@@ -411,5 +412,8 @@ def test_a_masked_scores_gradient_and_a_masked_weight_say_their_zero_is_the_mask
     assert table.iloc[0].tolist() == ["1", "0 (masked)", "0 (masked)"]
     walked = tensor_heatmap(attend(case), "weights")  # the walkthrough's step 5 too
     assert walked.data[0].text[0][2] == "0 (masked)" and walked.data[0].text[2][0] == "0.0002954"
+    beside = number_table(attend(case), "weights", mask=masked_cells(attend(case)), rows=[0, 2])  # and its number table
+    assert beside.iloc[0].tolist() == ["1", "0 (masked)", "0 (masked)"]
+    assert beside.iloc[1, 0] == "0.0002953872"  # not masked: its number
     _, zh = gradient_pair(result, "d_weights", None, "zh")
     assert zh.data[0].text[0][1] == "0（掩码）" and "0（掩码）" in describe(zh, "zh")[1]

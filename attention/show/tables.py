@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..base import numbers
+from ..base.i18n import text
 from ..base.record import Record
 from .describe import HIDDEN
 from .heatmap import axis, labels
@@ -16,10 +17,16 @@ TABLE_MAX_CELLS = 4096  # tables beyond this are not readable anyway; the heatma
 
 
 def table(
-    record: Record, name: str, head: int | None = None, rows: list[int] | None = None, lang: str = "en"
+    record: Record,
+    name: str,
+    head: int | None = None,
+    rows: list[int] | None = None,
+    lang: str = "en",
+    mask: np.ndarray | None = None,
 ) -> pd.DataFrame | None:
     """A recorded 2-D tensor (or some of its rows) as a table with the same labels, each number written as short as
-    it reads back (its own float32 or float64 value) and a masked score as −∞; None when it is too big to read.
+    it reads back (its own float32 or float64 value), a masked score as −∞ and an exact 0 in a cell the mask took
+    out (True in `mask`, as the heatmap's) as "0 (masked)"; None when it is too big to read.
     The cells are the written numbers (text): a Styler's formatting of each cell cost more than all the rest of a
     rerun at n = 64 (bench/profile.md)."""
     matrix = record.view(name, head)
@@ -32,6 +39,11 @@ def table(
     columns = labels(record, col_kind, matrix.shape[1], lang)
     index = pd.Index(index, name=axis(lang, row_kind))  # the row labels' header: a screen reader names the column
     cells = [[_table_number(v) for v in row] for row in matrix.numpy()]
+    if mask is not None:  # a masked weight's 0 is the mask's doing, never like any other 0
+        for i, row in enumerate(range(matrix.shape[0]) if rows is None else rows):
+            for j, v in enumerate(matrix[i].tolist()):
+                if mask[row, j] and v == 0:
+                    cells[i][j] = text(lang, "a11y.masked_zero")
     return pd.DataFrame(cells, index=index, columns=columns, dtype=object)
 
 

@@ -225,3 +225,22 @@ def test_the_causal_question_turns_the_mask_on_alone_and_shows_its_effect_alone(
     at.selectbox(key="mask").set_value("none").run()  # the choice comes back with the options it fits
     switch = at.toggle(key="use_rounded")
     assert switch.value is True and not switch.disabled and session(at).case.options.weights_override is not None
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_masks_effect_moves_no_row_that_sees_every_key(seed):
+    """Before and after the mask are made one way (a broadcast and a matrix product round differently): the last
+    token sees every key, so its row never reads "moved", on numbers that are not whole too."""
+    from streamlit.testing.v1 import AppTest
+
+    from attention.base.files import case_to_link
+    from attention.base.presets import random_case
+    from tests.apptest import APP
+
+    at = AppTest.from_file(APP, default_timeout=60)  # the link is read on the session's first run
+    at.query_params["case"] = case_to_link(random_case(16, 8, 8, 8, seed=seed, scale="sqrt_dk"))
+    at.query_params["ask"] = "causal"
+    at.run().switch_page("pages/walkthrough.py").run()
+    table = next(d.value for d in at.dataframe if "Without the mask" in d.value.columns)
+    moved = table["Moved"]
+    assert session(at).case.n == 16 and moved.iloc[-1] == "" and (moved.iloc[:-1] == "yes").any(), table

@@ -250,6 +250,18 @@ def test_the_exercises_page_makes_one_itself_and_names_cells_in_words():
     assert session(app).view(Classroom).making is None and app.button(key="exercise_make_one")
 
 
+def test_make_one_and_back_work_with_the_share_panels_switch_drawn():
+    """The Share panel's "Make an exercise" switch follows the page's buttons (a widget keeps its own value: drawn
+    with the old one, it undid "Make one" in the same run)."""
+    app = opened({})
+    open_share_panel(app.switch_page("pages/exercise.py"))
+    assert not app.toggle(key="exercise_making").value
+    app.button(key="exercise_make_one").click().run().run()
+    assert session(app).view(Classroom).making == () and app.session_state["exercise_making"]
+    app.button(key="exercise_stop_making").click().run().run()
+    assert session(app).view(Classroom).making is None and not app.session_state["exercise_making"]
+
+
 def test_a_cells_words_in_both_languages_with_heads():
     trace = attend(random_case(n=4, seed=1, heads=2, d_k=4, d_v=4))
     assert label(trace, Blank("scores_raw", (1, 0, 2))) == "head 2: the score of query Input 1 on key Input 3"

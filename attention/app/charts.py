@@ -67,8 +67,8 @@ def fit_numbers() -> None:
 def table(trace: Trace, name: str, head: int | None = None):
     """tables.table of a recorded tensor, kept like a figure (a step shown again does not rebuild its tables)."""
     key = ("table", trace.case, trace.device, trace.hidden, name, head, lang())
-    mask = masked_cells(trace) if name in MASKED_ZEROS else None
-    return tab.current().derived.get(key, lambda: tables.table(trace, name, head, lang=lang(), mask=mask))
+    mask = lambda: masked_cells(trace) if name in MASKED_ZEROS else None  # noqa: E731 (made once, with the table)
+    return tab.current().derived.get(key, lambda: tables.table(trace, name, head, lang=lang(), mask=mask()))
 
 
 SIDE_MAX_COLUMNS = 3  # a table's columns that a side column (two fifths of a wide page) shows whole

@@ -78,14 +78,19 @@ def make_one(session: Session) -> None:
     """Under the ready-made list: the way to make an exercise on this case, on the page itself."""
     st.caption(t("exercise.how_to_make"))
     st.button(t("exercise.make_one"), key="exercise_make_one", icon=":material/edit_note:",
-              on_click=lambda: state.start_making(session, True))  # fmt: skip
+              on_click=_making, args=(session, True))  # fmt: skip
 
 
 def stop_making(session: Session) -> None:
     """Back to the list: the exercise being made is dropped (its link, if shared, still opens it)."""
-    st.button(
-        t("exercise.stop_making"), key="exercise_stop_making", on_click=lambda: state.start_making(session, False)
-    )
+    st.button(t("exercise.stop_making"), key="exercise_stop_making", on_click=_making, args=(session, False))
+
+
+def _making(session: Session, on: bool) -> None:
+    """A button's start or stop of making, and the Share panel's switch with it (a widget keeps its own value: left
+    as it was, the switch would undo the button in the same run)."""
+    state.start_making(session, on)
+    st.session_state.exercise_making = on
 
 
 def _hide(session: Session, trace: Trace) -> None:

@@ -131,7 +131,7 @@ def mask_effect(trace: Trace) -> None:
     scale and temperature as in use), so that what moves is the mask's doing alone."""
     s = tab.current()
     before = traces.variant_outputs(s, trace, with_options(trace.case, mask=None))
-    after = trace.outputs
+    after = traces.variant_outputs(s, trace, trace.case)  # the same path as before's: only the mask differs
     n = min(trace.case.n, 16)  # a real sentence's first rows: the mask's effect is largest there
     rows = {
         t("mask_effect.before"): [_row(before[i]) for i in range(n)],

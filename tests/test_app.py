@@ -244,3 +244,23 @@ def test_the_masks_effect_moves_no_row_that_sees_every_key(seed):
     table = next(d.value for d in at.dataframe if "Without the mask" in d.value.columns)
     moved = table["Moved"]
     assert session(at).case.n == 16 and moved.iloc[-1] == "" and (moved.iloc[:-1] == "yes").any(), table
+
+
+def test_every_sidebar_widget_comes_back_with_the_sessions_value_if_the_browser_forgets_it(at):
+    """A widget the browser draws afresh without its state (Streamlit's browser drops a widget's state across some
+    runs: page switches and reruns that end early, under load) starts from its default and sends it back: the
+    default must be the session's value, or the sizes fall to 1 (a CI run saw the article become 1 × 1)."""
+    at.number_input(key="n").set_value(4).run()
+    at.selectbox(key="mask").set_value("causal").run()
+    at.number_input(key="temperature").set_value(2.0).run()
+    at.selectbox(key="lang").set_value("zh").run()
+    widgets = [w for kind in ("number_input", "selectbox", "radio", "toggle") for w in at.get(kind) if w.key]
+    assert {"n", "d_in", "seed", "heads", "temperature", "mask", "lang", "preset", "fill", "dtype"} <= {
+        w.key for w in widgets
+    }
+    for w in widgets:
+        now = w.index if w.type in ("selectbox", "radio") else w.value
+        assert w.proto.default == now, f"{w.key}: the browser would send {w.proto.default}, the session has {now}"
+    controls = session(at).controls
+    at.number_input(key="n").set_value(at.number_input(key="n").proto.default).run()
+    assert session(at).controls == controls

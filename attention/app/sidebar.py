@@ -50,19 +50,29 @@ def draw(session: Session) -> None:
     session.widgets = shown
     language = session.lang  # a format_func runs later too (AppTest calls it after the run): this run's language
     with st.sidebar:
-        st.selectbox(t("sidebar.language"), LANGUAGES, format_func=LANGUAGES.get, key=LANGUAGE)
+        st.selectbox(t("sidebar.language"), LANGUAGES, _at(LANGUAGES, session.lang), format_func=LANGUAGES.get,
+                     key=LANGUAGE)  # fmt: skip
         st.selectbox(
-            t("sidebar.preset"), origins.PRESETS, format_func=lambda p: i18n.text(language, f"preset.{p}"),
-            key="preset",
+            t("sidebar.preset"), origins.PRESETS, _at(origins.PRESETS, session.controls.preset),
+            format_func=lambda p: i18n.text(language, f"preset.{p}"), key="preset",
         )  # fmt: skip
         if (room := _room(session)) is not None:
             room[1](session)
         st.subheader(t("sidebar.options"))  # what a learner changes first: next, under the pages
-        _options(session, language)
+        _options(session, language, shown)
         with st.expander(t("sidebar.sizes"), expanded=False):
             _sizes(session, language)
         with st.expander(t("sidebar.precision"), expanded=False):
-            _precision()
+            _precision(session)
+
+
+def _at(options, value) -> int:
+    """A choice's index among its options, for a widget's default. Every widget here starts from the session's
+    value, not the first option or the minimum: Streamlit's browser draws a widget afresh without its state after
+    some runs (a page switch, runs cut short under load), and then sends its default back as the person's choice
+    (a CI run saw the sizes fall to 1). The session's value is also set in session_state when it changes, which
+    wins; .streamlit/config.toml silences Streamlit's warning about having both."""
+    return list(options).index(value) if value in options else 0
 
 
 def rounded_dropped(session: Session) -> bool:
@@ -71,53 +81,59 @@ def rounded_dropped(session: Session) -> bool:
     return asked and session.case.options.weights_override is None
 
 
-def _options(session: Session, language: str) -> None:
+def _options(session: Session, language: str, shown: dict) -> None:
     none = session.inputs.rounded is None  # drawn all the same: a widget that goes shifts the rest (and folds them)
     dropped = rounded_dropped(session)  # shown off, and why: the choice comes back with the options it fits
     help_text = t("sidebar.rounded_none") if none else t("sidebar.rounded_help")
-    st.toggle(t("sidebar.rounded"), key="use_rounded", help=help_text, disabled=none or dropped)
+    st.toggle(t("sidebar.rounded"), shown["use_rounded"], key="use_rounded", help=help_text, disabled=none or dropped)
     if dropped:
         st.caption(t("sidebar.rounded_dropped"))
+    c = session.controls
     st.selectbox(
-        t("sidebar.scale"), SCALES, format_func=lambda v: i18n.text(language, f"scale.{v}"), key="scale",
-        help=t("sidebar.scale_help"),
+        t("sidebar.scale"), SCALES, _at(SCALES, c.scale), format_func=lambda v: i18n.text(language, f"scale.{v}"),
+        key="scale", help=t("sidebar.scale_help"),
     )  # fmt: skip
-    if session.controls.scale == "custom":
-        st.number_input(t("sidebar.scale_value"), MIN_SCALE, MAX_SCALE, key="scale_value", format="%g")
+    if c.scale == "custom":
+        st.number_input(t("sidebar.scale_value"), MIN_SCALE, MAX_SCALE, c.scale_value, key="scale_value", format="%g")
     st.selectbox(
-        t("sidebar.mask"), MASKS, format_func=lambda m: i18n.text(language, f"mask.{m}"), key="mask",
-        help=t("sidebar.mask_help"),
+        t("sidebar.mask"), MASKS, _at(MASKS, c.mask), format_func=lambda m: i18n.text(language, f"mask.{m}"),
+        key="mask", help=t("sidebar.mask_help"),
     )  # fmt: skip
     st.number_input(
-        t("sidebar.temperature"), MIN_TEMPERATURE, MAX_TEMPERATURE, step=0.1, key="temperature", format="%g",
-        help=t("sidebar.temperature_help"),
+        t("sidebar.temperature"), MIN_TEMPERATURE, MAX_TEMPERATURE, c.temperature, step=0.1, key="temperature",
+        format="%g", help=t("sidebar.temperature_help"),
     )  # fmt: skip
-    st.number_input(t("sidebar.heads"), 1, MAX_HEADS, step=1, key="heads", help=t("sidebar.heads_help"))
+    st.number_input(t("sidebar.heads"), 1, MAX_HEADS, c.heads, step=1, key="heads", help=t("sidebar.heads_help"))
 
 
 def _sizes(session: Session, language: str) -> None:
     left, right = st.columns(2, vertical_alignment="bottom")
-    left.number_input(t("sidebar.seed"), 0, MAX_SEED, step=1, key="seed", help=t("sidebar.seed_help"))
+    c = session.controls
+    left.number_input(t("sidebar.seed"), 0, MAX_SEED, c.seed, step=1, key="seed", help=t("sidebar.seed_help"))
     right.button(t("sidebar.reset"), key="reset", on_click=make.reset, args=(session,), help=t("sidebar.reset_help"),
                  width="stretch")  # fmt: skip
-    columns, c = st.columns(2), session.controls
+    columns = st.columns(2)
     # a real model's head is wider than a widget's limit (576 columns), and grouped key/value heads cannot be resized:
     # its sizes are shown as they are (a widget's limit follows them: Streamlit refuses a value past its max)
     fixed = any(getattr(c, name) > limit for name, limit in SIZES.items()) or session.inputs.kv_heads is not None
     for i, (name, limit) in enumerate(SIZES.items()):
-        top = max(limit, getattr(c, name))
-        columns[i % 2].number_input(t(f"sidebar.size_{name}"), 1, top, step=1, key=name, disabled=fixed)
+        now = getattr(c, name)
+        columns[i % 2].number_input(t(f"sidebar.size_{name}"), 1, max(limit, now), now, step=1, key=name,
+                                    disabled=fixed)  # fmt: skip
     if fixed:
         st.caption(t("sidebar.sizes_fixed"))
     st.radio(
-        t("sidebar.fill"), FILLS, format_func=lambda f: i18n.text(language, f"fill.{f}"), key="fill",
-        horizontal=True, help=t("sidebar.fill_help"),
+        t("sidebar.fill"), FILLS, _at(FILLS, c.fill), format_func=lambda f: i18n.text(language, f"fill.{f}"),
+        key="fill", horizontal=True, help=t("sidebar.fill_help"),
     )  # fmt: skip
 
 
-def _precision() -> None:
-    st.radio(t("sidebar.dtype"), DTYPES, key="dtype", horizontal=True, help=t("sidebar.dtype_help"))
+def _precision(session: Session) -> None:
+    c = session.controls
+    st.radio(t("sidebar.dtype"), DTYPES, _at(DTYPES, c.dtype), key="dtype", horizontal=True,
+             help=t("sidebar.dtype_help"))  # fmt: skip
     devices = {d.name: t("sidebar.device_option", name=d.name, description=d.description) for d in available_devices()}
-    st.selectbox(t("sidebar.device"), devices, format_func=devices.get, key="device", help=t("sidebar.device_help"))
+    st.selectbox(t("sidebar.device"), devices, _at(devices, c.device), format_func=devices.get, key="device",
+                 help=t("sidebar.device_help"))  # fmt: skip
     if reason := gpu_unavailable_reason():
         st.caption(t("sidebar.gpu_unavailable", reason=reason))

@@ -48,22 +48,24 @@ def draw(session: Session) -> None:
             st.session_state[key] = value
     session.widgets |= shown
     spec = SPECS[c.model]
-    st.selectbox(t("real.model"), SPECS, format_func=lambda m: SPECS[m].title, key="real_model")
+    # each widget starts from the shown value, should the browser draw it afresh without its state (sidebar._at)
+    st.selectbox(t("real.model"), SPECS, list(SPECS).index(c.model), format_func=lambda m: SPECS[m].title,
+                 key="real_model")  # fmt: skip
     if (missing := models.install_message(c.model)) is not None:
         st.error(plain(render(language, missing)), icon=":material/download:")
         st.code(f"pip install -r requirements.txt && {models.INSTALL}", language="bash", wrap_lines=True)
         return
     st.caption(t(f"real.about_{c.model}"))
     st.text_input(
-        t("real.sentence"), key="real_text", max_chars=models.MAX_SENTENCE_CHARS,
+        t("real.sentence"), typed, key="real_text", max_chars=models.MAX_SENTENCE_CHARS,
         help=t("real.sentence_help", tokens=models.MAX_SENTENCE_TOKENS),
     )  # fmt: skip
     st.selectbox(
         t("real.examples"), models.EXAMPLES, index=None, key=EXAMPLE, placeholder=t("real.examples_placeholder")
     )
     left, right = st.columns(2)
-    left.number_input(t("real.layer"), 1, spec.layers, step=1, key="real_layer", help=t("real.layer_help"))
-    right.number_input(t("real.head"), 0, spec.heads, step=1, key="real_head", help=t("real.head_help"))
+    left.number_input(t("real.layer"), 1, spec.layers, c.layer, step=1, key="real_layer", help=t("real.layer_help"))
+    right.number_input(t("real.head"), 0, spec.heads, c.head, step=1, key="real_head", help=t("real.head_help"))
     if head is not None and session.origin is not head:  # edited from it: say so, and the way back
         st.info(plain(render(language, session.origin.title())), icon=":material/edit:")
         st.button(t("real.back"), key="real_back", on_click=lambda: make.reset(session), width="stretch")

@@ -63,8 +63,8 @@ def test_every_template_is_non_empty_and_chinese_where_it_has_words():
 # One Chinese term per concept (issue 29): a learner who reads 词元 on one page and "token" on the next wonders whether
 # they differ. Each concept's other forms, as they once crept in; code (`…`) and {fields} are not words.
 ZH_TERMS = {
-    "词元 (token)": r"\btokens?\b",
-    "轨迹 (trace)": r"\btraces?\b|追踪|计算记录",
+    "词元 (token)": r"(?<![A-Za-z])tokens?(?![A-Za-z])",  # not \b: a CJK character is a word character to re
+    "轨迹 (trace)": r"(?<![A-Za-z])traces?(?![A-Za-z])|追踪|计算记录",
     "用例 (case)": r"案例|例子",
     "四舍五入 (the article's rounded softmax)": r"取整",
     "键/值头 (key/value head)": r"键值头",

@@ -180,6 +180,22 @@ def test_the_explain_pages_url_carries_its_number_and_a_link_opens_it():
         assert not refused.exception and refused.query_params["explain"] == "scores_raw.2.2", junk  # the default
 
 
+def test_a_links_number_gives_way_to_a_later_click_and_leaves_the_url_when_the_case_loses_it():
+    """A shared link's explain= is set on the Explain page's pickers only when that page is drawn: a click on a
+    walkthrough cell before then is the number explained, not the link's; and a number the case no longer has
+    (fewer tokens now) leaves the URL, which would otherwise be a link that opens with a notice."""
+    at = open_link({"explain": "scores_raw.3.1", "step": "softmax"})
+    at.switch_page("pages/walkthrough.py").run()
+    at.session_state["chart_weights_click"] = {"cell": [1, 2]}
+    at.run()
+    assert at.selectbox(key="explain_tensor").value == "weights"
+    assert (at.selectbox(key="explain_weights_0").value, at.selectbox(key="explain_weights_1").value) == (1, 2)
+    assert at.query_params["explain"] == "weights.2.3"
+    at.switch_page("pages/inputs.py").run()
+    at.number_input(key="n").set_value(2).run()
+    assert not at.exception and "explain" not in at.query_params
+
+
 def test_multi_head_is_verified_against_nn_multihead_attention():
     case = random_case(4, 4, 4, 4, seed=2, heads=2, scale="sqrt_dk", w_out=[[1, 0, 0, 1]] * 4)
     at = open_link({"case": case_to_link(case)})

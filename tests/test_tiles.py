@@ -269,8 +269,8 @@ def test_a_link_opens_the_tile_and_a_forged_one_says_so():
     forged.query_params["bq"], forged.query_params["tile"] = "1", "7.1"
     forged.run()  # the notice shows on the first page drawn
     assert (
-        "The link's tiles were refused (tile: must be 'query tile.key tile', from 1.1 to 3.3" in forged.warning[0].value
-    )  # B_k: the page's default for the article, 1 (its tiles of two keys never rescale)
+        "The link's tiles were refused (tile: must be 'query tile.key tile', from 1.1 to 3.2" in forged.warning[0].value
+    )  # B_k left out: default_block(3) = 2, what a link without it meant when it was made
     assert session(forged).view(Tiling).tile is None and not forged.exception
 
 
@@ -341,3 +341,16 @@ def test_a_case_that_never_rescales_says_so():
     assert default_blocks(case) == (1, 1) and first_rescale(tiled(case, 1, 1)) is None
     at = tiles_page({"case": case_to_link(case)})
     assert not at.exception and any("No tile of these block sizes rescales" in i.value for i in at.info)
+
+
+def test_an_old_link_with_a_tile_and_no_block_sizes_opens_the_tile_it_named():
+    """Links made before the page's defaults showed the rescaling wrote a tile alone, on default_block(n) × the
+    same: it is read on those blocks (on today's 2 × 1 defaults, tile 2.2 would be another tile), and a tile is
+    now written with the blocks it is on."""
+    s = Session.start()
+    open_link(s, {"tile": "2.2"})
+    b = default_block(s.case.n)
+    assert (s.view(Tiling).blocks, s.view(Tiling).tile, s.notices) == ((b, b), (1, 1), [])
+    fresh = Session.start()
+    fresh.view(Tiling).tile = (1, 2)  # chosen on the defaults
+    assert link(fresh.view(Tiling), default_blocks(fresh.case)) == {"bq": "2", "bk": "1", "tile": "2.3"}

@@ -347,7 +347,7 @@ def _at(option: str) -> Message:
     return msg(f"where.{option}")
 
 
-def _flag(value: object, where: str) -> bool:
+def _flag(value: object, where: Message) -> bool:
     if not isinstance(value, bool):
         raise CaseError(where, msg("error.bias", value=excerpt(value)))
     return value

@@ -178,8 +178,8 @@ CELL_WORDS = {
     "query dim": "dim",
     "key dim": "dim",
     "value dim": "dim",
+    "output dim": "dim",
 }
-CELL_WORDS["output dim"] = "dim"
 
 
 def label(trace: Trace, b: Blank, lang: str = "en") -> str:

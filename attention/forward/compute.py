@@ -335,8 +335,8 @@ def _trace(case: Case, device: torch.device, records: dict, outputs: torch.Tenso
 
 
 def _recorded(records: dict, name: str) -> Tensor:
-    """A tensor of the records as they are made, by name: the last step's that made it (RoPE's queries, keys)."""
-    return next(tensors[name] for tensors, _ in reversed(records.values()) if name in tensors)
+    """A tensor of the records as they are made, by name (each name is recorded by one step: Record.made_by)."""
+    return next(tensors[name] for tensors, _ in records.values() if name in tensors)
 
 
 def _notes(name: str, case: Case, tensors: dict, outputs: torch.Tensor, records: dict):

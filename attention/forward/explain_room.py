@@ -14,6 +14,7 @@ from ..exercise import state as exercise
 from ..show.heatmap import TOKEN_KINDS, axis, highlight, labels
 from . import figures
 from .compute import Trace
+from .state import Explained
 
 CHART = "explain_chart"  # the clickable heatmap's key
 
@@ -25,6 +26,7 @@ def _picker_key(name: str, axis: int) -> str:
 def pick(name: str, index: tuple[int, ...], tensor: bool = True) -> None:
     """Explain this number of this tensor when the page is drawn next (a question's link, a click); `tensor` False:
     the tensor's picker, already drawn in this run, shows it."""
+    tab.current().keep(Explained())  # a link's number, not yet drawn, must not override this later choice
     if tensor:
         st.session_state["explain_tensor"] = name
     for number, i in enumerate(index):

@@ -22,17 +22,23 @@ def opens(session: Session, params: Params) -> None:
         else:
             session.notices.append(msg("notice.bad_step", steps=len(step_names(session.case))))
     if said := params.get(state.PARAM):
-        trace = traces.current(session)
-        shapes = {name: tuple(trace[name].shape) for name in explainable(trace)}
-        if (view := state.from_link(said, shapes)) is not None:
+        if (view := state.from_link(said, _shapes(session))) is not None:
             session.keep(view)
         else:
             session.notices.append(msg("notice.bad_explain", value=excerpt(said)))
 
 
+def _shapes(session: Session) -> dict[str, tuple[int, ...]]:
+    trace = traces.current(session)
+    return {name: tuple(trace[name].shape) for name in explainable(trace)}
+
+
 def link(session: Session) -> dict[str, str | None]:
     step = step_near(session.case, session.step)  # RoPE's, on a case without it: the step it is part of
-    return {"step": step if step != STEP_NAMES[0] else None} | state.link(session.view(Explained))
+    explained = state.link(session.view(Explained))
+    if (said := explained[state.PARAM]) is not None and state.from_link(said, _shapes(session)) is None:
+        explained = {state.PARAM: None}  # a number this case no longer has (fewer tokens now): not in a link
+    return {"step": step if step != STEP_NAMES[0] else None} | explained
 
 
 CAPABILITY = Capability(

@@ -14,6 +14,7 @@ Needs this app's repository (the attention package) and the model packages, from
 """
 
 from attention import attend, models
+from attention.base.tolerance import within
 from attention.forward.compute import tolerance
 
 MODEL, SENTENCE, LAYER, HEAD = {model!r}, {text!r}, {int(layer)}, {int(head)}  # from 1; head 0: all of them
@@ -31,6 +32,6 @@ print("tokens:", case.tokens)
 print("outputs:", trace.outputs)
 # each number within float rounding's tolerance: the app's one rule (attention/base/tolerance.py), as its check
 allowed = tolerance(case, trace.__getitem__, projected=True)  # the model makes q, k and v its own way
-assert ((trace.outputs - own).abs() <= allowed).all(), "the eight steps differ from the model past float rounding"
+assert within(trace.outputs, own, allowed), "the eight steps differ from the model past float rounding"
 print("largest difference from the model:", (trace.outputs - own).abs().max().item())
 '''

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 from ..app.capability import Capability, Page, Params
 from ..app.session import Session
-from . import state
+from . import room, state
 from .state import PARAMS, Tiling
 
 
 def opens(session: Session, params: Params) -> None:
-    named = any(params.get(name) for name in PARAMS)  # the defaults made only for a link that names tiles
-    view, notice = state.open_link(params, session.case.n, state.default_blocks(session.case) if named else None)
+    view, notice = state.open_link(params, session.case.n)
     if view is not None:
         session.keep(view)
     if notice is not None:
         session.notices.append(notice)
 
 
+def link(session: Session) -> dict[str, str | None]:
+    view = session.view(Tiling)  # the blocks in effect only once some were chosen: the defaults cost tiled runs
+    return state.link(view, room.blocks(session) if view.tile is not None or view.blocks is not None else None)
+
+
 CAPABILITY = Capability(
-    "tiles", (Page("pages/tiles.py", "page.tiles", ":material/grid_view:", "tiles"),), PARAMS, opens,
-    lambda session: state.link(session.view(Tiling)),
-)  # fmt: skip
+    "tiles", (Page("pages/tiles.py", "page.tiles", ":material/grid_view:", "tiles"),), PARAMS, opens, link
+)

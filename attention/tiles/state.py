@@ -87,18 +87,16 @@ def clamp_tile(tile: tuple[int, int], n: int, blocks: tuple[int, int]) -> tuple[
     return min(tile[0], math.ceil(n / blocks[0]) - 1), min(tile[1], math.ceil(n / blocks[1]) - 1)
 
 
-def _from_link(
-    block_q: str | None, block_k: str | None, tile: str | None, n: int, default: tuple[int, int] | None = None
-) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
-    """A link's block sizes and tile ("2.1", from 1) checked: (blocks or None for the defaults, tile from 0)."""
-    blocks, default = None, default or (default_block(n), default_block(n))
-    if block_q or block_k:
-        blocks = check_blocks(block_q or default[0], block_k or default[1], n)
-    b_q, b_k = blocks or default
+def _from_link(block_q: str | None, block_k: str | None, tile: str | None, n: int):
+    """A link's block sizes and tile ("2.1", from 1) checked: (blocks or None for the defaults, tile from 0). A size
+    left out is default_block(n), what it meant when such links were made: a tile is read on the blocks it was on
+    (the page's defaults became default_blocks later; links have written both sizes with a tile since)."""
+    default = (default_block(n), default_block(n))
+    blocks = check_blocks(block_q or default[0], block_k or default[1], n) if block_q or block_k or tile else None
     if not tile:
         return blocks, None
     parts = tile.split(".")
-    limits = (math.ceil(n / b_q), math.ceil(n / b_k))
+    limits = (math.ceil(n / blocks[0]), math.ceil(n / blocks[1]))
     if len(parts) != 2 or not all(p.isascii() and p.isdecimal() and len(p) < 6 for p in parts):
         raise CaseError(msg("tiles.where_tile"), msg("tiles.error_tile", value=excerpt(tile), **_most(limits)))
     i, j = (int(p) for p in parts)
@@ -111,9 +109,11 @@ def _most(limits: tuple[int, int]) -> dict[str, int]:
     return {"query_tiles": limits[0], "key_tiles": limits[1]}
 
 
-def link(view: Tiling) -> dict[str, str | None]:
-    """The link's parameters of the view: its block sizes and tile (None: the default, left out)."""
-    b_q, b_k = view.blocks or (None, None)
+def link(view: Tiling, in_effect: tuple[int, int] | None = None) -> dict[str, str | None]:
+    """The link's parameters of the view: its block sizes and tile (None: the default, left out). `in_effect`: the
+    block sizes the page shows (the defaults depend on the case; chosen ones too big for a new case give way), so
+    that a tile is written with the blocks it is on."""
+    b_q, b_k = in_effect or view.blocks or (None, None)
     tile = view.tile
     return {
         "bq": b_q and str(b_q),
@@ -122,15 +122,12 @@ def link(view: Tiling) -> dict[str, str | None]:
     }
 
 
-def open_link(
-    params: Mapping[str, str | None], n: int, default: tuple[int, int] | None = None
-) -> tuple[Tiling | None, Message | None]:
+def open_link(params: Mapping[str, str | None], n: int) -> tuple[Tiling | None, Message | None]:
     """A link's block sizes (bq, bk) and tile ("2.1": query tile 2, key tile 1): the view it names (None: it names
-    none), or the notice of a bad one (the Tiles page then shows its defaults). `default`: the page's block sizes
-    where the link names none (default_blocks of the case; default_block of n without it)."""
+    none), or the notice of a bad one (the Tiles page then shows its defaults)."""
     if not any(params.get(name) for name in PARAMS):
         return None, None
     try:
-        return Tiling(*_from_link(params.get("bq"), params.get("bk"), params.get("tile"), n, default)), None
+        return Tiling(*_from_link(params.get("bq"), params.get("bk"), params.get("tile"), n)), None
     except CaseError as e:
         return None, msg("tiles.notice_refused", error=e.message)

@@ -264,3 +264,9 @@ def test_every_sidebar_widget_comes_back_with_the_sessions_value_if_the_browser_
     controls = session(at).controls
     at.number_input(key="n").set_value(at.number_input(key="n").proto.default).run()
     assert session(at).controls == controls
+    at.switch_page("pages/walkthrough.py").run()  # the page's widgets that hold the session's state, too
+    at.radio(key="step_picker").set_value("softmax").run()
+    assert at.radio(key="step_picker").proto.default == at.radio(key="step_picker").index
+    at.switch_page("pages/multi_head.py").run()
+    at.toggle(key="use_w_out").set_value(True).run()
+    assert at.toggle(key="use_w_out").proto.default is True

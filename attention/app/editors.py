@@ -109,8 +109,11 @@ def _import(session: Session) -> None:
 
 def w_out_switch(session: Session) -> None:
     """Add or remove the output projection w_out (d_v × d_v, the identity to start with), and edit it."""
-    st.session_state.use_w_out = session.inputs.w_out is not None  # the inputs decide: a link or a file may bring one
-    st.toggle(t("multi_head.w_out"), key="use_w_out", on_change=lambda: session.use_w_out(st.session_state.use_w_out))
+    # the inputs decide (a link or a file may bring one); the default too, should the browser draw it afresh
+    on = st.session_state.use_w_out = session.inputs.w_out is not None
+    st.toggle(
+        t("multi_head.w_out"), on, key="use_w_out", on_change=lambda: session.use_w_out(st.session_state.use_w_out)
+    )
     if session.inputs.w_out is not None:
         matrix_editor(session, "w_out")
 

@@ -42,6 +42,7 @@ def step_picker(trace: Trace) -> str:
     st.radio(
         t("walkthrough.step"),
         names,
+        names.index(s.step),  # the session's step, should the browser draw it afresh (app/sidebar.py, _at)
         format_func=lambda name: f"{labels[name]} {i18n.text(language, f'step.{name}.short')}",
         key="step_picker",
         horizontal=True,

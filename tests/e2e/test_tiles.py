@@ -23,16 +23,16 @@ OUTLINE = """() => [...document.querySelectorAll('.js-plotly-plot')]
 
 def test_the_tiles_page_plays_its_tiles_and_keeps_the_last_valid_blocks(page: Page) -> None:
     causal = case_to_link(with_options(article(), mask="causal", weights_override=None))
-    open_page(page, f"/tiles?case={causal}&tile=2.1")
+    open_page(page, f"/tiles?case={causal}&bq=2&bk=1&tile=2.1")
     main = page.locator("[data-testid=stMain]")
     expect(main.get_by_text("Tiled outputs = step 7's").first).to_be_visible()
     expect(main.get_by_text("1 of 6 tiles are masked for every query in them").first).to_be_visible()
     assert page.evaluate(OUTLINE) == [[-0.5, 1.5]]  # query tile 2 (query 3), key tile 1: the link's
     main.get_by_role("button", name="▶").click()
     wait_ready(page)
-    assert page.evaluate(OUTLINE) == [[0.5, 1.5]]  # the next tile: key tile 2 (of one key: the page's default)
+    assert page.evaluate(OUTLINE) == [[0.5, 1.5]]  # the next tile: key tile 2 (of one key)
     expect(main.get_by_text("ℓ after key tile 2").first).to_be_visible()
-    assert "tile=2.2" in page.url
+    assert {"bq=2", "bk=1", "tile=2.2"} <= set(page.url.split("?")[1].split("&"))  # a tile with its blocks
     box = page.get_by_role("textbox", name="B_q: queries per tile")
     box.fill("0")
     box.press("Enter")

@@ -20,9 +20,12 @@ SCREENS = {"1400 px": {"width": 1400, "height": 1000}, "phone": {"width": 390, "
 # Every page at every size once; the languages and the screens spread across them (page i at size s: English or
 # Chinese as i + s is even or odd, the wide screen or the phone as i // 2 + s is), so that every page meets both
 # languages and both screens, without multiplying everything by everything (13 pages × 5 sizes = 65 pages opened).
+# Every chart on screen fitted (web/fit.js), its texts as the fitter left them: a chart drawn hidden is not fitted
+# until it is shown; a text Plotly wrote again after a redraw (its text no longer the one fitted) is waited for.
 FITTED = """() => [...document.querySelectorAll('.js-plotly-plot')].every(gd =>
-    !gd.querySelector('g.heatmap-label text') || (gd.dataset.fitted === '1'
-        && [...gd.querySelectorAll('g.heatmap-label text')].every(t => t.dataset.fit)))"""
+    !gd.getClientRects().length || !gd.querySelector('g.heatmap-label text') || (gd.dataset.fitted === '1'
+        && [...gd.querySelectorAll('g.heatmap-label text')].every(t => t.dataset.fit
+            && t.dataset.shown === t.textContent)))"""
 # Each chart's text boxes: its title, the axes' titles, tick labels and the cells' numbers shown (web/fit.js hides
 # those that do not fit), as the screen has them; and each shown number against its cell's size.
 MEASURE = """() => {
@@ -100,6 +103,24 @@ UNREACHABLE = """() => {
   return problems;
 }"""
 
+# The first heatmap whose fitter shortened or left out a number, hidden (its element, marked data-e2e-hidden), then
+# drawn again while hidden: its texts as Plotly writes them (web/fit.js keeps them in data-written), and afterplot.
+REDRAWN_HIDDEN = """() => {
+  const gd = [...document.querySelectorAll('.js-plotly-plot')].find(gd =>
+    [...gd.querySelectorAll('g.heatmap-label text')].some(t => t.dataset.fit === 'hidden'
+        || t.dataset.written !== t.textContent));
+  if (!gd) return false;
+  const box = gd.closest('[data-testid=stElementContainer]');
+  box.dataset.e2eHidden = '1';
+  box.style.display = 'none';
+  for (const t of gd.querySelectorAll('g.heatmap-label text')) {
+    t.textContent = t.dataset.written;
+    t.style.display = '';
+  }
+  gd.emit('plotly_afterplot');
+  return true;
+}"""
+
 
 @pytest.mark.parametrize("size", SIZES)
 def test_every_chart_and_table_is_readable_at_the_size_drawn(browser: Browser, server: str, size: int) -> None:
@@ -123,6 +144,26 @@ def test_every_chart_and_table_is_readable_at_the_size_drawn(browser: Browser, s
         for context in contexts.values():
             context.close()
     assert not found, f"at {size} tokens: {found}"
+
+
+def test_a_chart_drawn_while_hidden_is_fitted_when_shown(browser: Browser, server: str) -> None:
+    """A chart Plotly draws again while it is hidden (its texts measure 0 wide) is fitted once shown, not taken for
+    fitted: its drawing is stood in for by its texts written again as the figure has them, then Plotly's
+    afterplot event, which the fitter hears."""
+    link = case_to_link(random_case(13, 4, 3, 3, seed=13))
+    context = new_context(browser, viewport=SCREENS["phone"], base_url=server, is_mobile=True)
+    try:
+        page = context.new_page()
+        page.goto(f"/walkthrough?step=scores&case={link}")
+        wait_ready(page)
+        page.wait_for_function(FITTED)
+        hidden = page.evaluate(REDRAWN_HIDDEN)
+        assert hidden, "no heatmap with a number left out or shortened to redraw"
+        page.evaluate("() => document.querySelector('[data-e2e-hidden]').style.display = ''")
+        page.wait_for_function(FITTED)
+        assert not (problems := _measured(page)), problems
+    finally:
+        context.close()
 
 
 def _measured(page: Page) -> list[str]:

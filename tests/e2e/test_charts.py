@@ -103,6 +103,23 @@ UNREACHABLE = """() => {
   return problems;
 }"""
 
+# Each table together with its chart: a table of a chart's numbers lies right after it (beside it, or under it in the
+# same container), so no table comes right after a chart's text version (its expander, keyed chart_NAME_text), as one
+# put under the row of columns did: a page's element before each table, the outermost that does not hold the table.
+TOGETHER = """() => {
+  const problems = [], main = document.querySelector('[data-testid=stMain]');
+  const parts = [...main.querySelectorAll('[data-testid=stElementContainer], [data-testid=stLayoutWrapper]')];
+  for (const grid of main.querySelectorAll('[data-testid=stDataFrame]')) {
+    const table = grid.closest('[data-testid=stElementContainer]');
+    const before = parts.filter(e => !e.contains(table)
+        && (e.compareDocumentPosition(table) & Node.DOCUMENT_POSITION_FOLLOWING));
+    if (!before.length) continue;
+    const last = before.find(e => e.contains(before[before.length - 1]));  // ancestors come first: the outermost
+    const version = last.className.match(/\\bst-key-(chart_\\S+)_text\\b/);
+    if (version) problems.push(`a table comes after ${version[1]}'s text version, away from its chart`);
+  }
+  return problems;
+}"""
 # The first heatmap whose fitter shortened or left out a number, hidden (its element, marked data-e2e-hidden), then
 # drawn again while hidden: its texts as Plotly writes them (web/fit.js keeps them in data-written), and afterplot.
 REDRAWN_HIDDEN = """() => {
@@ -167,4 +184,4 @@ def test_a_chart_drawn_while_hidden_is_fitted_when_shown(browser: Browser, serve
 
 
 def _measured(page: Page) -> list[str]:
-    return page.evaluate(MEASURE) + page.evaluate(UNREACHABLE)
+    return page.evaluate(MEASURE) + page.evaluate(UNREACHABLE) + page.evaluate(TOGETHER)

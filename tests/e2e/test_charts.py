@@ -4,14 +4,14 @@ chart overlap, no cell's number is wider or taller than its cell, and every tabl
 from __future__ import annotations
 
 import pytest
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Browser, Page, expect
 
 from attention.app.registry import PAGES
 from attention.base.files import case_to_link
 from attention.base.presets import random_case
 
 from .conftest import new_context
-from .test_browser import assert_no_exception, wait_ready
+from .test_browser import READY, assert_no_exception, wait_ready
 
 pytestmark = pytest.mark.e2e
 
@@ -120,6 +120,10 @@ TOGETHER = """() => {
   }
   return problems;
 }"""
+# The tab labelled `id` open, what it drew on screen (test_browser.READY) and fitted.
+TAB_OPEN = f"""(id) => [...document.querySelectorAll('[data-testid=stMain] [role=tabpanel]')]
+    .some(p => p.getAttribute('aria-labelledby') === id && p.getClientRects().length)
+    && ({READY})() && ({FITTED})()"""
 # The first heatmap whose fitter shortened or left out a number, hidden (its element, marked data-e2e-hidden), then
 # drawn again while hidden: its texts as Plotly writes them (web/fit.js keeps them in data-written), and afterplot.
 REDRAWN_HIDDEN = """() => {
@@ -163,6 +167,30 @@ def test_every_chart_and_table_is_readable_at_the_size_drawn(browser: Browser, s
     assert not found, f"at {size} tokens: {found}"
 
 
+def test_the_backward_pages_tabs_are_readable_once_opened(browser: Browser, server: str) -> None:
+    """The charts of each tab of the Backward page (Streamlit draws a tab's charts when it is opened), measured in
+    each tab once it is open and its charts fitted, at 1400 px and on a phone."""
+    link = case_to_link(random_case(13, 4, 3, 3, seed=13))
+    found = {}
+    for screen, viewport in SCREENS.items():
+        context = new_context(browser, viewport=viewport, base_url=server, is_mobile=screen == "phone")
+        try:
+            page = context.new_page()
+            page.goto(f"/backward?case={link}")
+            wait_ready(page)
+            tabs = page.locator("[data-testid=stMain] [role=tab]")
+            assert tabs.count() == 4, tabs.all_text_contents()
+            for i in range(tabs.count()):
+                tabs.nth(i).click()  # a tab starts no run
+                page.wait_for_function(TAB_OPEN, arg=tabs.nth(i).get_attribute("id"))
+                assert_no_exception(page)
+                if problems := _measured(page):
+                    found[f"{tabs.nth(i).inner_text()} ({screen})"] = problems
+        finally:
+            context.close()
+    assert not found, found
+
+
 def test_a_chart_drawn_while_hidden_is_fitted_when_shown(browser: Browser, server: str) -> None:
     """A chart Plotly draws again while it is hidden (its texts measure 0 wide) is fitted once shown, not taken for
     fitted: its drawing is stood in for by its texts written again as the figure has them, then Plotly's
@@ -181,6 +209,33 @@ def test_a_chart_drawn_while_hidden_is_fitted_when_shown(browser: Browser, serve
         assert not (problems := _measured(page)), problems
     finally:
         context.close()
+
+
+def test_a_walkthrough_redrawn_by_a_click_is_readable_at_every_step(browser: Browser, server: str) -> None:
+    """A click that redraws (the next step): each step's new charts measured once fitted, on a phone."""
+    link = case_to_link(random_case(13, 4, 3, 3, seed=13))
+    context = new_context(browser, viewport=SCREENS["phone"], base_url=server, is_mobile=True)
+    found = {}
+    try:
+        page = context.new_page()
+        page.goto(f"/walkthrough?step=inputs&case={link}")
+        wait_ready(page)
+        step = page.locator("[data-testid=stMain] h2").first
+        while True:
+            page.wait_for_function(FITTED)
+            assert_no_exception(page)
+            if problems := _measured(page):
+                found[step.inner_text()] = problems
+            following = page.locator(".st-key-next button")  # ▶, the next step
+            if following.is_disabled():
+                break
+            title = step.inner_text()
+            following.click()
+            wait_ready(page)
+            expect(step).not_to_have_text(title)  # the next step drawn
+    finally:
+        context.close()
+    assert not found, found
 
 
 def _measured(page: Page) -> list[str]:

@@ -74,12 +74,29 @@ def table(trace: Trace, name: str, head: int | None = None):
 SIDE_MAX_COLUMNS = 3  # a table's columns that a side column (two fifths of a wide page) shows whole
 
 
+def fits_beside(table) -> bool:
+    """Whether a table of numbers fits a side column whole (a 10 × 10 table beside its chart showed three columns of
+    ten, the rest scrolled out of sight)."""
+    return table is None or len(table.columns) <= SIDE_MAX_COLUMNS
+
+
+def beside(table, widths=(3, 2), where=st) -> tuple:
+    """Where a chart and the table of its numbers go, in `where`: two columns of `widths`, the table beside its
+    chart, while the table fits a side column; else one container for both, the table directly under its chart at
+    the chart's width. Either way chart, caption and numbers stay together, on a wide screen and on a phone (a wide
+    table put under the row of columns lay under every chart of the row, far from its own)."""
+    if fits_beside(table):
+        return tuple(where.columns(widths))
+    box = where.container()
+    return box, box
+
+
 def numbers(table, key: str, where=st) -> None:
-    """A table of tables.table (numbers written as text) with its numbers right-aligned, as a column of numbers is;
-    in `where` (a column beside a chart) while it fits there, else under the row of columns, the page's width: a
-    10 × 10 table beside its chart showed three columns of ten (the rest scrolled out of sight)."""
+    """A table of tables.table (numbers written as text) with its numbers right-aligned, as a column of numbers is,
+    in `where`: the place `beside` gave it (a side column, or its chart's container). A table wider than that still
+    scrolls sideways in its own frame (its scroll bar, a drag, the arrow keys)."""
     right = {column: st.column_config.TextColumn(alignment="right") for column in table.columns}
-    (where if len(table.columns) <= SIDE_MAX_COLUMNS else st).dataframe(table, key=key, column_config=right)
+    where.dataframe(table, key=key, column_config=right)
 
 
 def _described(fig: go.Figure, table: bool) -> tuple:

@@ -42,9 +42,14 @@ def devices() -> None:
     if len(traces) > 1:
         st.subheader(t("devices.outputs"))
         cpu = traces["cpu"].outputs
-        for column, (name, other) in zip(st.columns(len(traces)), traces.items(), strict=True):
+        outputs = {name: table(other, "outputs", lang=lang()) for name, other in traces.items()}
+        # side by side while every table fits a column whole; else each device's under the last, its caption,
+        # table and difference together (a wide table under the row of columns lay under every device's caption)
+        beside = all(charts.fits_beside(numbers) for numbers in outputs.values())
+        places = st.columns(len(traces)) if beside else [st.container() for _ in traces]
+        for column, (name, other) in zip(places, traces.items(), strict=True):
             column.caption(name)
-            if (numbers := table(other, "outputs", lang=lang())) is not None:
+            if (numbers := outputs[name]) is not None:
                 charts.numbers(numbers, f"table_outputs_{name}", where=column)
             if name != "cpu":
                 column.write(t("devices.difference", difference=(other.outputs - cpu).abs().max().item()))

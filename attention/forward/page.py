@@ -78,11 +78,12 @@ def _walkthrough(trace: Trace) -> None:
             if cell := charts.chart(charts.figure(figures.weighted_heatmap, trace, h), f"chart_{name}", clickable=True):
                 explain_room.go_explain(trace, name, h, cell)  # a click on a cell: its explanation
             continue
-        chart, table = st.columns([3, 2])
+        numbers = charts.table(trace, name, h)
+        chart, table = charts.beside(numbers)  # a wide table under its chart, not beside it
         figure = charts.figure(figures.tensor_heatmap, trace, name, h)
         if cell := charts.chart(figure, f"chart_{name}", where=chart, clickable=True):
             explain_room.go_explain(trace, name, h, cell)
-        if (numbers := charts.table(trace, name, h)) is not None:
+        if numbers is not None:
             charts.numbers(numbers, f"table_{name}", where=table)
 
     rounded = trace.case.options.weights_override is not None  # (the exact twin would show an exercise's numbers)
@@ -164,11 +165,11 @@ def broadcasting() -> None:
     st.header(t("broadcasting.header_7"))
     query = pickers.token_picker(trace, t("picker.query_i"), "broadcast_query")
     st.latex(r"\text{outputs}[i] = \sum_j \text{weighted}[j, i]")
-    left, right = st.columns([2, 1])
+    summed = table(trace, figures.key_sum(trace), head, rows=[query], lang=lang())
+    left, right = charts.beside(summed, (2, 1))  # a wide row under its chart, not beside it
     charts.chart(figures.query_sum(trace, query, head, lang()), "chart_sum", where=left)
-    summed = figures.key_sum(trace)
     right.text(t("broadcasting.sum_row"))
-    charts.numbers(table(trace, summed, head, rows=[query], lang=lang()), "table_sum", where=right)
+    charts.numbers(summed, "table_sum", where=right)
 
 
 def one_query() -> None:

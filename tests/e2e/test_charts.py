@@ -4,14 +4,14 @@ chart overlap, no cell's number is wider or taller than its cell, and every tabl
 from __future__ import annotations
 
 import pytest
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Browser, Page, expect
 
 from attention.app.registry import PAGES
 from attention.base.files import case_to_link
 from attention.base.presets import random_case
 
 from .conftest import new_context
-from .test_browser import assert_no_exception, wait_ready
+from .test_browser import READY, assert_no_exception, wait_ready
 
 pytestmark = pytest.mark.e2e
 
@@ -20,9 +20,12 @@ SCREENS = {"1400 px": {"width": 1400, "height": 1000}, "phone": {"width": 390, "
 # Every page at every size once; the languages and the screens spread across them (page i at size s: English or
 # Chinese as i + s is even or odd, the wide screen or the phone as i // 2 + s is), so that every page meets both
 # languages and both screens, without multiplying everything by everything (13 pages × 5 sizes = 65 pages opened).
+# Every chart on screen fitted (web/fit.js), its texts as the fitter left them: a chart drawn hidden is not fitted
+# until it is shown; a text Plotly wrote again after a redraw (its text no longer the one fitted) is waited for.
 FITTED = """() => [...document.querySelectorAll('.js-plotly-plot')].every(gd =>
-    !gd.querySelector('g.heatmap-label text') || (gd.dataset.fitted === '1'
-        && [...gd.querySelectorAll('g.heatmap-label text')].every(t => t.dataset.fit)))"""
+    !gd.getClientRects().length || !gd.querySelector('g.heatmap-label text') || (gd.dataset.fitted === '1'
+        && [...gd.querySelectorAll('g.heatmap-label text')].every(t => t.dataset.fit
+            && t.dataset.shown === t.textContent)))"""
 # Each chart's text boxes: its title, the axes' titles, tick labels and the cells' numbers shown (web/fit.js hides
 # those that do not fit), as the screen has them; and each shown number against its cell's size.
 MEASURE = """() => {
@@ -100,6 +103,45 @@ UNREACHABLE = """() => {
   return problems;
 }"""
 
+# Each table together with its chart: a table of a chart's numbers lies right after it (beside it, or under it in the
+# same container), so no table comes right after a chart's text version (its expander, keyed chart_NAME_text), as one
+# put under the row of columns did: a page's element before each table, the outermost that does not hold the table.
+TOGETHER = """() => {
+  const problems = [], main = document.querySelector('[data-testid=stMain]');
+  const parts = [...main.querySelectorAll('[data-testid=stElementContainer], [data-testid=stLayoutWrapper]')];
+  for (const grid of main.querySelectorAll('[data-testid=stDataFrame]')) {
+    const table = grid.closest('[data-testid=stElementContainer]');
+    const before = parts.filter(e => !e.contains(table)
+        && (e.compareDocumentPosition(table) & Node.DOCUMENT_POSITION_FOLLOWING));
+    if (!before.length) continue;
+    const last = before.find(e => e.contains(before[before.length - 1]));  // ancestors come first: the outermost
+    const version = last.className.match(/\\bst-key-(chart_\\S+)_text\\b/);
+    if (version) problems.push(`a table comes after ${version[1]}'s text version, away from its chart`);
+  }
+  return problems;
+}"""
+# The tab labelled `id` open, what it drew on screen (test_browser.READY) and fitted.
+TAB_OPEN = f"""(id) => [...document.querySelectorAll('[data-testid=stMain] [role=tabpanel]')]
+    .some(p => p.getAttribute('aria-labelledby') === id && p.getClientRects().length)
+    && ({READY})() && ({FITTED})()"""
+# The first heatmap whose fitter shortened or left out a number, hidden (its element, marked data-e2e-hidden), then
+# drawn again while hidden: its texts as Plotly writes them (web/fit.js keeps them in data-written), and afterplot.
+REDRAWN_HIDDEN = """() => {
+  const gd = [...document.querySelectorAll('.js-plotly-plot')].find(gd =>
+    [...gd.querySelectorAll('g.heatmap-label text')].some(t => t.dataset.fit === 'hidden'
+        || t.dataset.written !== t.textContent));
+  if (!gd) return false;
+  const box = gd.closest('[data-testid=stElementContainer]');
+  box.dataset.e2eHidden = '1';
+  box.style.display = 'none';
+  for (const t of gd.querySelectorAll('g.heatmap-label text')) {
+    t.textContent = t.dataset.written;
+    t.style.display = '';
+  }
+  gd.emit('plotly_afterplot');
+  return true;
+}"""
+
 
 @pytest.mark.parametrize("size", SIZES)
 def test_every_chart_and_table_is_readable_at_the_size_drawn(browser: Browser, server: str, size: int) -> None:
@@ -125,5 +167,76 @@ def test_every_chart_and_table_is_readable_at_the_size_drawn(browser: Browser, s
     assert not found, f"at {size} tokens: {found}"
 
 
+def test_the_backward_pages_tabs_are_readable_once_opened(browser: Browser, server: str) -> None:
+    """The charts of each tab of the Backward page (Streamlit draws a tab's charts when it is opened), measured in
+    each tab once it is open and its charts fitted, at 1400 px and on a phone."""
+    link = case_to_link(random_case(13, 4, 3, 3, seed=13))
+    found = {}
+    for screen, viewport in SCREENS.items():
+        context = new_context(browser, viewport=viewport, base_url=server, is_mobile=screen == "phone")
+        try:
+            page = context.new_page()
+            page.goto(f"/backward?case={link}")
+            wait_ready(page)
+            tabs = page.locator("[data-testid=stMain] [role=tab]")
+            assert tabs.count() == 4, tabs.all_text_contents()
+            for i in range(tabs.count()):
+                tabs.nth(i).click()  # a tab starts no run
+                page.wait_for_function(TAB_OPEN, arg=tabs.nth(i).get_attribute("id"))
+                assert_no_exception(page)
+                if problems := _measured(page):
+                    found[f"{tabs.nth(i).inner_text()} ({screen})"] = problems
+        finally:
+            context.close()
+    assert not found, found
+
+
+def test_a_chart_drawn_while_hidden_is_fitted_when_shown(browser: Browser, server: str) -> None:
+    """A chart Plotly draws again while it is hidden (its texts measure 0 wide) is fitted once shown, not taken for
+    fitted: its drawing is stood in for by its texts written again as the figure has them, then Plotly's
+    afterplot event, which the fitter hears."""
+    link = case_to_link(random_case(13, 4, 3, 3, seed=13))
+    context = new_context(browser, viewport=SCREENS["phone"], base_url=server, is_mobile=True)
+    try:
+        page = context.new_page()
+        page.goto(f"/walkthrough?step=scores&case={link}")
+        wait_ready(page)
+        page.wait_for_function(FITTED)
+        hidden = page.evaluate(REDRAWN_HIDDEN)
+        assert hidden, "no heatmap with a number left out or shortened to redraw"
+        page.evaluate("() => document.querySelector('[data-e2e-hidden]').style.display = ''")
+        page.wait_for_function(FITTED)
+        assert not (problems := _measured(page)), problems
+    finally:
+        context.close()
+
+
+def test_a_walkthrough_redrawn_by_a_click_is_readable_at_every_step(browser: Browser, server: str) -> None:
+    """A click that redraws (the next step): each step's new charts measured once fitted, on a phone."""
+    link = case_to_link(random_case(13, 4, 3, 3, seed=13))
+    context = new_context(browser, viewport=SCREENS["phone"], base_url=server, is_mobile=True)
+    found = {}
+    try:
+        page = context.new_page()
+        page.goto(f"/walkthrough?step=inputs&case={link}")
+        wait_ready(page)
+        step = page.locator("[data-testid=stMain] h2").first
+        while True:
+            page.wait_for_function(FITTED)
+            assert_no_exception(page)
+            if problems := _measured(page):
+                found[step.inner_text()] = problems
+            following = page.locator(".st-key-next button")  # ▶, the next step
+            if following.is_disabled():
+                break
+            title = step.inner_text()
+            following.click()
+            wait_ready(page)
+            expect(step).not_to_have_text(title)  # the next step drawn
+    finally:
+        context.close()
+    assert not found, found
+
+
 def _measured(page: Page) -> list[str]:
-    return page.evaluate(MEASURE) + page.evaluate(UNREACHABLE)
+    return page.evaluate(MEASURE) + page.evaluate(UNREACHABLE) + page.evaluate(TOGETHER)

@@ -10,6 +10,11 @@ export default function () {
   if (window.__attentionFit) return undefined;
   window.__attentionFit = true;
   const hooked = new WeakSet();
+  // A chart drawn hidden (under a box not displayed) is not fitted then (its texts measure 0 wide): it is fitted
+  // when it gets a size, which showing it gives it (a change of style, which the mutations watched do not see).
+  const shown = new ResizeObserver((entries) => {
+    for (const { target } of entries) if (target.dataset.fitted !== "1") fitSafely(target);
+  });
   let pending = false;
   const hook = () => {
     pending = false;
@@ -17,9 +22,10 @@ export default function () {
       if (typeof chart.on !== "function") continue;
       if (!hooked.has(chart)) {
         hooked.add(chart);
-        chart.on("plotly_afterplot", () => fit(chart));
+        chart.on("plotly_afterplot", () => fitSafely(chart));
+        shown.observe(chart);
       }
-      if (chart.dataset.fitted !== "1") fit(chart); // drawn before it was seen
+      if (chart.dataset.fitted !== "1") fitSafely(chart); // drawn before it was seen
     }
   };
   const watch = new MutationObserver(() => {
@@ -30,21 +36,41 @@ export default function () {
   return undefined;
 }
 
-// Every cell text of every heatmap of `chart`, fitted to its cell; the chart then says so (data-fitted, which the
-// browser test waits for).
-function fit(chart) {
-  const layout = chart._fullLayout;
-  if (!layout) return;
-  for (const group of chart.querySelectorAll("g.hm")) {
-    const trace = group.__data__?.[0]?.trace;
-    if (!trace) continue;
-    const xa = layout[axisName("x", trace.xaxis)], ya = layout[axisName("y", trace.yaxis)];
-    if (!xa?.l2p || !ya?.l2p) continue;
-    const width = Math.abs(xa.l2p(1) - xa.l2p(0)) - (trace.xgap || 0) - 2 * PAD;
-    const height = Math.abs(ya.l2p(1) - ya.l2p(0)) - (trace.ygap || 0);
-    for (const text of group.querySelectorAll("g.heatmap-label text")) fitText(text, width, height);
+// One chart's fitting, whatever it meets: a chart that fails is said in the console and left unfitted (it is
+// tried again at its next drawing), and the next charts are fitted all the same.
+function fitSafely(chart) {
+  try {
+    fit(chart);
+  } catch (error) {
+    console.error("attention fit.js: a chart's numbers were not fitted", error);
   }
-  chart.dataset.fitted = "1";
+}
+
+// Every cell text of every heatmap of `chart`, fitted to its cell; the chart then says so (data-fitted, which the
+// browser test waits for), only when every text was measured: a hidden chart's texts measure 0 wide and are left as
+// they are, to be fitted when the chart is shown. A failure midway leaves the chart unfitted, never marked.
+function fit(chart) {
+  delete chart.dataset.fitted; // a drawing while hidden is not fitted: the next fitting, once shown, does it
+  const layout = chart._fullLayout;
+  if (!layout || !chart.getClientRects().length) return; // not drawn yet, or hidden: nothing can be measured
+  let done = false;
+  try {
+    let measured = true;
+    for (const group of chart.querySelectorAll("g.hm")) {
+      const trace = group.__data__?.[0]?.trace;
+      if (!trace) continue;
+      const xa = layout[axisName("x", trace.xaxis)], ya = layout[axisName("y", trace.yaxis)];
+      if (!xa?.l2p || !ya?.l2p) continue;
+      const width = Math.abs(xa.l2p(1) - xa.l2p(0)) - (trace.xgap || 0) - 2 * PAD;
+      const height = Math.abs(ya.l2p(1) - ya.l2p(0)) - (trace.ygap || 0);
+      for (const text of group.querySelectorAll("g.heatmap-label text")) {
+        if (!fitText(text, width, height)) measured = false;
+      }
+    }
+    done = measured;
+  } finally {
+    if (done) chart.dataset.fitted = "1";
+  }
 }
 
 function axisName(letter, id) {
@@ -52,33 +78,46 @@ function axisName(letter, id) {
 }
 
 // One cell's text: the number in DIGITS, DIGITS - 1, … significant digits, the first that fits; a word (−∞, ?) as
-// it is; hidden when nothing fits or the text is taller than the cell.
+// it is; hidden when nothing fits or the text is taller than the cell. False, and the text left as it was, when it
+// is not drawn (it measures 0 wide: its chart is hidden); true once fitted.
 function fitText(text, width, height) {
   const datum = text.__data__ ?? {};
   // the figure's own text: kept across refits of the same drawing, taken anew where Plotly wrote the node again
   const ours = text.dataset.shown === text.textContent && text.dataset.written !== undefined;
   const written = ours ? text.dataset.written : text.textContent;
-  text.dataset.written = written;
+  const before = { shown: text.textContent, display: text.style.display };
+  text.textContent = written;
   text.style.display = "";
+  if (written.trim() && text.getComputedTextLength() === 0) {
+    text.textContent = before.shown; // not drawn: nothing measured, nothing changed
+    text.style.display = before.display;
+    return false;
+  }
+  text.dataset.written = written;
   const minus = written.includes("\u2212");
   const value = typeof datum.z === "number" && Number.isFinite(datum.z) ? datum.z : null;
   const tries = value === null ? [written] : [...Array(DIGITS).keys()].map((i) => short(value, DIGITS - i, minus));
   let fits = false;
-  if (text.getBBox().height <= height) {
-    for (const shown of tries) {
-      text.textContent = shown;
-      if (text.getComputedTextLength() <= width) {
-        fits = true;
-        break;
+  try {
+    if (text.getBBox().height <= height) {
+      for (const shown of tries) {
+        text.textContent = shown;
+        if (text.getComputedTextLength() <= width) {
+          fits = true;
+          break;
+        }
       }
     }
+  } finally {
+    // whatever happened: the text shown whole or hidden, and said so (never a try left half-written)
+    if (!fits) {
+      text.textContent = written;
+      text.style.display = "none";
+    }
+    text.dataset.shown = text.textContent;
+    text.dataset.fit = fits ? "shown" : "hidden";
   }
-  if (!fits) {
-    text.textContent = written;
-    text.style.display = "none";
-  }
-  text.dataset.shown = text.textContent;
-  text.dataset.fit = fits ? "shown" : "hidden";
+  return true;
 }
 
 // A number in `digits` significant digits, as Plotly's %{z:.4~g} writes it (trailing zeros dropped).

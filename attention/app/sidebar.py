@@ -59,7 +59,7 @@ def draw(session: Session) -> None:
         if (room := _room(session)) is not None:
             room[1](session)
         st.subheader(t("sidebar.options"))  # what a learner changes first: next, under the pages
-        _options(session, language, shown)
+        _options(session, language)
         with st.expander(t("sidebar.sizes"), expanded=False):
             _sizes(session, language)
         with st.expander(t("sidebar.precision"), expanded=False):
@@ -81,14 +81,14 @@ def rounded_dropped(session: Session) -> bool:
     return asked and session.case.options.weights_override is None
 
 
-def _options(session: Session, language: str, shown: dict) -> None:
+def _options(session: Session, language: str) -> None:
     none = session.inputs.rounded is None  # drawn all the same: a widget that goes shifts the rest (and folds them)
     dropped = rounded_dropped(session)  # shown off, and why: the choice comes back with the options it fits
-    help_text = t("sidebar.rounded_none") if none else t("sidebar.rounded_help")
-    st.toggle(t("sidebar.rounded"), shown["use_rounded"], key="use_rounded", help=help_text, disabled=none or dropped)
+    help_text, c = t("sidebar.rounded_none") if none else t("sidebar.rounded_help"), session.controls
+    on = c.use_rounded and not dropped  # the softmax in use
+    st.toggle(t("sidebar.rounded"), on, key="use_rounded", help=help_text, disabled=none or dropped)
     if dropped:
         st.caption(t("sidebar.rounded_dropped"))
-    c = session.controls
     st.selectbox(
         t("sidebar.scale"), SCALES, _at(SCALES, c.scale), format_func=lambda v: i18n.text(language, f"scale.{v}"),
         key="scale", help=t("sidebar.scale_help"),

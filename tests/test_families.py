@@ -309,7 +309,8 @@ def test_a_llama_gguf_file_8_bit_equals_transformers_on_its_weights(gguf_pair):
     with torch.inference_mode():
         own = model.spec.family.forward(model, torch.tensor(ids))
     assert within(own.logits[0], out.logits[0, -1], carried(out.logits[0, -1], chain_terms(model.spec, len(ids))))
-    assert generate(model, SENTENCE, NEW_TOKENS).new_ids == their_tokens(hf, model, ids)
+    cached, uncached = (generate(model, SENTENCE, NEW_TOKENS, cached=c) for c in (True, False))
+    assert cached.new_ids == uncached.new_ids == their_tokens(hf, model, ids)
 
 
 # Broken inputs: a message naming the file and the problem ----------------------------------------------------------

@@ -47,9 +47,11 @@ def spec_of(config: dict, where: Path, name: str, files: tuple[str, ...], quanti
         raise CaseError(str(where), msg("error.model_config", key=str(e))) from None
     except ValueError as e:
         raise CaseError(str(where), msg("error.model_unsupported", detail=clip(str(e)))) from None
-    if sizes.get("rope_scaling") not in (None,) and sizes["rope_scaling"][0] != "linear":
-        raise CaseError(str(where), msg("error.model_unsupported", detail=f"RoPE scaling {sizes['rope_scaling'][0]}"))
-    return Spec(name, name, "", "", files, ("safetensors", "tokenizers"), **sizes, quantized=quantized,
+    kind = (sizes.get("rope_scaling") or ("linear",))[0]  # linear scaling shrinks positions; others change frequencies
+    if kind != "linear":
+        raise CaseError(str(where), msg("error.model_unsupported", detail=f"RoPE scaling {kind}"))
+    readers = ("gguf" if where.suffix == ".gguf" else "safetensors", "tokenizers")
+    return Spec(name, name, "", "", files, readers, **sizes, quantized=quantized,
                 default=(EXAMPLE, 1, 1), family=family, model_type=config["model_type"])  # fmt: skip
 
 

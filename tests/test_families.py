@@ -313,6 +313,30 @@ def test_a_llama_gguf_file_8_bit_equals_transformers_on_its_weights(gguf_pair):
     assert cached.new_ids == uncached.new_ids == their_tokens(hf, model, ids)
 
 
+def test_a_sentencepiece_vocabulary_in_a_gguf_file_cuts_as_transformers_cuts_it(tmp_path):
+    """Llama 2's and Mistral's GGUF files hold SentencePiece's pieces and scores, not merges: the app rebuilds the
+    tokenizer as transformers does (its <s>, its ▁ for a space, bytes for what no piece covers)."""
+    from gguf import GGUFWriter
+
+    pieces = ["▁", "▁the", "▁cat", "at", "he", "▁t", "▁c", "▁s", "ir", "ed", "▁m", "▁w", "as", "▁b", "ca", "use"]
+    letters = sorted(set("".join(pieces)) - {"▁"})
+    tokens = ["<unk>", "<s>", "</s>", *(f"<0x{b:02X}>" for b in range(256)), *letters, *pieces]
+    scores = [0.0] * 259 + [-100.0 - i for i in range(len(letters))] + [-float(i) for i in range(len(pieces))]
+    writer = GGUFWriter(tmp_path / "spm.gguf", "llama")
+    writer.add_tokenizer_model("llama"), writer.add_token_list(tokens), writer.add_token_scores(scores)
+    writer.add_token_types([2, 3, 3] + [6] * 256 + [1] * (len(tokens) - 259))
+    writer.add_bos_token_id(1), writer.add_eos_token_id(2), writer.add_unk_token_id(0)
+    writer.add_tensor("token_embd.weight", np.zeros((len(tokens), 8), np.float32))
+    written(writer)
+    ours = sources.gguf_tokenizer(sources.gguf_reader(tmp_path / "spm.gguf"), tmp_path / "spm.gguf")
+    theirs = transformers.AutoTokenizer.from_pretrained(tmp_path, gguf_file="spm.gguf")
+    for sentence in (SENTENCE, "the  cat\nZ é", "Thermal"):
+        ids = ours.encode(sentence).ids
+        assert ids == theirs(sentence)["input_ids"] and ids[0] == 1, sentence
+        assert ours.decode(ids) == sentence
+    assert models.Model(None, {}, ours).readable("▁cat") == "␣cat"
+
+
 # Broken inputs: a message naming the file and the problem ----------------------------------------------------------
 
 

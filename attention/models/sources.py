@@ -216,24 +216,44 @@ def _gguf_tensors(reader, path: Path) -> dict[str, torch.Tensor]:
 
 
 def gguf_tokenizer(reader, path: Path):
-    """The tokenizer rebuilt from the file's vocabulary: GPT-2's byte-level BPE (SmolLM2's: digits one by one)."""
-    from tokenizers import Tokenizer, decoders, pre_tokenizers
+    """The tokenizer rebuilt from the file's vocabulary: GPT-2's byte-level BPE (SmolLM2's: digits one by one), or
+    SentencePiece's (Llama 2's, Mistral's: ▁ for a space, bytes as <0x..> tokens, <s> first), as transformers does."""
+    from tokenizers import AddedToken, Tokenizer, decoders, normalizers, pre_tokenizers, processors
     from tokenizers.models import BPE
 
     kind = _field(reader, "tokenizer.ggml.model")
-    if kind != "gpt2" or "tokenizer.ggml.merges" not in reader.fields:
-        raise CaseError(str(path), msg("error.model_unsupported", detail=f"GGUF tokenizer {kind!r} (only 'gpt2')"))
-
-    def strings(key: str) -> list[str]:
-        field = reader.fields[key]
-        return [bytes(field.parts[i]).decode("utf-8") for i in field.data]
-
-    vocab = {token: i for i, token in enumerate(strings("tokenizer.ggml.tokens"))}
-    merges = [tuple(m.split(" ", 1)) for m in strings("tokenizer.ggml.merges")]
-    tokenizer = Tokenizer(BPE(vocab, merges))
-    split = [pre_tokenizers.ByteLevel(add_prefix_space=False)]  # GPT-2's byte-level split (no space added in front)
-    if _field(reader, "tokenizer.ggml.pre") == "smollm":  # SmolLM2's own: digits one by one first
-        split.insert(0, pre_tokenizers.Digits(individual_digits=True))
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(split)
-    tokenizer.decoder = decoders.ByteLevel()
+    if kind not in ("gpt2", "llama") or "tokenizer.ggml.tokens" not in reader.fields:
+        raise CaseError(str(path), msg("error.model_unsupported", detail=f"GGUF tokenizer {kind!r}"))
+    tokens = _field(reader, "tokenizer.ggml.tokens")
+    vocab = {token: i for i, token in enumerate(tokens)}
+    if kind == "gpt2":
+        merges = [tuple(m.split(" ", 1)) for m in _field(reader, "tokenizer.ggml.merges", [])]
+        tokenizer = Tokenizer(BPE(vocab, merges))
+        split = [pre_tokenizers.ByteLevel(add_prefix_space=False)]  # GPT-2's byte-level split (no space in front)
+        if _field(reader, "tokenizer.ggml.pre") == "smollm":  # SmolLM2's own: digits one by one first
+            split.insert(0, pre_tokenizers.Digits(individual_digits=True))
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence(split)
+        tokenizer.decoder = decoders.ByteLevel()
+        return tokenizer
+    unknown = tokens[_field(reader, "tokenizer.ggml.unknown_token_id", 0)]
+    merges = _sentence_piece_merges(vocab, _field(reader, "tokenizer.ggml.scores", [0.0] * len(tokens)))
+    tokenizer = Tokenizer(BPE(vocab, merges, unk_token=unknown, fuse_unk=True, byte_fallback=True))
+    tokenizer.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    tokenizer.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                           decoders.Strip(" ", 1, 0)])  # fmt: skip
+    kinds = _field(reader, "tokenizer.ggml.token_type", [])
+    tokenizer.add_special_tokens([AddedToken(t, special=True) for t, k in zip(tokens, kinds, strict=False) if k == 3])
+    if _field(reader, "tokenizer.ggml.add_bos_token", True):  # SentencePiece models read <s> first
+        bos = tokens[_field(reader, "tokenizer.ggml.bos_token_id", 1)]
+        tokenizer.post_processor = processors.TemplateProcessing(single=f"{bos} $A", special_tokens=[(bos, vocab[bos])])
     return tokenizer
+
+
+def _sentence_piece_merges(vocab: dict[str, int], scores: list[float]) -> list[tuple[str, str]]:
+    """SentencePiece's pieces as BPE merges: each piece from any two pieces that make it, the best-scored first."""
+    merges = []
+    for piece, score in zip(vocab, scores, strict=True):
+        pairs = [(piece[:i], piece[i:]) for i in range(1, len(piece)) if piece[:i] in vocab and piece[i:] in vocab]
+        merges += [(score, *pair) for pair in sorted(pairs, key=lambda pair: (vocab[pair[0]], vocab[pair[1]]))]
+    merges.sort(key=lambda m: (m[0], len(m[1]), len(m[2])), reverse=True)
+    return [(left, right) for _, left, right in merges]

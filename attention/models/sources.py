@@ -1,0 +1,265 @@
+"""A model's files read into a Model: a folder in Hugging Face's layout (config.json, model.safetensors or its shards
+with their index, tokenizer.json) or a GGUF file of the llama architecture; its spec made from its config by its
+family's adapter. A broken file is a CaseError naming the file and the problem, never a traceback."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import torch
+
+from ..base.case import CaseError
+from ..base.i18n import clip, msg
+from .bert import Bert
+from .gpt2 import Gpt2
+from .llama import Llama
+from .model import Model, Spec
+
+SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "gpt2", "bert", "roberta")  # config.json's model_type
+PREFIXES = ("model.", "transformer.", "bert.", "roberta.")  # a file saved from a model with a head names its body so
+EXAMPLE = "The cat sat on the mat because it was tired"
+# GGUF's names of a llama model's tensors (llama.cpp's converter), and Hugging Face's, which the adapter reads
+GGUF_NAMES = {"token_embd": "embed_tokens", "output_norm": "norm", "output": "lm_head", "attn_norm": "input_layernorm",
+              "ffn_norm": "post_attention_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
+              "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj",
+              "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}  # fmt: skip
+
+
+def family_of(config: dict, where: Path):
+    """The adapter for a config's model_type; CaseError naming it and the supported ones."""
+    kind = config.get("model_type")
+    if kind not in SUPPORTED:
+        found = kind or ", ".join(config.get("architectures", [])) or "?"
+        raise CaseError(str(where), msg("error.model_architecture", found=found, supported=", ".join(SUPPORTED)))
+    if kind in ("bert", "roberta"):  # RoBERTa counts positions from its padding token + 1
+        pad = config.get("pad_token_id")
+        return Bert(first_position=(pad if isinstance(pad, int) else 1) + 1 if kind == "roberta" else 0)
+    return Gpt2() if kind == "gpt2" else Llama(qk_norm=kind == "qwen3")
+
+
+def spec_of(config: dict, where: Path, name: str, files: tuple[str, ...], quantized: str | None = None) -> Spec:
+    """A model's spec from its config (Hugging Face's keys), made by its family's adapter."""
+    family = family_of(config, where)
+    try:
+        sizes = family.sizes(config)
+    except KeyError as e:
+        raise CaseError(str(where), msg("error.model_config", key=str(e))) from None
+    except ValueError as e:
+        raise CaseError(str(where), msg("error.model_unsupported", detail=clip(str(e)))) from None
+    except (TypeError, ZeroDivisionError, AttributeError) as e:  # a number that is not one, a head count of 0
+        raise CaseError(str(where), msg("error.model_unreadable", detail=clip(str(e)))) from None
+    for key in ("layers", "heads", "kv_heads", "head_dim", "width", "vocab"):
+        if not isinstance(sizes[key], int) or isinstance(sizes[key], bool) or sizes[key] < 1:
+            raise CaseError(str(where), msg("error.model_unreadable", detail=f"{key} is {sizes[key]!r}, not a count"))
+    kind = (sizes.get("rope_scaling") or ("linear",))[0]  # linear scaling shrinks positions; others change frequencies
+    if kind != "linear":
+        raise CaseError(str(where), msg("error.model_unsupported", detail=f"RoPE scaling {kind}"))
+    readers = ("gguf" if where.suffix == ".gguf" else "safetensors", "tokenizers")
+    return Spec(name, name, "", "", files, readers, **sizes, quantized=quantized,
+                default=(EXAMPLE, 1, 1), family=family, model_type=config["model_type"])  # fmt: skip
+
+
+def spec_at(path: Path) -> Spec:
+    """The spec of a model on disk, a folder or a .gguf file, from its config alone (no weights read)."""
+    path = Path(path)
+    if path.suffix == ".gguf":
+        return gguf_spec(gguf_reader(path), path)
+    config_file = path / "config.json"
+    if not config_file.is_file():
+        raise CaseError(str(path), msg("error.model_absent", file="config.json"))
+    config = _read(config_file, lambda: json.loads(config_file.read_text()))
+    if not isinstance(config, dict):
+        raise CaseError(str(config_file), msg("error.model_unreadable", detail="not a JSON object"))
+    family_of(config, config_file)  # its architecture first: the message that matters most
+    return spec_of(config, config_file, path.name, tuple(str(p) for p in _weight_files(path)))
+
+
+def open_model(path: Path) -> Model:
+    """A model on disk (a folder in Hugging Face's layout, or a .gguf file) read into float32 tensors."""
+    return load(spec_at(path), Path(path))
+
+
+def load(spec: Spec, path: Path) -> Model:
+    """The model's files (a .gguf file, or a folder) read for its spec: tensors checked against it, float32."""
+    if path.suffix == ".gguf":
+        reader = gguf_reader(path)
+        tensors, tokenizer = _gguf_tensors(reader, path), gguf_tokenizer(reader, path)
+        files = (path,)
+    else:
+        files = _weight_files(path)
+        tensors = {}
+        for file in files:
+            tensors |= _read(file, lambda f=file: _safetensors(f))
+        tensors = {_unprefixed(name): t for name, t in tensors.items()}
+        tokenizer = _tokenizer(path)
+    weights = _checked(spec, tensors, files[0] if len(files) == 1 else path)
+    if path.suffix != ".gguf":  # a GGUF file's tensors are already as the forward pass reads them
+        weights = spec.family.weights(spec, weights)
+    if tokenizer.get_vocab_size() > spec.vocab:  # a token id past the embedding's rows would fail in the model
+        where = path if path.suffix == ".gguf" else path / "tokenizer.json"
+        raise CaseError(str(where), msg("error.model_vocab", tokens=tokenizer.get_vocab_size(), vocab=spec.vocab))
+    return Model(spec, weights, tokenizer)
+
+
+def _checked(spec: Spec, tensors: dict[str, torch.Tensor], where: Path) -> dict[str, torch.Tensor]:
+    """The tensors, with each one the family reads present in the shape its config gives."""
+    for name, shape in spec.family.expected(spec).items():
+        if name not in tensors:
+            raise CaseError(str(where), msg("error.model_tensor_missing", tensor=name))
+        if shape is not None and tuple(tensors[name].shape) != shape:
+            got = tuple(tensors[name].shape)
+            raise CaseError(str(where), msg("error.model_tensor_shape", tensor=name, shape=got, expected=shape))
+    return tensors
+
+
+def _read(file: Path, read):
+    """read(), its failure (a truncated or broken file) a CaseError naming the file."""
+    try:
+        return read()
+    except CaseError:
+        raise
+    except Exception as e:  # whatever the reader's own error is: a message, never a traceback
+        raise CaseError(str(file), msg("error.model_unreadable", detail=clip(str(e) or type(e).__name__))) from None
+
+
+def _weight_files(folder: Path) -> tuple[Path, ...]:
+    """model.safetensors, or the shards its index lists (model-0000k-of-0000n.safetensors)."""
+    single, index = folder / "model.safetensors", folder / "model.safetensors.index.json"
+    if single.is_file():
+        return (single,)
+    if not index.is_file():
+        raise CaseError(str(folder), msg("error.model_absent", file="model.safetensors"))
+    shards = _read(index, lambda: sorted(set(json.loads(index.read_text())["weight_map"].values())))
+    for shard in shards:
+        if not (folder / shard).is_file():
+            raise CaseError(str(folder / shard), msg("error.model_shard", index=index.name))
+    return tuple(folder / shard for shard in shards)
+
+
+def _safetensors(file: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return {name: t.float() for name, t in load_file(file).items()}  # bf16 and fp16 computed in float32
+
+
+def _unprefixed(name: str) -> str:
+    return next((name.removeprefix(p) for p in PREFIXES if name.startswith(p)), name)
+
+
+def _tokenizer(folder: Path):
+    """tokenizer.json, without padding and truncation (the length limit is ours: a message, not a silent cut)."""
+    from tokenizers import Tokenizer
+
+    file = folder / "tokenizer.json"
+    if not file.is_file():
+        raise CaseError(str(folder), msg("error.model_absent", file="tokenizer.json"))
+    tokenizer = _read(file, lambda: Tokenizer.from_file(str(file)))
+    tokenizer.no_padding()  # MiniLM's file pads every sentence to 128 tokens
+    tokenizer.no_truncation()
+    return tokenizer
+
+
+# GGUF ------------------------------------------------------------------------------------------------------------
+
+
+def gguf_reader(path: Path):
+    from gguf import GGUFReader
+
+    if not path.is_file():
+        raise CaseError(str(path), msg("error.model_absent", file=path.name))
+    reader = _read(path, lambda: GGUFReader(path))
+    found = _field(reader, "general.architecture", "?")
+    if found != "llama":
+        raise CaseError(str(path), msg("error.model_architecture", found=f"GGUF {found}", supported="GGUF llama"))
+    if "rope_freqs.weight" in {t.name for t in reader.tensors}:  # Llama 3's frequencies, scaled per pair
+        raise CaseError(str(path), msg("error.model_unsupported", detail="RoPE scaling llama3 (rope_freqs)"))
+    return reader
+
+
+def _field(reader, key: str, default=None):
+    field = reader.fields.get(key)
+    return default if field is None else field.contents()
+
+
+def gguf_spec(reader, path: Path) -> Spec:
+    """The spec from a GGUF file's metadata, as Hugging Face's config keys; its quantization: its weights' type."""
+    heads = _field(reader, "llama.attention.head_count")
+    width = _field(reader, "llama.embedding_length")
+    names = {t.name for t in reader.tensors}
+    config = {
+        "model_type": "llama", "num_hidden_layers": _field(reader, "llama.block_count"), "hidden_size": width,
+        "num_attention_heads": heads, "num_key_value_heads": _field(reader, "llama.attention.head_count_kv", heads),
+        "rope_theta": _field(reader, "llama.rope.freq_base", 10000.0),
+        "rms_norm_eps": _field(reader, "llama.attention.layer_norm_rms_epsilon", 1e-5),
+        "tie_word_embeddings": "output.weight" not in names,
+        "vocab_size": len(reader.fields["tokenizer.ggml.tokens"].data) if "tokenizer.ggml.tokens" in reader.fields
+        else None,
+    }  # fmt: skip
+    config = {k: v for k, v in config.items() if v is not None}  # a missing one: spec_of names it
+    kinds = Counter(t.tensor_type.name for t in reader.tensors if len(t.shape) == 2)
+    quantized = kinds.most_common(1)[0][0] if kinds else None
+    return spec_of(config, path, path.stem, (str(path),), None if quantized == "F32" else quantized)
+
+
+def _gguf_tensors(reader, path: Path) -> dict[str, torch.Tensor]:
+    """Every tensor dequantized to float32, under Hugging Face's names."""
+    from gguf.quants import dequantize
+
+    tensors = {}
+    for t in reader.tensors:  # GGUF lists a shape innermost first: an (out, in) weight is [in, out]
+        shape = tuple(reversed([int(s) for s in t.shape]))
+        array = _read(path, lambda t=t, shape=shape: dequantize(t.data, t.tensor_type).reshape(shape))
+        block, _, rest = t.name.partition(".")
+        if block == "blk":  # blk.3.attn_q.weight → layers.3.self_attn.q_proj.weight
+            layer, part, kind = rest.split(".", 2)
+            name = f"layers.{layer}.{GGUF_NAMES.get(part, part)}.{kind}"
+        else:
+            name = f"{GGUF_NAMES.get(block, block)}.{rest}"
+        tensors[name] = torch.tensor(array, dtype=torch.float32)  # a copy: the file is mapped read-only
+    return tensors
+
+
+def gguf_tokenizer(reader, path: Path):
+    """The tokenizer rebuilt from the file's vocabulary: GPT-2's byte-level BPE (SmolLM2's: digits one by one), or
+    SentencePiece's (Llama 2's, Mistral's: ▁ for a space, bytes as <0x..> tokens, <s> first), as transformers does."""
+    from tokenizers import AddedToken, Tokenizer, decoders, normalizers, pre_tokenizers, processors
+    from tokenizers.models import BPE
+
+    kind = _field(reader, "tokenizer.ggml.model")
+    if kind not in ("gpt2", "llama") or "tokenizer.ggml.tokens" not in reader.fields:
+        raise CaseError(str(path), msg("error.model_unsupported", detail=f"GGUF tokenizer {kind!r}"))
+    tokens = _field(reader, "tokenizer.ggml.tokens")
+    vocab = {token: i for i, token in enumerate(tokens)}
+    if kind == "gpt2":
+        merges = [tuple(m.split(" ", 1)) for m in _field(reader, "tokenizer.ggml.merges", [])]
+        tokenizer = Tokenizer(BPE(vocab, merges))
+        split = [pre_tokenizers.ByteLevel(add_prefix_space=False)]  # GPT-2's byte-level split (no space in front)
+        if _field(reader, "tokenizer.ggml.pre") == "smollm":  # SmolLM2's own: digits one by one first
+            split.insert(0, pre_tokenizers.Digits(individual_digits=True))
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence(split)
+        tokenizer.decoder = decoders.ByteLevel()
+        return tokenizer
+    unknown = tokens[_field(reader, "tokenizer.ggml.unknown_token_id", 0)]
+    merges = _sentence_piece_merges(vocab, _field(reader, "tokenizer.ggml.scores", [0.0] * len(tokens)))
+    tokenizer = Tokenizer(BPE(vocab, merges, unk_token=unknown, fuse_unk=True, byte_fallback=True))
+    tokenizer.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    tokenizer.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                           decoders.Strip(" ", 1, 0)])  # fmt: skip
+    kinds = _field(reader, "tokenizer.ggml.token_type", [])
+    tokenizer.add_special_tokens([AddedToken(t, special=True) for t, k in zip(tokens, kinds, strict=False) if k == 3])
+    if _field(reader, "tokenizer.ggml.add_bos_token", True):  # SentencePiece models read <s> first
+        bos = tokens[_field(reader, "tokenizer.ggml.bos_token_id", 1)]
+        tokenizer.post_processor = processors.TemplateProcessing(single=f"{bos} $A", special_tokens=[(bos, vocab[bos])])
+    return tokenizer
+
+
+def _sentence_piece_merges(vocab: dict[str, int], scores: list[float]) -> list[tuple[str, str]]:
+    """SentencePiece's pieces as BPE merges: each piece from any two pieces that make it, the best-scored first."""
+    merges = []
+    for piece, score in zip(vocab, scores, strict=True):
+        pairs = [(piece[:i], piece[i:]) for i in range(1, len(piece)) if piece[:i] in vocab and piece[i:] in vocab]
+        merges += [(score, *pair) for pair in sorted(pairs, key=lambda pair: (vocab[pair[0]], vocab[pair[1]]))]
+    merges.sort(key=lambda m: (m[0], len(m[1]), len(m[2])), reverse=True)
+    return [(left, right) for _, left, right in merges]

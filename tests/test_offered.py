@@ -1,0 +1,121 @@
+"""The models a server offers (the packages, the Hugging Face cache, ATTENTION_MODELS), each described without
+loading it; the budget refusing a model before it is read; at most two models loaded, the least recently used going."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from attention import models
+from attention.base.case import CaseError
+from attention.models import offered, sources
+
+transformers = pytest.importorskip("transformers")
+pytestmark = pytest.mark.skipif(models.missing("minilm"), reason="MiniLM's tokenizer (its model package)")
+
+
+def tiny_bert(folder: Path, layers: int = 1) -> int:
+    """A random BERT of width 8 saved in Hugging Face's layout, MiniLM's tokenizer beside it; its parameter count."""
+    config = transformers.BertConfig(hidden_size=8, num_hidden_layers=layers, num_attention_heads=2,
+                                     intermediate_size=16, max_position_embeddings=64)  # fmt: skip
+    model = transformers.BertModel(config)
+    model.save_pretrained(folder, safe_serialization=True)
+    shutil.copy(models.files("minilm")["tokenizer.json"], folder / "tokenizer.json")
+    return sum(p.numel() for p in model.parameters())
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory) -> tuple[Path, int]:
+    folder = tmp_path_factory.mktemp("bert") / "tiny-bert"
+    return folder, tiny_bert(folder, layers=2)
+
+
+@pytest.fixture(autouse=True)
+def nothing_loaded(monkeypatch):
+    monkeypatch.setattr(offered, "_loaded", type(offered._loaded)())
+
+
+def test_the_cache_and_the_operators_folder_are_offered_with_their_sizes(made, tmp_path):
+    folder, parameters = made
+    snapshot = tmp_path / "hub" / "models--someone--tiny-bert" / "snapshots" / "abc123"
+    shutil.copytree(folder, snapshot)
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("abc123")
+    mine = tmp_path / "mine"
+    shutil.copytree(folder, mine / "nested" / "bert")
+    (mine / "broken").mkdir()
+    (mine / "broken" / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    env = {"HF_HUB_CACHE": str(tmp_path / "hub"), "ATTENTION_MODELS": str(mine)}
+    offers = {o.id: o for o in offered.offered(env)}
+    shipped = {name for name in models.SPECS if models.files(name) is not None}
+    assert set(offers) == shipped | {"hf:someone/tiny-bert", "local:nested/bert", "local:broken"}
+    bert = offers["hf:someone/tiny-bert"]
+    assert (bert.family, bert.layers, bert.heads, bert.problem) == ("bert", 2, 2, None)
+    assert bert.float32_bytes == 4 * parameters and bert.disk_bytes == (folder / "model.safetensors").stat().st_size
+    assert offers["local:nested/bert"].path == mine / "nested" / "bert"
+    assert offers["local:broken"].problem == f"{mine / 'broken'}: has no model.safetensors"
+    if "minilm" in offers:
+        assert offers["minilm"].path is None and offers["minilm"].layers == 6 and offers["minilm"].heads == 12
+
+
+def test_the_default_cache_is_hf_home_s_hub_or_the_users():
+    assert offered.hub_cache({"HF_HOME": "/data/hf"}) == Path("/data/hf/hub")
+    assert offered.hub_cache({"HF_HUB_CACHE": "/c", "HF_HOME": "/data/hf"}) == Path("/c")
+    assert offered.hub_cache({}) == Path.home() / ".cache" / "huggingface" / "hub"
+
+
+def test_a_gguf_file_under_the_operators_folder_is_offered(tmp_path):
+    from gguf import GGUFWriter
+
+    writer = GGUFWriter(tmp_path / "tiny.gguf", "llama")
+    for add, value in (("block_count", 1), ("embedding_length", 8), ("head_count", 2), ("head_count_kv", 1)):
+        getattr(writer, f"add_{add}")(value)
+    writer.add_token_list(["a", "b", "c"])
+    writer.add_tensor("token_embd.weight", torch.zeros(3, 8).numpy())
+    writer.write_header_to_file(), writer.write_kv_data_to_file(), writer.write_tensors_to_file(), writer.close()
+    (offer,) = offered.offered({"ATTENTION_MODELS": str(tmp_path), "HF_HUB_CACHE": str(tmp_path / "none")})[-1:]
+    assert (offer.id, offer.family, offer.layers, offer.heads, offer.float32_bytes) == ("local:tiny.gguf", "llama",
+                                                                                        1, 2, 4 * 24)  # fmt: skip
+
+
+@pytest.mark.parametrize(("value", "bytes"), [("", 2 * 2**30), ("1000", 1000), ("1.5GiB", 3 * 2**29),
+                                              ("64 MiB", 64 * 2**20), ("lots", 2 * 2**30)])  # fmt: skip
+def test_the_budget_is_read_from_the_environment(value, bytes):
+    assert offered.budget({"ATTENTION_MODEL_BUDGET": value}) == bytes
+
+
+def test_a_model_past_the_budget_is_refused_with_both_numbers_before_it_is_read(made, monkeypatch):
+    offer = offered._offer("local:tiny-bert", made[0])
+
+    def read(*_):
+        raise AssertionError("the model was read")
+
+    monkeypatch.setattr(sources, "open_model", read)
+    with pytest.raises(CaseError) as e:
+        offered.open_offer(offer, {"ATTENTION_MODEL_BUDGET": "1000"})
+    size = f"{offer.float32_bytes / 2**30:.2f} GiB"
+    assert str(e.value) == (f"local:tiny-bert: needs {size} of float32 weights, more than this server's budget of "
+                            "0.00 GiB (ATTENTION_MODEL_BUDGET)")  # fmt: skip
+
+
+def test_two_models_stay_loaded_and_the_least_recently_used_goes(made, tmp_path):
+    offers = []
+    for name in "abc":
+        shutil.copytree(made[0], tmp_path / name)
+        offers.append(offered._offer(f"local:{name}", tmp_path / name))
+    a, b, c = offers
+    first = offered.open_offer(a)
+    assert offered.open_offer(a) is first  # loaded once
+    offered.open_offer(b), offered.open_offer(a), offered.open_offer(c)  # b is now the least recently used
+    assert list(offered._loaded) == ["local:a", "local:c"] and offered.open_offer(a) is first
+    assert offered.open_offer(a).run("The cat sat").tokens == ("[CLS]", "the", "cat", "sat", "[SEP]")
+
+
+def test_a_broken_offer_says_its_problem_when_opened(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "t5"}))
+    offer = offered._offer("local:x", tmp_path)
+    assert offer.family == "?" and offer.problem.startswith(f"{tmp_path / 'config.json'}: is t5, not an architecture")
+    with pytest.raises(CaseError, match="is t5"):
+        offered.open_offer(offer)

@@ -14,9 +14,11 @@ from streamlit.testing.v1 import AppTest
 
 from attention import attend, models
 from attention.app.origins import Article, ModelHead, model
+from attention.base import i18n
 from attention.base.presets import random_case
 from attention.exercise.state import Classroom, on_case
 from attention.forward import teach
+from attention.models.kinds import kinds
 from attention.models.script import real_script
 from tests.apptest import APP, PAGES, current_trace, edit, session
 
@@ -111,6 +113,14 @@ def test_minilm_has_no_mask_its_bias_column_and_twelve_heads(real):
 
 def test_every_head_of_the_layer_opens_from_its_map(real):
     assert len([b for b in real.button if b.key and b.key.startswith("open_head_")]) == 9
+    # each map says its kind (issue 31), as kinds() measures it on the layer's weights
+    s = session(real)
+    found = kinds(attend(models.layer_case(s.loader("smollm2"), s.source.run, 1))["weights"], causal=True)
+    captions = [c.value for c in real.caption]
+    assert any("of these 9 heads put more than half of their weight on the first token" in c for c in captions)
+    shown = [c for c in captions if c.split(":")[0] in ("first token", "previous token", "itself", "broad", "mixed")]
+    assert sorted(shown) == sorted(i18n.text("en", f"real.kind.{k.name}", share=f"{k.share:.2f}") for k in found)
+    assert found[2].name == "previous"  # head 3, the default: a previous-token head, as its spec says
     real.button(key="open_head_5").click().run()
     assert session(real).source.choice.head == 6
     assert_checked_against_the_model(real)

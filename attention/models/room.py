@@ -16,6 +16,7 @@ from ..base.i18n import render
 from ..forward.compute import attend
 from ..show.heatmap import heatmap
 from . import SPECS
+from .kinds import first_heavy, kinds
 
 KEYS = {"real_model": "model", "real_text": "sentence", "real_layer": "layer", "real_head": "head"}
 EXAMPLE = "real_example"  # a picked example sentence goes into the sentence box
@@ -89,6 +90,9 @@ def heads(session: Session) -> None:
     st.header(t("real.heads", layer=c.layer, model=SPECS[c.model].title))
     st.caption(t("real.heads_help"))
     every = layer_weights(session, last)
+    found = kinds(every, SPECS[c.model].causal)
+    if found is not None:
+        st.caption(t("real.kinds_help", n=len(tokens), first=first_heavy(found), heads=len(found)))
     st.button(
         t("real.open_layer", heads=len(every)), key="open_layer", disabled=made and c.head == 0,
         on_click=lambda: make.choose_model(session, session.loader, head=0), icon=":material/view_week:",
@@ -103,6 +107,9 @@ def heads(session: Session) -> None:
         fig.update_xaxes(showticklabels=False)
         fig.update_yaxes(showticklabels=False)
         where.plotly_chart(fig, key=f"head_map_{head}", width="stretch", config={"displayModeBar": False})
+        if found is not None:
+            kind = found[head]
+            where.caption(t(f"real.kind.{kind.name}", share=f"{kind.share:.2f}"))
         shown = made and head + 1 == c.head
         where.button(
             t("real.open_head", head=head + 1), key=f"open_head_{head}", disabled=shown, width="stretch",

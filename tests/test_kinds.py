@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from attention.models.kinds import first_heavy, kinds
+from attention.models.kinds import first_heavy, induction, kinds, probe
 
 
 def built(n: int) -> tuple[torch.Tensor, ...]:
@@ -48,3 +48,19 @@ def test_an_encoders_rows_spread_over_every_token():
     assert kind.name == "broad" and kind.share == pytest.approx(1.0)
     (kind,) = kinds(EVEN[None], causal=False)  # even over the earlier keys only: far from even over all n
     assert kind.broad < 0.9
+
+
+def test_an_induction_head_is_named_by_the_probe_whatever_it_does_on_the_sentence():
+    """On the probe (L random tokens, then the same L), an induction head's row L + k looks at token k + 1: the
+    one that followed the same token last time. The score is that weight's mean over the second copy."""
+    length = 4
+    ids = probe(1000, length)
+    assert torch.equal(ids[:length], ids[length:]) and ids.min() >= 100 and ids.max() < 500
+    on_probe = torch.zeros(2, 2 * length, 2 * length)
+    on_probe[0, :, 0] = 1.0  # a sink: none on the next token
+    for i in range(length, 2 * length):
+        on_probe[1, i, i - length + 1] = 1.0
+    scores = induction(on_probe, length)
+    assert scores.tolist() == [0.0, 1.0]
+    found = kinds(torch.stack([SINK, SINK]), causal=True, induction=scores)
+    assert [k.name for k in found] == ["first", "induction"] and found[1].share == 1.0

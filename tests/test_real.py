@@ -18,7 +18,7 @@ from attention.base import i18n
 from attention.base.presets import random_case
 from attention.exercise.state import Classroom, on_case
 from attention.forward import teach
-from attention.models.kinds import kinds
+from attention.models.kinds import kinds, probe_scores
 from attention.models.script import real_script
 from tests.apptest import APP, PAGES, current_trace, edit, session
 
@@ -111,16 +111,28 @@ def test_minilm_has_no_mask_its_bias_column_and_twelve_heads(real):
     assert len(real.radio(key="step_picker").options) == 8  # no RoPE
 
 
-def test_every_head_of_the_layer_opens_from_its_map(real):
-    assert len([b for b in real.button if b.key and b.key.startswith("open_head_")]) == 9
-    # each map says its kind (issue 31), as kinds() measures it on the layer's weights
+KIND_WORDS = ("induction", "first token", "previous token", "itself", "broad", "mixed")  # real.kind.*, in English
+
+
+def kinds_shown_and_measured(real: AppTest, layer: int) -> list:
+    """The kinds under the layer's maps, checked against kinds() on its weights and the probe; the measured ones."""
     s = session(real)
-    found = kinds(attend(models.layer_case(s.loader("smollm2"), s.source.run, 1))["weights"], causal=True)
+    model, run = s.loader("smollm2"), s.source.run
+    weights = attend(models.layer_case(model, run, layer - 1))["weights"]
+    found = kinds(weights, True, probe_scores(model, layer - 1))
     captions = [c.value for c in real.caption]
     assert any("of these 9 heads put more than half of their weight on the first token" in c for c in captions)
-    shown = [c for c in captions if c.split(":")[0] in ("first token", "previous token", "itself", "broad", "mixed")]
+    shown = [c for c in captions if c.split(":")[0] in KIND_WORDS]
     assert sorted(shown) == sorted(i18n.text("en", f"real.kind.{k.name}", share=f"{k.share:.2f}") for k in found)
-    assert found[2].name == "previous"  # head 3, the default: a previous-token head, as its spec says
+    return found
+
+
+def test_every_head_of_the_layer_opens_from_its_map_and_says_its_kind(real):
+    assert len([b for b in real.button if b.key and b.key.startswith("open_head_")]) == 9
+    assert kinds_shown_and_measured(real, 2)[2].name == "previous"  # head 3, the default, as its spec says
+    real.number_input(key="real_layer").set_value(18).run()  # SmolLM2's induction heads: layers 18 and 19
+    assert [k.name for k in kinds_shown_and_measured(real, 18)].count("induction") >= 2
+    real.number_input(key="real_layer").set_value(2).run()
     real.button(key="open_head_5").click().run()
     assert session(real).source.choice.head == 6
     assert_checked_against_the_model(real)

@@ -16,7 +16,7 @@ from ..base.i18n import render
 from ..forward.compute import attend
 from ..show.heatmap import heatmap
 from . import SPECS
-from .kinds import first_heavy, kinds
+from .kinds import PROBE, first_heavy, kinds, probe_scores
 
 KEYS = {"real_model": "model", "real_text": "sentence", "real_layer": "layer", "real_head": "head"}
 EXAMPLE = "real_example"  # a picked example sentence goes into the sentence box
@@ -90,9 +90,15 @@ def heads(session: Session) -> None:
     st.header(t("real.heads", layer=c.layer, model=SPECS[c.model].title))
     st.caption(t("real.heads_help"))
     every = layer_weights(session, last)
-    found = kinds(every, SPECS[c.model].causal)
+    spec = SPECS[c.model]
+    scores = session.derived.get(  # one pass of the probe through the model, kept per layer
+        ("induction", c.model, c.layer), lambda: probe_scores(session.loader(c.model), c.layer - 1)
+    ) if spec.causal else None  # fmt: skip
+    found = kinds(every, spec.causal, scores)
     if found is not None:
         st.caption(t("real.kinds_help", n=len(tokens), first=first_heavy(found), heads=len(found)))
+        if scores is not None:
+            st.caption(t("real.kinds_probe", length=PROBE))
     st.button(
         t("real.open_layer", heads=len(every)), key="open_layer", disabled=made and c.head == 0,
         on_click=lambda: make.choose_model(session, session.loader, head=0), icon=":material/view_week:",

@@ -20,6 +20,7 @@ from attention.exercise.state import Classroom, on_case
 from attention.forward import teach
 from attention.models.kinds import kinds, probe_scores
 from attention.models.script import real_script
+from attention.models.sink import sinks
 from tests.apptest import APP, PAGES, current_trace, edit, session
 
 pytestmark = pytest.mark.skipif(models.missing("smollm2") or models.missing("minilm"), reason="model packages")
@@ -125,6 +126,24 @@ def kinds_shown_and_measured(real: AppTest, layer: int) -> list:
     shown = [c for c in captions if c.split(":")[0] in KIND_WORDS]
     assert sorted(shown) == sorted(i18n.text("en", f"real.kind.{k.name}", share=f"{k.share:.2f}") for k in found)
     return found
+
+
+def test_why_the_first_token_is_said_with_this_heads_numbers(real):
+    """Issue 31, point 3: on a first-token head (layer 18, head 8), the table's numbers are sinks() of the trace's
+    weights, values and outputs: most of the weight on the first token, whose value vector is short."""
+    real.number_input(key="real_layer").set_value(18).run()
+    real.number_input(key="real_head").set_value(8).run()
+    trace = current_trace(real)
+    (first,) = sinks(trace["weights"], trace["values"], trace.outputs, causal=True)
+    (table,) = [d.value for d in real.dataframe if "its ‖v‖" in d.value.columns]
+    assert table.iloc[0, 0] == "The" and table.iloc[0, 1:].tolist() == pytest.approx(
+        [first.share, first.value_norm, first.others_norm, first.output_norm, first.without_norm]
+    )
+    assert first.share > 0.5 and first.value_norm < first.others_norm / 2  # parked, on a short value vector
+    assert any("attention sink (Xiao et al., 2023" in m.value for m in real.markdown)
+    assert any(f"puts {first.share:.2f} of each row's weight on The" in c.value for c in real.caption)
+    edit(real, "x", 1, "2", "0.5")  # an edited head is not the model's: nothing said of it
+    assert not any(m.value.startswith("A softmax hands out a whole 1") for m in real.markdown)
 
 
 def test_every_head_of_the_layer_opens_from_its_map_and_says_its_kind(real):

@@ -44,6 +44,7 @@ def overview() -> None:
             st.caption(t("overview.rounded"))
         models_room.next_tokens(tab.current())
     models_room.heads(tab.current())
+    models_room.sink(tab.current(), trace)
 
 
 def walkthrough() -> None:

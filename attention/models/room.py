@@ -17,6 +17,7 @@ from ..forward.compute import attend
 from ..show.heatmap import heatmap
 from . import SPECS
 from .kinds import PROBE, first_heavy, kinds, probe_scores
+from .sink import sinks
 
 KEYS = {"real_model": "model", "real_text": "sentence", "real_layer": "layer", "real_head": "head"}
 EXAMPLE = "real_example"  # a picked example sentence goes into the sentence box
@@ -121,6 +122,27 @@ def heads(session: Session) -> None:
             t("real.open_head", head=head + 1), key=f"open_head_{head}", disabled=shown, width="stretch",
             on_click=lambda h=head + 1: make.choose_model(session, session.loader, head=h),
         )  # fmt: skip
+
+
+def sink(session: Session, trace) -> None:
+    """Why so many heads park their weight on the first token, with this head's numbers (a head as the model made
+    it: an edited one, or a whole layer, is not one head of the model any more)."""
+    last = make.shown(session)
+    if last is None or session.origin is not last or trace.case.options.heads != 1 or trace.case.n < 2:
+        return
+    causal, n = SPECS[last.choice.model].causal, trace.case.n
+    layer = kinds(layer_weights(session, last), causal)
+    st.header(t("real.sink_header"))
+    st.write(t("real.sink_why" if causal else "real.sink_why_encoder", first=first_heavy(layer), heads=len(layer)))
+    rows = [(trace.case.tokens[s.position], s.share, s.value_norm, s.others_norm, s.output_norm, s.without_norm)
+            for s in sinks(trace["weights"].cpu(), trace["values"].cpu(), trace.outputs.cpu(), causal)]  # fmt: skip
+    names = [t("real.sink_token"), t("real.sink_share", n=n), t("real.sink_norm"), t("real.sink_others"),
+             t("real.sink_output"), t("real.sink_without")]  # fmt: skip
+    three = {name: st.column_config.NumberColumn(format="%.3f") for name in names[1:]}
+    st.dataframe(pd.DataFrame(rows, columns=names), hide_index=True, key="sink_table", column_config=three)
+    token, *numbers = rows[0]  # the first token's, in words
+    said = dict(zip(("share", "v", "others", "output", "without"), (f"{x:.2f}" for x in numbers), strict=True))
+    st.caption(t("real.sink_read", token=token, **said))
 
 
 def next_tokens(session: Session) -> None:

@@ -30,7 +30,7 @@ def defaults(s: Session) -> tuple[int, int]:
 
 def blocks(s: Session) -> tuple[int, int]:
     """The block sizes in effect: the session's, or the defaults (also when a new case is smaller than them)."""
-    return s.view(Tiling).blocks_for(s.case.n, defaults(s))
+    return s.view(Tiling).blocks_for(s.case.n, lambda: defaults(s))
 
 
 def run(s: Session, trace: Trace) -> Tiled:

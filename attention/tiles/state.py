@@ -4,7 +4,7 @@ screen, and its link: plain values, no Streamlit."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..base.case import Case, CaseError
@@ -29,12 +29,12 @@ class Tiling:
         except CaseError as e:
             self.error = e
 
-    def blocks_for(self, n: int, default: tuple[int, int] | None = None) -> tuple[int, int]:
-        """The block sizes in effect: the chosen ones, or the defaults (`default`, else default_block of n; also
-        when a case is smaller than the chosen ones)."""
+    def blocks_for(self, n: int, default: Callable[[], tuple[int, int]] | None = None) -> tuple[int, int]:
+        """The block sizes in effect: the chosen ones, or the defaults (`default()`, made only then: it may cost
+        tiled runs; else default_block of n; also when a case is smaller than the chosen ones)."""
         if self.blocks is not None and all(b <= n for b in self.blocks):
             return self.blocks
-        return default or (default_block(n), default_block(n))
+        return default() if default else (default_block(n), default_block(n))
 
 
 @dataclass(frozen=True)

@@ -247,6 +247,33 @@ def test_the_asking_check_catches_the_old_ways_of_asking():
     assert not asks("return value if isinstance(value, str) else excerpt(value)")
 
 
+# The model registry, the offered models, the files' readers and the adapters may name a model; nothing else does
+NAMING = {
+    f"attention/models/{name}.py" for name in ("__init__", "shipped", "offered", "sources", "llama", "gpt2", "bert")
+}
+MODEL_NAMES = ("smollm2", "minilm")  # the shipped models' names, in any case
+
+
+def names_a_model(text: str) -> bool:
+    return any(name in text.lower() for name in MODEL_NAMES)
+
+
+def test_no_file_outside_the_model_registry_and_adapters_names_a_model():
+    naming = []
+    for path in SOURCES:
+        name = path.relative_to(ROOT).as_posix()
+        if name not in NAMING:
+            lines = enumerate(path.read_text().splitlines(), start=1)
+            naming += [f"{name}:{number}: {line.strip()}" for number, line in lines if names_a_model(line)]
+    assert not naming, naming
+
+
+def test_the_naming_check_catches_a_model_named_in_any_case():
+    for line in ('spec = SPECS["smollm2"]', "# MiniLM's bias column", "model = SMOLLM2", "real.about_MINILM"):
+        assert names_a_model(line), line
+    assert not names_a_model("model = models.spec(models.causal_id(id))")
+
+
 def test_the_layout_lists_every_file_of_the_package():
     layout = (ROOT / "docs" / "layout.md").read_text().split("```")[1]
     files = [*ROOT.glob("attention/**/*.py"), *ROOT.glob("attention/app/web/*"), *ROOT.glob("pages/*.py")]

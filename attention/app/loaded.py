@@ -1,5 +1,5 @@
-"""The models' parameters, loaded once per server process and shared by every session: parameters, not user data
-(a sentence's run and its cases stay in the session)."""
+"""A model for a session: from the process's one cache of loaded models (models.loaded: two at most, shared by every
+session: parameters, not user data), with a progress bar of the tensors read while it loads the first time."""
 
 from __future__ import annotations
 
@@ -9,16 +9,19 @@ from .. import models
 from ..base.i18n import msg, render
 
 
-@st.cache_resource(show_spinner=False, max_entries=2)
-def _model(name: str) -> models.Model:
-    return models.loaded(name)  # raises ModelMissing (not cached) when its package is not installed
+def model(id: str, lang: str) -> models.Model:
+    """The model; while it loads, "tensors read of total" under a progress bar in `lang`, gone once it is loaded."""
+    bar = None
 
+    def progress(read: int, total: int) -> None:
+        nonlocal bar
+        said = render(lang, msg("real.loading", model=models.title(id), read=read, total=total))
+        if bar is None:
+            bar = st.progress(0.0, text=said)
+        bar.progress(read / max(total, 1), text=said)
 
-def model(name: str, lang: str) -> models.Model:
-    """The model, with a spinner in `lang` while it loads the first time (SmolLM2 dequantizes its 4-bit
-    parameters: ~10 s)."""
-    if models.install_message(name) is not None:  # says how to install it, at once
-        return models.load(name)
-    spec = models.SPECS[name]
-    with st.spinner(render(lang, msg("real.loading", model=spec.title)), show_time=True):
-        return _model(name)
+    try:
+        return models.loaded(id, progress)  # ModelMissing, CaseError: the caller says them
+    finally:
+        if bar is not None:
+            bar.empty()

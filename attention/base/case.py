@@ -21,7 +21,7 @@ MAX_D = 64  # d_in, d_k, d_v and d_out
 # A real model's head (attention/models/) reads the model's whole width: up to this many columns while n is at
 # most MAX_WIDE_N (a sentence), which keeps a case within 1.4 million numbers (docs/options.md, "Limits")
 MAX_WIDE_D, MAX_WIDE_N = 576, 64
-MIN_ROPE_BASE, MAX_ROPE_BASE = 2.0, 1e7  # RoPE's base: 10,000 in the paper, 100,000 in SmolLM2
+MIN_ROPE_BASE, MAX_ROPE_BASE = 2.0, 1e7  # RoPE's base: 10,000 in the paper, 100,000 in some small Llama-style models
 MAX_POSITION = 1 << 20  # |a token's position| for RoPE: its angle stays exact enough in float64
 MAX_HEADS = 64
 MAX_HEAD_CELLS = 1 << 24  # heads × n² in float32 (half in float64): each n × n score and weight tensor, 64 MiB

@@ -1,5 +1,5 @@
 """The Decoding page's body: attention one token at a time with a KV cache, as a chat model generates (on the
-session's case, or on tokens SmolLM2 generates here), each output checked against row t of the causal trace."""
+session's case, or on tokens a causal model generates here), each output checked against row t of the causal trace."""
 
 from __future__ import annotations
 
@@ -39,4 +39,4 @@ def decoding() -> None:
         for note in made.notes:
             st.caption(plain(render(lang(), note)))
         room.step_view(session, made, causal(made.case))
-        room.work_and_memory(made)
+        room.work_and_memory(session, made)

@@ -1,26 +1,28 @@
-"""The Decoding page's rooms: SmolLM2's generation (the sentence, Generate and Stop, the tokens as they come, the
+"""The Decoding page's rooms: a causal model's generation (the sentence, Generate and Stop, the tokens as they come, the
 timing), the player over a decoding's steps with its cache, scores and output, and the work and memory each way."""
 
 from __future__ import annotations
 
 import streamlit as st
 
+from .. import models
 from ..app import charts, links, pickers
 from ..app.language import lang, t
 from ..app.text import plain
 from ..base.explain import explain
-from ..base.i18n import render
-from ..models import SMOLLM2, install_message
+from ..base.i18n import msg, render
 from . import figures, state
 from .compute import Sizes, cache_bytes_per_token, full_heads, model_sizes
 
 
 def generation_controls(session) -> None:
     """The sentence, how many new tokens, Generate; the tokens as they come; the layer and head to step through."""
-    view = session.view(state.DecodingView)
-    if (missing := install_message(SMOLLM2.name)) is not None:
-        st.error(plain(render(lang(), missing)))
+    view, id = session.view(state.DecodingView), state.generator(session)
+    if id is None:  # no causal model offered (or none installed): what the shipped one needs, else why
+        absent = next((m for m in map(models.install_message, models.SPECS) if m is not None), None)
+        st.error(plain(render(lang(), absent or msg("decoding.no_causal"))))
         return
+    st.caption(t("decoding.generator", model=plain(models.title(id))))
     left, right = st.columns([4, 1])
     typed = left.text_input(t("decoding.sentence"), state.sentence(session), key="decoding_sentence", max_chars=400)
     count = right.number_input(t("decoding.new_tokens"), 1, 16, view.new_tokens, key="decoding_new_tokens")
@@ -28,7 +30,7 @@ def generation_controls(session) -> None:
     asked = {"on_click": st.session_state.__setitem__, "args": ("decoding_asked", True)}  # heard before the run
     st.button(t("decoding.generate"), key="decoding_go", icon=":material/play_arrow:", type="primary", **asked)
     if st.session_state.pop("decoding_asked", False) or view.pending:  # a click, or a link's generation
-        with st.status(t("decoding.generating", model=SMOLLM2.title), expanded=True) as status:
+        with st.status(t("decoding.generating", model=plain(models.title(id))), expanded=True) as status:
             # a click while the script runs starts a new run, which ends this one at its next element: Stop is a
             # button that does nothing but be clicked (what was heard so far is kept)
             st.button(t("decoding.stop"), key="decoding_stop", icon=":material/stop:")
@@ -62,12 +64,10 @@ def generation_controls(session) -> None:
     else:  # stopped while it was timed without the cache
         st.caption(t("decoding.timing_cached", **timing))
     left, right = st.columns(2)
-    layer = left.number_input(
-        t("real.layer"), 1, SMOLLM2.layers, session.view(state.DecodingView).layer, key="decoding_layer"
-    )
-    head = right.number_input(
-        t("real.head"), 1, SMOLLM2.heads, session.view(state.DecodingView).head, key="decoding_head"
-    )
+    spec = models.spec(made.run.model)  # the model that made it (the session's may have changed since)
+    shown_layer, shown_head = state.layer_head(session, spec)
+    layer = left.number_input(t("real.layer"), 1, spec.layers, shown_layer, key="decoding_layer")
+    head = right.number_input(t("real.head"), 1, spec.heads, shown_head, key="decoding_head")
     state.choose(session, layer=int(layer), head=int(head))
 
 
@@ -116,18 +116,21 @@ def step_view(session, made, causal) -> None:
     st.caption(t("decoding.shapes", shapes=shapes))
 
 
-def work_and_memory(made) -> None:
-    """Multiply-adds per token with and without the cache; the cache's bytes, here and for SmolLM2."""
+def work_and_memory(session, made) -> None:
+    """Multiply-adds per token with and without the cache; the cache's bytes, here and for the model that
+    generates."""
     st.subheader(t("decoding.work_header"))
     sizes = Sizes.of(made.case)
     st.dataframe(figures.work_table(sizes, made.case.n, lang()), hide_index=True, key="decoding_work")
     st.caption(t("decoding.work_caption"))
     st.subheader(t("decoding.memory_header"))
     st.dataframe(figures.memory_table(sizes, made.case.n, lang()), hide_index=True, key="decoding_memory")
-    smol, tokens = model_sizes(SMOLLM2), 20
-    per_token, full = cache_bytes_per_token(smol), cache_bytes_per_token(full_heads(smol))
-    sizes_said = {"layers": smol.layers, "kv_heads": smol.kv_heads, "heads": smol.heads, "d_head": smol.d_head}
+    if (id := state.generator(session)) is None:
+        return
+    sizes, tokens = model_sizes(models.spec(id)), 20
+    per_token, full = cache_bytes_per_token(sizes), cache_bytes_per_token(full_heads(sizes))
+    sizes_said = {"layers": sizes.layers, "kv_heads": sizes.kv_heads, "heads": sizes.heads, "d_head": sizes.d_head}
     after = {"after_kib": per_token * tokens / 1024, "full_kib": full * tokens / 1024, "saved": 1 - per_token / full}
-    said = {"model": SMOLLM2.title, "per_token": per_token, "tokens": tokens, **sizes_said, **after}
-    st.write(t("decoding.smollm2_memory", **said))
-    st.dataframe(figures.memory_table(smol, tokens, lang()), hide_index=True, key="decoding_memory_smollm2")
+    said = {"model": plain(models.title(id)), "per_token": per_token, "tokens": tokens, **sizes_said, **after}
+    st.write(t("decoding.model_memory", **said))
+    st.dataframe(figures.memory_table(sizes, tokens, lang()), hide_index=True, key="decoding_memory_model")

@@ -1,6 +1,7 @@
 """The Decoding page's view and its operations: which token's decoding step is shown, of the session's case or of a
-SmolLM2 generation (its sentence, new tokens, layer and head), the generation itself, and the link's step. Plain
-Python, no Streamlit: the page draws it, tests drive it."""
+causal model's generation (its sentence, new tokens, layer and head), the generation itself, and the link's step.
+The model that generates is the session's when it is causal, else the first causal one offered. Plain Python, no
+Streamlit: the page draws it, tests drive it."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ from .. import models
 from ..app.session import Session
 from ..base.case import Case, CaseError
 from ..base.i18n import excerpt, msg
-from ..models import MAX_SENTENCE_TOKENS, SMOLLM2
+from ..models import MAX_SENTENCE_TOKENS, Spec
 from ..models.generate import MAX_NEW_TOKENS, Generation, check_length, generate
 from .compute import Decoding, decodable, decode, step_of
 
-SOURCES = ("case", "generation")  # what is decoded: the session's case, or the tokens SmolLM2 generated
+SOURCES = ("case", "generation")  # what is decoded: the session's case, or the tokens a causal model generated
 PARAMS = ("token", "gen", "gen_tokens", "gen_layer", "gen_head")  # the link's parameters of the Decoding page
-DEFAULT_NEW_TOKENS = 8  # a SmolLM2 generation's new tokens, to start with
+DEFAULT_NEW_TOKENS = 8  # a generation's new tokens, to start with
 
 
 @dataclass(frozen=True)
@@ -30,8 +31,8 @@ class DecodingView:
     generation: Generation | None = None  # the last finished (or stopped) generation
     uncached_seconds: tuple[float, ...] | None = None  # the same generation without the cache, per token
     uncached_same: bool | None = None  # whether it made the same tokens
-    layer: int = 3  # of the generation, from 1 (SmolLM2's layer 3 head 4: a previous-token head)
-    head: int = 4  # from 1
+    layer: int | None = None  # of the generation, from 1; None: the model's default head's (see layer_head)
+    head: int | None = None  # from 1
     heard: tuple[str, ...] = ()  # the tokens heard so far while a generation runs (kept if it is stopped)
     pending: bool = False  # a link's generation, to be made when the page is drawn
 
@@ -41,14 +42,30 @@ def _change(session: Session, **changes: object) -> None:
     session.keep(replace(session.view(DecodingView), **changes))
 
 
+def generator(session: Session) -> str | None:
+    """The id of the model that generates: the session's model when it is causal, else the first causal model
+    offered; None when no causal model is offered here."""
+    return models.causal_id((session.origin.link() or {}).get("model"))
+
+
+def layer_head(session: Session, spec: Spec) -> tuple[int, int]:
+    """The generation's layer and head (from 1): as chosen while the model has them, else its default head's."""
+    view, (_, layer, head) = session.view(DecodingView), spec.default
+    if view.layer is not None and view.layer <= spec.layers:
+        layer = view.layer
+    if view.head is not None and view.head <= spec.heads:
+        head = view.head
+    return layer, max(head, 1)  # a default of 0 (every head) is head 1 here: decoding steps through one head
+
+
 def sentence(session: Session) -> str:
     """The sentence to generate from: as typed on the page, else the model sentence the session shows, else the
     model's example."""
     view = session.view(DecodingView)
     if view.sentence is not None:
         return view.sentence
-    named = session.origin.link() or {}
-    return named.get("text") or SMOLLM2.default[0]
+    named, id = session.origin.link() or {}, generator(session)
+    return named.get("text") or (models.spec(id).default[0] if id is not None else models.EXAMPLES[0])
 
 
 def case(session: Session) -> Case | None:
@@ -58,8 +75,9 @@ def case(session: Session) -> Case | None:
         return session.case
     if view.generation is None:
         return None
-    model = session.loader(SMOLLM2.name)
-    return models.head_case(model, view.generation.run, view.layer - 1, view.head - 1)
+    model = session.loader(view.generation.run.model)  # the model that made it
+    layer, head = layer_head(session, model.spec)
+    return models.head_case(model, view.generation.run, layer - 1, head - 1)
 
 
 def decoding(session: Session, of: Case, trace_of) -> Decoding | CaseError:
@@ -85,7 +103,11 @@ def go_to(session: Session, t: int, n: int) -> None:
 
 def choose(session: Session, **changes: object) -> None:
     """New page choices (source, sentence, new tokens, layer, head): a value no widget holds is refused, said."""
-    bounds = {"new_tokens": (1, MAX_NEW_TOKENS), "layer": (1, SMOLLM2.layers), "head": (1, SMOLLM2.heads)}
+    id = generator(session)
+    spec = models.spec(id) if id is not None else None
+    bounds = {"new_tokens": (1, MAX_NEW_TOKENS)}
+    if spec is not None:
+        bounds |= {"layer": (1, spec.layers), "head": (1, spec.heads)}
     accepted = {}
     for name, value in changes.items():
         low_high = bounds.get(name)
@@ -107,7 +129,13 @@ def run_generation(session: Session, heard=None, timing=None) -> CaseError | Non
     its tokens counted to timing(k); the error of a sentence the model cannot read or too many tokens in all,
     which changes nothing shown. Stopped while timed, the generation stays, without the uncached time."""
     _change(session, heard=())  # before the model's spinner, where a Stop can end the run: no earlier tokens said
-    view, model = session.view(DecodingView), session.loader(SMOLLM2.name)
+    id = generator(session)
+    if id is None:
+        return CaseError(msg("where.model"), msg("decoding.no_causal"))
+    try:
+        view, model = session.view(DecodingView), session.loader(id)
+    except (CaseError, models.ModelMissing) as e:  # its files do not match their config, not installed: said
+        return e if isinstance(e, CaseError) else CaseError(models.title(id), e.args[0])
     text = sentence(session)
     try:
         check_length(len(model.tokenize(text)[0]), view.new_tokens)
@@ -161,8 +189,9 @@ def link(session: Session) -> dict[str, str]:
     head (not its tokens: greedy generation makes them again)."""
     view, out = session.view(DecodingView), {}
     if view.source == "generation" and view.generation is not None:
+        layer, head = layer_head(session, models.spec(view.generation.run.model))
         out = {"gen": view.generation.sentence, "gen_tokens": str(len(view.generation.new_ids)),
-               "gen_layer": str(view.layer), "gen_head": str(view.head)}  # fmt: skip
+               "gen_layer": str(layer), "gen_head": str(head)}  # fmt: skip
         n = len(view.generation.run.ids)
     else:
         n = session.case.n if view.source == "case" else 0

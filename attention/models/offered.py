@@ -9,13 +9,15 @@ import json
 import os
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..base.case import CaseError
 from ..base.i18n import msg
 from . import sources
-from .model import Model
+from .model import Model, Spec
+from .shipped import SPECS, files, load
 
 BUDGET = 2 * 2**30  # bytes of float32 weights a model may have: ATTENTION_MODEL_BUDGET overrides it
 LOADED = 2  # models a process keeps loaded at most: the least recently used one goes first
@@ -34,12 +36,11 @@ class Offer:
     disk_bytes: int  # its weights' files as stored
     float32_bytes: int  # its weights as the app computes them
     problem: str | None = None  # why it cannot be opened (the message naming the file), or None
+    spec: Spec | None = field(default=None, compare=False, repr=False)  # named by its id; None when it has a problem
 
 
 def offered(env: dict | None = None) -> tuple[Offer, ...]:
     """Every model offered here: the installed packages, the Hugging Face cache's, the operator's folder's."""
-    from . import SPECS, files
-
     env = os.environ if env is None else env
     out = []
     for name in SPECS:
@@ -105,7 +106,13 @@ def _described(id: str, path: Path, package: bool, stamp: int) -> Offer:
             files = [Path(f) for f in spec.files]
             counts = sum(_safetensors_counts(f) for f in files)
         disk = sum(f.stat().st_size for f in files)
-        return Offer(id, None if package else path, spec.model_type, spec.layers, spec.heads, disk, 4 * counts)
+        if package:  # a shipped model keeps its registered spec (its title, its default head)
+            spec = SPECS[id]
+        else:
+            spec = replace(spec, name=id, title=id.partition(":")[2])
+        return Offer(
+            id, None if package else path, spec.model_type, spec.layers, spec.heads, disk, 4 * counts, spec=spec
+        )
     except CaseError as e:
         return Offer(id, path, "?", 0, 0, 0, 0, problem=str(e))
 
@@ -150,8 +157,12 @@ def check_budget(offer: Offer, env: dict | None = None) -> None:
         raise CaseError(offer.id, msg("error.model_budget", size=_gib(offer.float32_bytes), budget=_gib(limit)))
 
 
-def open_offer(offer: Offer, env: dict | None = None) -> Model:
-    """The offered model, loaded once per process; at most LOADED kept, the least recently used dropped."""
+Progress = Callable[[int, int], None]  # (tensors read, of total), called as a model loads
+
+
+def open_offer(offer: Offer, env: dict | None = None, progress: Progress | None = None) -> Model:
+    """The offered model, loaded once per process (progress told as its tensors are read); at most LOADED kept, the
+    least recently used dropped."""
     if offer.problem is not None:
         raise CaseError(offer.id, offer.problem)
     with _lock:
@@ -159,9 +170,10 @@ def open_offer(offer: Offer, env: dict | None = None) -> Model:
             _loaded.move_to_end(offer.id)
             return _loaded[offer.id]
         check_budget(offer, env)
-        from . import load
-
-        model = load(offer.id) if offer.path is None else sources.open_model(offer.path)
+        if offer.path is None:
+            model = load(offer.id, progress=progress)
+        else:
+            model = sources.load(offer.spec or sources.spec_at(offer.path), offer.path, progress)
         _loaded[offer.id] = model
         while len(_loaded) > LOADED:
             _loaded.popitem(last=False)

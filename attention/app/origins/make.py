@@ -11,7 +11,7 @@ from ... import models
 from ...base import files, presets
 from ...base.case import CaseError
 from ...base.i18n import LANGUAGES, clip, excerpt, msg
-from ...models import SPECS, ModelMissing
+from ...models import ModelMissing
 from ..session import Session
 from . import PRESETS
 from .given import Article, File, Link, Random
@@ -100,11 +100,15 @@ def shown(session: Session) -> ModelHead | None:
 def choose_model(session: Session, loader: Loader, **changes: object) -> None:
     """A new model, sentence, layer or head: the head's case becomes the session's. A new model starts on its
     default head; a bad value is refused with a notice, a sentence the model cannot read keeps the last valid case
-    with the error, and a model not installed here says how to install it."""
+    with the error, and a model that cannot be loaded here (not installed, broken, past the budget) says why and
+    changes nothing."""
     last = shown(session)
     base = last.choice if last is not None else Choice.default()
     model = changes.get("model", base.model)
-    model = model if model in SPECS else base.model
+    model = model if model in models.ids() else base.model
+    if model != base.model and (problem := models.problem(model)) is not None:
+        session.notices.append(problem)
+        return
     accepted = {}
     for name, value in changes.items():
         if allowed(name, value, model):
@@ -130,6 +134,9 @@ def show(session: Session, loader: Loader, choice: Choice) -> CaseError | None:
     except ModelMissing as e:
         session.notices.append(e.args[0])
         return None
+    except CaseError as e:  # its files do not match their config: said, and the case stays
+        session.notices.append(msg("notice.model_refused", model=models.title(choice.model), error=e.message))
+        return None
     same = last is not None and (last.choice.model, last.run.sentence) == (choice.model, choice.sentence)
     try:
         run = last.run if same else model.run(choice.sentence)
@@ -147,9 +154,13 @@ def open_model(session: Session, params: Mapping[str, str | None]) -> bool:
     name = params.get("model")
     if not name:
         return False
-    if name not in SPECS:
-        session.notices.append(msg("notice.bad_model", model=excerpt(name), models=", ".join(SPECS)))
+    if name not in models.ids():
+        session.notices.append(msg("notice.bad_model", model=excerpt(name), models=", ".join(models.ids())))
         return True
+    if (problem := models.problem(name)) is not None:  # offered, but it cannot be loaded: said, the article stays
+        session.notices.append(problem)
+        return True
+    spec = models.spec(name)
     numbers = {}
     for part in ("layer", "head"):
         value = params.get(part)
@@ -159,7 +170,7 @@ def open_model(session: Session, params: Mapping[str, str | None]) -> bool:
         if number is not None and allowed(part, number, name):
             numbers[part] = number
         else:
-            bounds = (1, SPECS[name].layers) if part == "layer" else (0, SPECS[name].heads)
+            bounds = (1, spec.layers) if part == "layer" else (0, spec.heads)
             session.notices.append(msg("notice.bad_model_part", part=part, value=excerpt(value), low=bounds[0],
                                        limit=bounds[1]))  # fmt: skip
     session.controls = replace(session.controls, preset="real")

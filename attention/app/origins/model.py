@@ -1,6 +1,6 @@
 """A model's head, or its whole layer, as the origin of the session's case: the choice (model, sentence, layer,
 head), the sentence's run through the model, and what only it knows (its link, script, check against the model's
-own output, title). Plain Python, no Streamlit: the loader is handed in (the app's is st.cache_resource)."""
+own output, title). Plain Python, no Streamlit: the loader is handed in (the app's shows its progress: loaded.py)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from ...base.case import Case
 from ...base.i18n import Message, msg
 from ...base.record import Check, compare
 from ...forward.compute import Trace, tolerance
-from ...models import SPECS, Model, Run
+from ...models import Model, Run
 from ...models.script import real_script
 from .origin import Origin
 
 Loader = Callable[[str], Model]
-LINK = ("model", "text", "layer", "head")  # a model's view in a link: ?model=smollm2&text=…&layer=3&head=5
+LINK = ("model", "text", "layer", "head")  # a model's view in a link: ?model=hf:org/name&text=…&layer=3&head=5
 
 
 @dataclass(frozen=True)
@@ -33,15 +33,17 @@ class Choice:
     head: int  # 0: every head of the layer, as one multi-head case
 
     @classmethod
-    def default(cls, model: str = "smollm2", sentence: str | None = None) -> Choice:
-        """The model's default head (a previous-token head: easy to read) on its example sentence or this one."""
-        text, layer, head = SPECS[model].default
+    def default(cls, model: str | None = None, sentence: str | None = None) -> Choice:
+        """The model's default head (a previous-token head: easy to read) on its example sentence or this one; the
+        first model offered when none is named."""
+        model = models.default_id() if model is None else model
+        text, layer, head = models.spec(model).default
         return cls(model, text if sentence is None else sentence, layer, head)
 
     def title(self) -> Message:
         if self.head == 0:
-            return msg("real.title_layer", model=SPECS[self.model].title, layer=self.layer)
-        return msg("real.title", model=SPECS[self.model].title, layer=self.layer, head=self.head)
+            return msg("real.title_layer", model=models.title(self.model), layer=self.layer)
+        return msg("real.title", model=models.title(self.model), layer=self.layer, head=self.head)
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,9 @@ class ModelHead(Origin):
         return {"model": c.model, "text": c.sentence, "layer": str(c.layer), "head": str(c.head)}
 
     def script(self, case: Case) -> str:
-        return real_script(**self.link())  # it loads the model: its numbers are thousands
+        return real_script(
+            **self.link(), where=models.home(self.choice.model)
+        )  # it loads the model: thousands of numbers
 
     def own_output(self) -> torch.Tensor:
         """The model's own output of the head shown: (n, head_dim), or for the whole layer its heads side by side
@@ -90,8 +94,9 @@ class ModelHead(Origin):
 def allowed(name: str, value: object, model: str) -> bool:
     """Whether a value could be this part of a choice of `model` (a forged client or a link sends anything)."""
     if name == "model":
-        return value in SPECS
+        return value in models.ids()
     if name == "sentence":
         return isinstance(value, str) and len(value) <= models.MAX_SENTENCE_CHARS
-    bounds = {"layer": (1, SPECS[model].layers), "head": (0, SPECS[model].heads)}.get(name)  # head 0: all of them
+    spec = models.spec(model)
+    bounds = {"layer": (1, spec.layers), "head": (0, spec.heads)}.get(name)  # head 0: all of them
     return bounds is not None and type(value) is int and bounds[0] <= value <= bounds[1]

@@ -1,0 +1,211 @@
+"""Models on disk through the app (AppTest): ATTENTION_MODELS pointing at tiny random models made here with
+transformers (Llama, GPT-2, BERT) and broken folders; the picker lists them with their sizes, each opens a head
+checked against the model, a causal one generates, a broken one or one past the budget says why and the case stays,
+a link names a model by its id, the exported script runs at home."""
+
+import json
+import os
+import subprocess
+import sys
+from collections import OrderedDict
+from pathlib import Path
+
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from attention import attend, models
+from attention.app.origins import Article, ModelHead
+from attention.decoding.state import DecodingView
+from attention.models import offered
+from attention.models.script import real_script
+from tests.apptest import APP, current_trace, session
+from tests.test_families import FAMILIES, make, tokenizers, vocabulary  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.skipif(
+    models.missing("smollm2") or models.missing("minilm"), reason="the shipped models' tokenizers (model packages)"
+)
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ("llama", "gpt2", "bert")
+
+
+@pytest.fixture(scope="module")
+def shelf(tokenizers, tmp_path_factory) -> Path:  # noqa: F811
+    """An operator's folder: a tiny model of each family, a folder without weights, one of an architecture not here."""
+    root = tmp_path_factory.mktemp("shelf")
+    for family in TINY:
+        make(family, root / f"tiny-{family}", tokenizers[FAMILIES[family][3]])
+    (root / "broken").mkdir()
+    (root / "broken" / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    (root / "alien").mkdir()
+    (root / "alien" / "config.json").write_text(json.dumps({"model_type": "t5"}))
+    return root
+
+
+@pytest.fixture(autouse=True)
+def offered_here(shelf, tmp_path, monkeypatch):
+    """The app offers the shelf (and an empty Hugging Face cache: not this machine's), nothing loaded yet."""
+    monkeypatch.setenv("ATTENTION_MODELS", str(shelf))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.delenv("ATTENTION_MODEL_BUDGET", raising=False)
+    monkeypatch.setattr(offered, "_loaded", OrderedDict())
+    models._offers.cache_clear()
+    yield
+    models._offers.cache_clear()
+
+
+def opened(model: str, **params: str) -> AppTest:
+    """The app opened by a link to a model's head."""
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params.update({"model": model, **params})
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def said(at: AppTest) -> str:
+    return " ".join(e.value for kind in ("caption", "info", "error", "warning") for e in getattr(at, kind))
+
+
+def assert_checked(at: AppTest, model: str) -> None:
+    s = session(at)
+    assert isinstance(s.origin, ModelHead) and s.origin.choice.model == model
+    assert s.origin.check(current_trace(at)).agrees
+    assert "Agrees with the model's own output of" in said(at)
+
+
+def test_the_registry_knows_every_offered_model_by_its_id_without_loading_it(shelf):
+    ids = models.ids()
+    assert {f"local:tiny-{family}" for family in TINY} | {"local:broken", "local:alien"} <= set(ids)
+    spec = models.spec("local:tiny-llama")
+    assert (spec.name, spec.title, spec.layers, spec.heads, spec.kv_heads, spec.causal) == (
+        "local:tiny-llama", "tiny-llama", 2, 4, 2, True
+    )  # fmt: skip
+    assert not offered._loaded  # described from its config and its files' headers alone
+    assert models.problem("local:tiny-gpt2") is None
+    assert "has no model.safetensors" in models.problem("local:broken")
+    assert "t5" in models.problem("local:alien") and "llama" in models.problem("local:alien")
+    about = str(models.about(models.spec("local:tiny-bert")))
+    assert "bidirectional encoder" in about and "bert" in about and "learned position" in about
+    assert "RoPE" in str(models.about(spec)) and "causal decoder" in str(models.about(spec))
+    assert models.causal_id("local:tiny-bert") != "local:tiny-bert" and models.causal_id("local:tiny-gpt2") == (
+        "local:tiny-gpt2"
+    )
+
+
+def test_loading_tells_its_progress_and_keeps_one_copy_for_every_session():
+    heard = []
+    model = models.loaded("local:tiny-gpt2", lambda read, total: heard.append((read, total)))
+    total = heard[-1][1]
+    assert heard == [(k, total) for k in range(1, total + 1)] and total > 10
+    assert models.loaded("local:tiny-gpt2") is model and list(offered._loaded) == ["local:tiny-gpt2"]
+
+
+def test_the_picker_lists_the_offered_models_with_their_family_layers_heads_and_sizes():
+    at = opened("local:tiny-llama")
+    options = at.selectbox(key="real_model").options
+    llama = models.offers()["local:tiny-llama"]
+    line = (f"tiny-llama · llama · 2 layers × 4 heads · {models.size(llama.disk_bytes)} on disk, "
+            f"{models.size(llama.float32_bytes)} in float32")  # fmt: skip
+    assert line in options, options
+    assert any(o.startswith("tiny-bert · bert · 2 layers × 4 heads") for o in options)
+    assert "broken · cannot be opened" in options and "alien · cannot be opened" in options
+    assert "A causal decoder (llama architecture): 2 layers, 4 query heads and 2 key/value heads" in said(at)
+
+
+@pytest.mark.parametrize("family", TINY)
+def test_picking_each_model_opens_its_default_head_checked_against_the_model(family):
+    start = "local:tiny-bert" if family != "bert" else "local:tiny-llama"
+    at = opened(start, layer="2", head="3")
+    assert_checked(at, start)
+    assert session(at).origin.choice.layer == 2 and session(at).origin.choice.head == 3
+    at.selectbox(key="real_model").set_value(f"local:tiny-{family}").run()
+    assert not at.exception, at.exception
+    assert_checked(at, f"local:tiny-{family}")
+    choice = session(at).origin.choice
+    assert (choice.sentence, choice.layer, choice.head) == ("The cat sat on the mat because it was tired", 1, 1)
+    assert at.query_params["model"] == f"local:tiny-{family}"
+    at.number_input(key="real_head").set_value(4).run()  # its own bounds: 4 heads
+    assert_checked(at, f"local:tiny-{family}")
+    at.switch_page("pages/walkthrough.py").run()
+    assert not at.exception
+
+
+@pytest.mark.parametrize(
+    ("picked", "words"),
+    [("local:broken", "has no model.safetensors"), ("local:alien", "is t5, not an architecture this app computes")],
+)
+def test_a_broken_model_says_why_and_the_case_stays(picked, words):
+    at = opened("local:tiny-gpt2")
+    shown = session(at).case
+    at.selectbox(key="real_model").set_value(picked).run()
+    assert not at.exception
+    assert any(words in w.value and "cannot be opened" in w.value for w in at.warning), [w.value for w in at.warning]
+    assert session(at).case is shown and session(at).origin.choice.model == "local:tiny-gpt2"
+    assert at.selectbox(key="real_model").value == "local:tiny-gpt2"
+
+
+def test_a_model_past_the_budget_is_refused_with_both_numbers_before_it_is_read(monkeypatch):
+    at = opened("local:tiny-gpt2")
+    monkeypatch.setenv("ATTENTION_MODEL_BUDGET", "1000")
+    at.selectbox(key="real_model").set_value("local:tiny-llama").run()
+    assert any("more than this server's budget of 0.00 GiB" in w.value for w in at.warning)
+    assert session(at).origin.choice.model == "local:tiny-gpt2" and "local:tiny-llama" not in offered._loaded
+
+
+def test_a_link_to_a_model_not_offered_here_says_so_and_opens_the_article():
+    at = opened("local:no-such-model")
+    assert any("is not one of" in w.value and "local:tiny-llama" in w.value for w in at.warning)
+    assert isinstance(session(at).source, Article)
+    bounds = opened("local:tiny-bert", layer="3", head="9")  # its own layers and heads bound a link
+    warned = " ".join(w.value for w in bounds.warning)
+    assert "layer '3' is not a number from 1 to 2" in warned and "head '9' is not a number from 0 to 4" in warned
+
+
+def test_a_causal_model_on_disk_generates_on_the_decoding_page():
+    at = opened("local:tiny-llama")
+    at.switch_page("pages/decoding.py").run()
+    at.radio(key="decoding_source").set_value("generation").run()
+    assert "Generates with tiny-llama" in said(at)
+    at.number_input(key="decoding_new_tokens").set_value(3).run()
+    at.button(key="decoding_go").click().run()
+    assert not at.exception, at.exception
+    view = session(at).view(DecodingView)
+    assert view.generation.run.model == "local:tiny-llama" and len(view.generation.new_ids) == 3
+    n = len(view.generation.run.ids)
+    assert view.uncached_same and f"Step {n} of {n}" in at.success[0].value
+    assert any("tiny-llama: 2 layers, 4 query heads sharing 2" in m.value for m in at.markdown)
+    at.number_input(key="decoding_head").set_value(4).run()
+    assert session(at).view(DecodingView).head == 4 and "Step" in at.success[0].value
+
+
+def test_an_encoder_hands_generation_to_a_causal_model():
+    at = opened("local:tiny-bert")
+    at.switch_page("pages/decoding.py").run()
+    at.radio(key="decoding_source").set_value("generation").run()
+    assert not at.exception
+    assert "Generates with tiny-bert" not in said(at) and "Generates with" in said(at)
+
+
+@pytest.mark.parametrize("head", ["3", "0"])
+def test_the_exported_script_of_a_model_on_disk_runs_where_its_folder_is(shelf, tmp_path, head):
+    at = opened("local:tiny-gpt2", layer="2", head=head)
+    script = session(at).origin.script(session(at).case)
+    assert script == real_script("local:tiny-gpt2", "The cat sat on the mat because it was tired", 2, head,
+                                 where="tiny-gpt2")  # fmt: skip
+    assert "MODEL = 'tiny-gpt2'  # set this" in script
+    path = tmp_path / "head.py"
+    path.write_text(script)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, env=env, cwd=shelf)
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout.strip().splitlines()[-1].rsplit(" ", 1)[1]) <= 1e-4
+
+
+def test_every_family_on_disk_walks_every_head_of_a_layer_checked():
+    for family in TINY:
+        model = models.loaded(f"local:tiny-{family}")
+        run = model.run("The cat sat on the mat")
+        for head in range(model.spec.heads):
+            case = models.head_case(model, run, 1, head)
+            torch.testing.assert_close(attend(case).outputs, run.head_output(1, head), rtol=1e-4, atol=1e-4)

@@ -130,12 +130,10 @@ def test_no_user_data_in_module_globals_or_shared_caches(at):
     paths = [*ROOT.glob("attention/**/*.py"), *ROOT.glob("pages/*.py"), ROOT / "app.py"]
     sources = {p.relative_to(ROOT).as_posix(): p.read_text() for p in paths}
     assert not any("\nglobal " in s or "    global " in s for s in sources.values())
-    # st.cache_resource only for the real models' parameters (shared by every session, keyed by a model's name alone)
-    assert [name for name, s in sources.items() if "cache_resource(" in s or "@st.cache_resource" in s] == [
-        "attention/app/loaded.py"
-    ]
-    assert sources["attention/app/loaded.py"].count("@st.cache_resource") == 1
-    assert "def _model(name: str) -> models.Model:" in sources["attention/app/loaded.py"]
+    # no st.cache_resource: the one shared cache is the real models' parameters, in the process's one cache of loaded
+    # models (offered.open_offer, keyed by a model's id alone)
+    assert not [name for name, s in sources.items() if "cache_resource" in s]
+    assert sources["attention/models/offered.py"].count("_loaded: OrderedDict[str, Model] = OrderedDict()") == 1
 
 
 def test_a_gpu_that_fails_mid_run_falls_back_to_the_cpu_and_keeps_the_numbers(monkeypatch, at):

@@ -115,6 +115,16 @@ def label(id: str) -> Message:
     )  # fmt: skip
 
 
+def sizes(id: str) -> Message | None:
+    """The model's weights on disk and in float32, against this server's budget; None for one not offered."""
+    found = offers().get(id)
+    if found is None or found.problem is not None:
+        return None
+    return msg(
+        "real.sizes", disk=size(found.disk_bytes), float32=size(found.float32_bytes), budget=size(offering.budget())
+    )
+
+
 def size(count: int) -> str:
     """Bytes as people read them: KiB, MiB or GiB, one decimal."""
     for unit, factor in (("GiB", 2**30), ("MiB", 2**20)):
@@ -152,5 +162,5 @@ __all__ = [
     "EXAMPLES", "INSTALL", "MAX_SENTENCE_CHARS", "MAX_SENTENCE_TOKENS", "MINILM", "SMOLLM2", "SPECS", "Model",
     "ModelMissing", "Run", "Spec", "about", "causal_id", "default_id", "files", "head_case", "head_weights", "home",
     "ids", "install_message", "label", "layer_case", "load", "loaded", "missing", "offers", "open", "problem", "size",
-    "spec", "title",
+    "sizes", "spec", "title",
 ]  # fmt: skip

@@ -61,6 +61,8 @@ def draw(session: Session) -> None:
         return
     spec = models.spec(c.model)
     st.caption(plain(render(language, models.about(spec))))
+    if (sizes := models.sizes(c.model)) is not None:  # the picker's line is cut in a narrow sidebar: said whole
+        st.caption(plain(render(language, sizes)))
     st.text_input(
         t("real.sentence"), typed, key="real_text", max_chars=models.MAX_SENTENCE_CHARS,
         help=t("real.sentence_help", tokens=models.MAX_SENTENCE_TOKENS),

@@ -100,7 +100,7 @@ def test_a_generation_is_stopped_by_its_stop_button_and_keeps_what_it_made(page,
     stops nothing: that is checked too, and Stop tried again; a Stop that never stops a run fails."""
     page.goto(f"{server}/decoding")
     wait_ready(page)
-    page.get_by_text("Tokens SmolLM2 generates").click()
+    page.get_by_text("Tokens a causal model generates").click()
     wait_ready(page)
     enter(page, "New tokens", "16")
     enter(page, "Sentence to continue", SENTENCE)

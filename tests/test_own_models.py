@@ -33,7 +33,7 @@ TINY = ("llama", "gpt2", "bert")
 def shelf(tokenizers, tmp_path_factory) -> Path:  # noqa: F811
     """An operator's folder: a tiny model of each family, a folder without weights, one of an architecture not here."""
     root = tmp_path_factory.mktemp("shelf")
-    for family in TINY:
+    for family in (*TINY, "qwen3"):
         make(family, root / f"tiny-{family}", tokenizers[FAMILIES[family][3]])
     (root / "broken").mkdir()
     (root / "broken" / "config.json").write_text(json.dumps({"model_type": "bert"}))
@@ -143,6 +143,17 @@ def test_a_broken_model_says_why_and_the_case_stays(picked, words):
     assert any(words in w.value and "cannot be opened" in w.value for w in at.warning), [w.value for w in at.warning]
     assert session(at).case is shown and session(at).origin.choice.model == "local:tiny-gpt2"
     assert at.selectbox(key="real_model").value == "local:tiny-gpt2"
+
+
+def test_a_model_whose_heads_are_not_the_eight_steps_says_so_and_still_generates():
+    at = opened("local:tiny-gpt2")
+    at.selectbox(key="real_model").set_value("local:tiny-qwen3").run()
+    assert not at.exception
+    assert any("has q/k RMSNorm, which is not one of the eight steps" in w.value for w in at.warning)
+    assert session(at).origin.choice.model == "local:tiny-gpt2"
+    link = opened("local:tiny-qwen3")  # a link to it: said, and the article opens
+    assert any("q/k RMSNorm" in w.value for w in link.warning) and isinstance(session(link).source, Article)
+    assert models.problem("local:tiny-qwen3") is None and models.causal_id("local:tiny-qwen3") == "local:tiny-qwen3"
 
 
 def test_a_model_past_the_budget_is_refused_with_both_numbers_before_it_is_read(monkeypatch):

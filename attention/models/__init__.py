@@ -16,7 +16,17 @@ from ..base.case import CaseError
 from ..base.i18n import Message, msg
 from . import offered as offering
 from . import sources
-from .model import MAX_SENTENCE_CHARS, MAX_SENTENCE_TOKENS, Model, Run, Spec, head_case, head_weights, layer_case
+from .model import (
+    MAX_SENTENCE_CHARS,
+    MAX_SENTENCE_TOKENS,
+    Model,
+    Run,
+    Spec,
+    head_case,
+    head_weights,
+    layer_case,
+    not_steps,
+)
 from .shipped import INSTALL, MINILM, SMOLLM2, SPECS, ModelMissing, files, install_message, load, missing
 
 EXAMPLES = (
@@ -69,8 +79,16 @@ def problem(id: str) -> Message | None:
         spec(id)  # a broken one: the file and what is wrong with it
         offering.check_budget(offers()[id])  # both numbers
     except CaseError as e:
-        return msg("notice.model_refused", model=title(id), error=e.message)
+        return msg("notice.model_refused", model=title(id), error=e.problem)  # its problem names the file
     return None
+
+
+def walk_problem(id: str) -> Message | None:
+    """Why the model's heads cannot be walked here: it cannot be loaded, or its heads are not the eight steps."""
+    if (found := problem(id)) is not None:
+        return found
+    error = not_steps(spec(id))
+    return None if error is None else msg("notice.model_refused", model=title(id), error=error.problem)
 
 
 def title(id: str) -> str:
@@ -79,8 +97,8 @@ def title(id: str) -> str:
 
 
 def default_id() -> str:
-    """The model a person sees first: the first offered one that opens, the first shipped one otherwise."""
-    return next((id for id in ids() if problem(id) is None), next(iter(SPECS)))
+    """The model a person sees first: the first offered one whose heads open, the first shipped one otherwise."""
+    return next((id for id in ids() if walk_problem(id) is None), next(iter(SPECS)))
 
 
 def causal_id(id: str | None = None) -> str | None:
@@ -162,5 +180,5 @@ __all__ = [
     "EXAMPLES", "INSTALL", "MAX_SENTENCE_CHARS", "MAX_SENTENCE_TOKENS", "MINILM", "SMOLLM2", "SPECS", "Model",
     "ModelMissing", "Run", "Spec", "about", "causal_id", "default_id", "files", "head_case", "head_weights", "home",
     "ids", "install_message", "label", "layer_case", "load", "loaded", "missing", "offers", "open", "problem", "size",
-    "sizes", "spec", "title",
+    "sizes", "spec", "title", "walk_problem",
 ]  # fmt: skip

@@ -190,11 +190,18 @@ def _x(model: Model, run: Run, layer: int) -> torch.Tensor:
     return torch.cat([x, torch.ones(len(x), 1)], dim=1) if model.spec.bias else x
 
 
-def _options(spec, heads: int = 1) -> dict:
-    """The model's attention, as the case's options: 1/√head_dim, its mask, RoPE, its grouped heads."""
+def not_steps(spec) -> CaseError | None:
+    """Why the model's heads are not cases of the eight steps (its forward pass and generation work), or None."""
     departs = "q/k RMSNorm" if getattr(spec.family, "qk_norm", False) else spec.rope_scaling and "scaled RoPE"
     if departs:  # the model's own output of a head would differ from the eight steps' (the check would fail)
-        raise CaseError(spec.title, msg("error.model_not_steps", detail=departs))
+        return CaseError(spec.title, msg("error.model_not_steps", detail=departs))
+    return None
+
+
+def _options(spec, heads: int = 1) -> dict:
+    """The model's attention, as the case's options: 1/√head_dim, its mask, RoPE, its grouped heads."""
+    if (error := not_steps(spec)) is not None:
+        raise error
     options = {"scale": "sqrt_dk", "heads": heads, "bias": spec.bias}  # the ones column travels with the case
     if spec.causal:
         options["mask"] = "causal"

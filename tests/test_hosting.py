@@ -110,13 +110,17 @@ def test_two_sessions_editing_at_once_never_see_each_others_numbers():
     np.testing.assert_allclose(current_trace(fresh).outputs, ARTICLE_OUTPUTS)
 
 
+SHARED = {"attention.models.offered._loaded"}  # the loaded models' parameters: shared by every session by design
+
+
 def _module_state() -> dict:
     """Every module-level value of the package and the pages that could hold user data."""
     state = {}
     for name, module in list(sys.modules.items()):
         if name == "attention" or name.startswith("attention."):
             for k, v in vars(module).items():
-                if not k.startswith("__") and isinstance(v, dict | list | set | bytearray):
+                shared = f"{name}.{k}" in SHARED
+                if not k.startswith("__") and not shared and isinstance(v, dict | list | set | bytearray):
                     state[f"{name}.{k}"] = copy.deepcopy(v)
     return state
 

@@ -5,6 +5,7 @@ a link names a model by its id, the exported script runs at home."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections import OrderedDict
@@ -20,7 +21,7 @@ from attention.decoding.state import DecodingView
 from attention.models import offered
 from attention.models.script import real_script
 from tests.apptest import APP, current_trace, session
-from tests.test_families import FAMILIES, make, tokenizers, vocabulary  # noqa: F401 (fixtures)
+from tests.test_families import FAMILIES, gguf_pair, make, tokenizers, vocabulary  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.skipif(
     models.missing("smollm2") or models.missing("minilm"), reason="the shipped models' tokenizers (model packages)"
@@ -30,9 +31,11 @@ TINY = ("llama", "gpt2", "bert")
 
 
 @pytest.fixture(scope="module")
-def shelf(tokenizers, tmp_path_factory) -> Path:  # noqa: F811
-    """An operator's folder: a tiny model of each family, a folder without weights, one of an architecture not here."""
+def shelf(tokenizers, gguf_pair, tmp_path_factory) -> Path:  # noqa: F811
+    """An operator's folder: a tiny model of each family, an 8-bit llama GGUF file, a folder without weights, one of
+    an architecture not here."""
     root = tmp_path_factory.mktemp("shelf")
+    shutil.copy(gguf_pair[2], root / "tiny-llama.Q8_0.gguf")
     for family in (*TINY, "qwen3"):
         make(family, root / f"tiny-{family}", tokenizers[FAMILIES[family][3]])
     (root / "broken").mkdir()
@@ -211,6 +214,23 @@ def test_the_exported_script_of_a_model_on_disk_runs_where_its_folder_is(shelf, 
     done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, env=env, cwd=shelf)
     assert done.returncode == 0, done.stderr
     assert float(done.stdout.strip().splitlines()[-1].rsplit(" ", 1)[1]) <= 1e-4
+
+
+def test_a_gguf_file_is_offered_picked_checked_and_its_script_reads_it(shelf, tmp_path):
+    at = opened("local:tiny-bert")
+    assert any(
+        o.startswith("tiny-llama.Q8_0.gguf · llama · 2 layers × 4 heads")
+        for o in at.selectbox(key="real_model").options
+    )
+    at.selectbox(key="real_model").set_value("local:tiny-llama.Q8_0.gguf").run()
+    assert_checked(at, "local:tiny-llama.Q8_0.gguf")
+    script = session(at).origin.script(session(at).case)
+    assert "MODEL = 'tiny-llama.Q8_0.gguf'  # set this" in script
+    path = tmp_path / "head.py"
+    path.write_text(script)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, env=env, cwd=shelf)
+    assert done.returncode == 0, done.stderr
 
 
 def test_every_family_on_disk_walks_every_head_of_a_layer_checked():

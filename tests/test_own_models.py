@@ -159,9 +159,12 @@ def test_a_model_whose_heads_are_not_the_eight_steps_says_so_and_still_generates
     assert models.problem("local:tiny-qwen3") is None and models.causal_id("local:tiny-qwen3") == "local:tiny-qwen3"
 
 
-def test_a_model_past_the_budget_is_refused_with_both_numbers_before_it_is_read(monkeypatch):
+def test_a_model_past_the_budget_is_marked_and_refused_with_both_numbers_before_it_is_read(monkeypatch):
+    monkeypatch.setenv("ATTENTION_MODEL_BUDGET", str(450 * 2**10))  # tiny-gpt2's 364 KiB in, tiny-llama's 585 out
     at = opened("local:tiny-gpt2")
-    monkeypatch.setenv("ATTENTION_MODEL_BUDGET", "1000")
+    options = at.selectbox(key="real_model").options
+    assert any(o.startswith("tiny-llama · llama") and o.endswith("past this server's budget") for o in options)
+    assert not any(o.startswith("tiny-gpt2") and o.endswith("budget") for o in options)
     at.selectbox(key="real_model").set_value("local:tiny-llama").run()
     assert any("more than this server's budget of 0.00 GiB" in w.value for w in at.warning)
     assert session(at).origin.choice.model == "local:tiny-gpt2" and "local:tiny-llama" not in offered._loaded

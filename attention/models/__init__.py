@@ -127,9 +127,10 @@ def label(id: str) -> Message:
         return msg("real.pick_absent", model=name)
     if found.problem is not None:
         return msg("real.pick_broken", model=name)
+    over = found.float32_bytes > offering.budget()  # said before it is picked
     return msg(
-        "real.pick", model=name, family=found.family, layers=found.layers, heads=found.heads,
-        disk=size(found.disk_bytes), float32=size(found.float32_bytes),
+        "real.pick_over" if over else "real.pick", model=name, family=found.family, layers=found.layers,
+        heads=found.heads, disk=size(found.disk_bytes), float32=size(found.float32_bytes),
     )  # fmt: skip
 
 

@@ -16,6 +16,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from attention import attend, models
+from attention.app import loaded
 from attention.app.origins import Article, ModelHead
 from attention.decoding.state import DecodingView
 from attention.models import offered
@@ -102,6 +103,26 @@ def test_loading_tells_its_progress_and_keeps_one_copy_for_every_session():
     total = heard[-1][1]
     assert heard == [(k, total) for k in range(1, total + 1)] and total > 10
     assert models.loaded("local:tiny-gpt2") is model and list(offered._loaded) == ["local:tiny-gpt2"]
+
+
+def test_the_app_shows_tensors_read_of_total_while_a_model_loads_then_clears_it(monkeypatch):
+    shown = []
+
+    class Bar:
+        def progress(self, value: float, text: str) -> None:
+            shown.append((value, text))
+
+        def empty(self) -> None:
+            shown.append("emptied")
+
+    monkeypatch.setattr(loaded.st, "progress", lambda value, text: Bar())
+    model = loaded.model("local:tiny-bert", "en")
+    total = len(model.weights)
+    assert shown[0] == (1 / total, f"Loading tiny-bert: 1 of {total} tensors read (once per server)…")
+    assert shown[-2] == (1.0, f"Loading tiny-bert: {total} of {total} tensors read (once per server)…")
+    assert shown[-1] == "emptied"
+    shown.clear()
+    assert loaded.model("local:tiny-bert", "zh") is model and not shown  # loaded once: no bar again
 
 
 def test_the_picker_lists_the_offered_models_with_their_family_layers_heads_and_sizes():

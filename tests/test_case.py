@@ -56,10 +56,12 @@ BAD = [
     (edit("w_value.2", [1, 2]), "w_value, row 3: has 2 numbers, expected 3 like row 1"),
     (edit("x.0", 5), "x, row 1 (Input 1): must be a list of numbers"),
     (edit("x", []), "x: must be a non-empty list of rows"),
-    # a sentence of up to 64 tokens may be as wide as a real model (576: attention/models/); a longer input 64
-    (edit("x", [[]] * 3), "x: has 0 columns, expected between 1 and 576"),
+    # a sentence of up to 64 tokens may be as wide as a real model (up to 2,049 with its bias column:
+    # attention/models/), its weights within 577 × 576 numbers each; a longer input 64
+    (edit("x", [[]] * 3), "x: has 0 columns, expected between 1 and 2049"),
     (edit("x", [[1.0] * 4] * 1025), "x: has 1025 rows, expected between 1 and 1024"),
-    (edit("x", [[1.0] * 577] * 3), "x: has 577 columns, expected between 1 and 576"),
+    (edit("x", [[1.0] * 2050] * 3), "x: has 2050 columns, expected between 1 and 2049"),
+    (edit("w_query", [[1.0] * 2050] * 4), "w_query: has 2050 columns, expected between 1 and 2049"),
     ({**edit("x", [[1.0] * 65] * 65), "tokens": None}, "x: has 65 columns, expected between 1 and 64"),
     (edit("w_query", [[1.0] * 3] * 3), "w_query: has 3 rows, expected 4"),
     (edit("w_key", [[1.0] * 2] * 4), "w_key: has 2 columns, expected 3"),
@@ -123,6 +125,16 @@ def test_messages_name_places_in_words_never_a_files_key():
     assert head_counts(4, Widths.of(wide)) == (1, 2, 3, 6)
     assert head_counts(1024, Widths.of(wide), dtype="float64") == (1, 2, 3, 6)  # 6 × 1024² is within the limit
     assert head_counts(3, Widths(8, 4, 8), kv_heads=2) == (4,)  # grouped: w_key holds 2 heads of 8 / 4 columns
+
+
+def test_a_wide_x_keeps_each_weight_within_a_real_models_numbers():
+    """x as wide as a 2,048-wide model with its bias column; its weights then have as many columns as keep each
+    within 577 × 576 numbers (a head of any such model, a whole layer of one up to SmolLM2's width)."""
+    wide = {**good(), "x": [[0.5] * 1000] * 3, "tokens": None, "options": {}}
+    head = {**wide, "w_query": [[0.1] * 332] * 1000, "w_key": [[0.1] * 332] * 1000, "w_value": [[0.1] * 8] * 1000}
+    assert parse_case(head).d_k == 332
+    with pytest.raises(CaseError, match="w_query: has 333 columns, expected between 1 and 332"):
+        parse_case({**head, "w_query": [[0.1] * 333] * 1000})
 
 
 def test_heads_with_override_is_refused():

@@ -18,9 +18,10 @@ Matrix = tuple[tuple[float, ...], ...]
 # (n, n, d_v) is 256 MiB in float32, and a trace takes well under a second on two CPU cores.
 MAX_N = 1024  # tokens
 MAX_D = 64  # d_in, d_k, d_v and d_out
-# A real model's head (attention/models/) reads the model's whole width: up to this many columns while n is at
-# most MAX_WIDE_N (a sentence), which keeps a case within 1.4 million numbers (docs/options.md, "Limits")
-MAX_WIDE_D, MAX_WIDE_N = 576, 64
+# A real model's head (attention/models/) reads the model's whole width: while n is at most MAX_WIDE_N (a sentence),
+# x may have up to MAX_WIDE_D columns (a 2,048-wide model and its bias column), and each matrix up to MAX_WIDE_CELLS
+# numbers (a 576-wide model's 576 × 576 with a bias row), which keeps a case within 1.4 million numbers
+MAX_WIDE_D, MAX_WIDE_N, MAX_WIDE_CELLS = 2049, 64, 577 * 576
 MIN_ROPE_BASE, MAX_ROPE_BASE = 2.0, 1e7  # RoPE's base: 10,000 in the paper, 100,000 in some small Llama-style models
 MAX_POSITION = 1 << 20  # |a token's position| for RoPE: its angle stays exact enough in float64
 MAX_HEADS = 64
@@ -134,9 +135,10 @@ def parse_case(obj: object) -> Case:
         if isinstance(x_rows, list | tuple) and 0 < len(x_rows) <= MAX_N
         else None
     )
-    wide = max_d(len(x_rows) if isinstance(x_rows, list | tuple) else MAX_N)
-    x = _matrix(x_rows, "x", rows=(1, MAX_N), cols=(1, wide), tokens=tokens)
+    n = len(x_rows) if isinstance(x_rows, list | tuple) else MAX_N
+    x = _matrix(x_rows, "x", rows=(1, MAX_N), cols=(1, max_d(n, n)), tokens=tokens)
     n, d_in = len(x), len(x[0])
+    wide = max_d(n, d_in)
     w_query = _matrix(obj["w_query"], "w_query", rows=(d_in, d_in), cols=(1, wide))
     w_key = _matrix(obj["w_key"], "w_key", rows=(d_in, d_in), cols=(1, wide))  # its width is checked with kv_heads
     w_value = _matrix(obj["w_value"], "w_value", rows=(d_in, d_in), cols=(1, wide))
@@ -145,9 +147,10 @@ def parse_case(obj: object) -> Case:
     return Case(x, w_query, w_key, w_value, tokens, options)
 
 
-def max_d(n: int) -> int:
-    """The most columns a matrix may have for n tokens: a real model's width for a sentence, else MAX_D."""
-    return MAX_WIDE_D if n <= MAX_WIDE_N else MAX_D
+def max_d(n: int, rows: int) -> int:
+    """The most columns a matrix of `rows` rows may have for n tokens: for a sentence, a real model's width within
+    MAX_WIDE_CELLS numbers; else MAX_D."""
+    return max(MAX_D, min(MAX_WIDE_D, MAX_WIDE_CELLS // max(rows, 1))) if n <= MAX_WIDE_N else MAX_D
 
 
 @dataclass(frozen=True)
@@ -320,7 +323,7 @@ def _options(value: object, n: int, widths: Widths, tokens: tuple[str, ...]) -> 
     d_concat = widths.d_v // (kv_heads or heads) * heads  # the heads' outputs side by side
     w_out = None
     if o.w_out is not None:
-        w_out = _matrix(o.w_out, _at("w_out"), rows=(d_concat, d_concat), cols=(1, max_d(n)))
+        w_out = _matrix(o.w_out, _at("w_out"), rows=(d_concat, d_concat), cols=(1, max_d(n, d_concat)))
 
     override = o.weights_override
     if override is not None:

@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import torch
 
-from ..base.case import MAX_ABS, MAX_WIDE_N, Case, CaseError, Options, max_d, with_options
+from ..base.case import MAX_ABS, MAX_WIDE_CELLS, MAX_WIDE_N, Case, CaseError, Options, max_d, with_options
 from ..base.i18n import clip, msg
 from .tokens import labels, readable_for
 
@@ -220,8 +220,11 @@ def head_case(model: Model, run: Run, layer: int, head: int) -> Case:
 def layer_case(model: Model, run: Run, layer: int) -> Case:
     """Every head of one layer (0-based) as one multi-head case: the query heads' weights side by side, and the
     key/value heads' (fewer, with grouped-query attention)."""
-    s = model.spec
-    return _as_case(run.tokens, _x(model, run, layer), head_weights(model, layer), _options(s, heads=s.heads))
+    s, x = model.spec, _x(model, run, layer)
+    if len(x[0]) * s.heads * s.head_dim > MAX_WIDE_CELLS:  # a wide model's W_Q alone: the case's limit is a head's
+        numbers = f"{len(x[0]):,} × {s.heads * s.head_dim:,}"
+        raise CaseError(s.title, msg("error.layer_too_wide", numbers=numbers, limit=f"{MAX_WIDE_CELLS:,}"))
+    return _as_case(run.tokens, x, head_weights(model, layer), _options(s, heads=s.heads))
 
 
 def _as_case(tokens: tuple[str, ...], x: torch.Tensor, weights: dict[str, torch.Tensor], options: dict) -> Case:
@@ -232,7 +235,7 @@ def _as_case(tokens: tuple[str, ...], x: torch.Tensor, weights: dict[str, torch.
     matrices = {"x": x, **weights}
     n, d_in = x.shape
     for name, m in matrices.items():
-        if not bool(torch.isfinite(m).all()) or m.abs().max().item() > MAX_ABS or m.shape[-1] > max_d(n):
+        if not bool(torch.isfinite(m).all()) or m.abs().max().item() > MAX_ABS or m.shape[-1] > max_d(n, len(m)):
             raise ValueError(f"{name} of the model is outside the case's limits")  # a broken file, not a user
         if name != "x" and m.shape[0] != d_in:
             raise ValueError(f"{name} has {m.shape[0]} rows, not d_in = {d_in}")

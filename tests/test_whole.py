@@ -1,0 +1,184 @@
+"""The whole model (attention/whole/): heads switched off, made their mean or patched from another sentence, against
+transformers with the same heads changed through a hook on its attention output projection; the grid of every
+head's map and its order by kind on constructed weights whose kind is known."""
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from attention import models
+from attention.base.tolerance import within
+from attention.models import sources
+from attention.models.kinds import KINDS, Kind
+from attention.whole import compute, figures
+from tests.test_families import FAMILIES, SENTENCE, carried, chain_terms, make, tokenizers, vocabulary  # noqa: F401
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+transformers = pytest.importorskip("transformers")
+CAUSAL = ("llama", "gpt2")  # the two ways heads reach the output projection: o_proj (Llama) and c_proj (GPT-2)
+needs_models = pytest.mark.skipif(
+    models.missing("smollm2") or models.missing("minilm"), reason="the shipped models' tokenizers (model packages)"
+)
+
+
+@pytest.fixture(scope="module", params=CAUSAL)
+def pair(request, tokenizers, tmp_path_factory):  # noqa: F811
+    folder = tmp_path_factory.mktemp(request.param)
+    hf = make(request.param, folder, tokenizers[FAMILIES[request.param][3]])
+    return sources.open_model(folder), hf
+
+
+def their_logits(hf, ids: list[int], heads: set[tuple[int, int]], how: str, source=None) -> torch.Tensor:
+    """transformers' last logits with the heads' slices of the output projection's input changed by a pre-hook."""
+    body = getattr(hf, "model", None) or getattr(hf, "transformer", None)
+    blocks = getattr(body, "layers", None) or getattr(body, "h", None)
+    projection = "self_attn.o_proj" if hasattr(blocks[0], "self_attn") else "attn.c_proj"
+    d = hf.config.hidden_size // hf.config.num_attention_heads
+    hooks = []
+    for layer, block in enumerate(blocks):
+        picked = [h for at, h in heads if at == layer]
+
+        def hook(module, args, picked=picked, layer=layer):
+            x = args[0].clone()  # (1, n, heads · d): the heads side by side
+            for h in picked:
+                part = x[..., h * d : (h + 1) * d]
+                if how == "zero":
+                    x[..., h * d : (h + 1) * d] = 0
+                elif how == "mean":
+                    x[..., h * d : (h + 1) * d] = part.mean(1, keepdim=True)
+                else:
+                    x[..., h * d : (h + 1) * d] = source[layer][..., h * d : (h + 1) * d]
+            return (x, *args[1:])
+
+        hooks.append(block.get_submodule(projection).register_forward_pre_hook(hook))
+    try:
+        with torch.no_grad():
+            return hf(torch.tensor([ids])).logits[0, -1]
+    finally:
+        for hook in hooks:
+            hook.remove()
+
+
+def their_heads(hf, ids: list[int]) -> dict[int, torch.Tensor]:
+    """transformers' heads side by side at each layer's output projection (1, n, heads · d)."""
+    body = getattr(hf, "model", None) or getattr(hf, "transformer", None)
+    blocks = getattr(body, "layers", None) or getattr(body, "h", None)
+    projection = "self_attn.o_proj" if hasattr(blocks[0], "self_attn") else "attn.c_proj"
+    caught, hooks = {}, []
+    for layer, block in enumerate(blocks):
+        hooks.append(block.get_submodule(projection).register_forward_pre_hook(
+            lambda module, args, layer=layer: caught.__setitem__(layer, args[0].clone())))  # fmt: skip
+    try:
+        with torch.no_grad():
+            hf(torch.tensor([ids]))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return caught
+
+
+@needs_models
+@pytest.mark.parametrize("how", compute.HOWS)
+@pytest.mark.parametrize("heads", [{(0, 1)}, {(1, 0), (1, 1), (1, 2), (1, 3)}, {(0, 3), (1, 2)}])
+def test_heads_switched_off_give_transformers_logits(pair, heads, how):
+    """One head, a whole layer, a hand-picked set; zeroed or made their mean: the same logits as transformers'."""
+    model, hf = pair
+    ids, _ = model.tokenize(SENTENCE)
+    own = compute.predict(model, ids, compute.Switch(frozenset(heads), how))
+    theirs = their_logits(hf, ids, heads, how)
+    plain = compute.predict(model, ids)
+    tolerance = carried(theirs, chain_terms(model.spec, len(ids)))
+    assert within(own.logits, theirs, tolerance)
+    assert not within(plain.logits, theirs, tolerance)  # the switch moved the logits: the check could fail
+
+
+@needs_models
+def test_a_head_patched_from_another_sentence_gives_transformers_logits(pair):
+    model, hf = pair
+    clean, _ = model.tokenize("The capital of France is")
+    corrupt, _ = model.tokenize("The capital of Italy is")
+    assert len(clean) == len(corrupt)
+    with torch.inference_mode():
+        source = model.spec.family.forward(model, torch.tensor(clean)).head_outputs
+    own = compute.predict(model, corrupt, compute.Switch(frozenset({(1, 2)}), "patch", source))
+    theirs = their_logits(hf, corrupt, {(1, 2)}, "patch", their_heads(hf, clean))
+    assert within(own.logits, theirs, carried(theirs, chain_terms(model.spec, len(corrupt))))
+
+
+@needs_models
+def test_patching_a_layer_gives_each_head_its_part_and_a_sentence_patched_from_itself_nothing(pair):
+    """Each head patched alone carries a finite part; a sentence patched from itself is the same pass (0 carried)."""
+    model, _ = pair
+    clean, _ = model.tokenize("The capital of France is")
+    corrupt, _ = model.tokenize("The capital of Italy is")
+    result = compute.patch(model, clean, corrupt, model.spec.layers - 1)
+    assert len(result.heads) == model.spec.heads
+    parts = [result.carried(p) for p in result.heads]
+    assert all(np.isfinite(parts))
+    same = compute.patch(model, corrupt, corrupt, 0)
+    assert all(abs(p.difference - same.corrupt_difference) < 1e-4 for p in same.heads)
+
+
+@needs_models
+def test_ranking_a_layer_orders_heads_by_the_top_tokens_move(pair):
+    model, _ = pair
+    ids, _ = model.tokenize(SENTENCE)
+    ranked = compute.rank(model, ids, 0)
+    moves = [abs(a.change) for _, a in ranked]
+    assert sorted(h for h, _ in ranked) == list(range(model.spec.heads))
+    assert moves == sorted(moves, reverse=True)
+    head, most = ranked[0]
+    again = compute.ablate(model, ids, frozenset({(0, head)}))
+    assert again.change == pytest.approx(most.change)
+
+
+def kind(name: str, share: float) -> Kind:
+    return Kind(first=share if name == "first" else 0.1, previous=share if name == "previous" else 0.1,
+                itself=0.1, broad=0.5, name=name)  # fmt: skip
+
+
+def test_order_by_kind_groups_heads_and_puts_the_strongest_first():
+    weights = torch.zeros(2, 4, 3, 3)
+    found = ((kind("mixed", 0.3), kind("first", 0.6), kind("previous", 0.9), kind("first", 0.8)),
+             (kind("first", 0.7),) * 4)  # fmt: skip
+    whole = compute.Whole(weights, found, causal=True)
+    assert compute.order(whole, "head") == [[0, 1, 2, 3], [0, 1, 2, 3]]
+    assert compute.order(whole, "kind") == [[3, 1, 2, 0], [0, 1, 2, 3]]
+
+
+def test_the_grid_puts_each_head_in_its_tile_and_a_click_back_on_its_head():
+    """Constructed weights: head (l, h) all (10 l + h) / 100; its tile holds it, the gaps are empty, a click on the
+    overlay's cell opens the head drawn there, and a causal mask's keys are empty."""
+    layers, heads, n = 3, 4, 5
+    weights = torch.tensor([[[[at * 10 + h] * n] * n for h in range(heads)] for at in range(layers)]) / 100
+    ordered = [[3, 2, 1, 0], [0, 1, 2, 3], [1, 0, 3, 2]]
+    grid = figures.grid(compute.Whole(weights, None, causal=False), ordered)
+    for layer in range(layers):
+        for column in range(heads):
+            row, col = figures.origin(n, layer, column)
+            assert np.allclose(grid[row : row + n, col : col + n], (layer * 10 + ordered[layer][column]) / 100)
+            assert figures.head_at(ordered, (layer, column)) == (layer, ordered[layer][column])
+            assert np.isnan(grid[row - 1, col])  # the strip above
+            assert column == heads - 1 or np.isnan(grid[row, col + n])  # the gap beside
+    assert figures.head_at(ordered, (layers, 0)) is None
+    causal = figures.grid(compute.Whole(weights, None, causal=True), ordered)
+    row, col = figures.origin(n, 0, 0)
+    assert np.isnan(causal[row, col + 1]) and not np.isnan(causal[row + 1, col + 1])  # key 2 unseen by query 1
+
+
+def test_the_strips_carry_each_heads_kind_and_the_text_version_every_head():
+    layers, heads, n = 2, 3, 6
+    found = tuple((kind("first", 0.9), kind("previous", 0.8), kind("mixed", 0.3)) for _ in range(layers))
+    whole = compute.Whole(torch.full((layers, heads, n, n), 1 / n), found, causal=False)
+    ordered = compute.order(whole, "kind")
+    image = figures.indices(whole, ordered)
+    for layer in range(layers):
+        for column, head in enumerate(ordered[layer]):
+            row, col = figures.origin(n, layer, column)
+            want = figures.SHADES + KINDS.index(found[layer][head].name)
+            assert (image[row - figures.strip(n) : row, col : col + n] == want).all()
+    table = figures.table(whole, "en")
+    assert len(table) == layers * heads and list(table.iloc[1][["Layer", "Head"]]) == [1, 2]
+    assert "first token: 2" in figures.summary(whole, "en") and "previous token: 2" in figures.summary(whole, "en")

@@ -12,6 +12,7 @@ from attention import models
 from attention.base.tolerance import within
 from attention.models import sources
 from attention.models.kinds import KINDS, Kind
+from attention.models.model import Pass
 from attention.whole import compute, figures
 from tests.test_families import FAMILIES, SENTENCE, carried, chain_terms, make, tokenizers, vocabulary  # noqa: F401
 
@@ -182,3 +183,38 @@ def test_the_strips_carry_each_heads_kind_and_the_text_version_every_head():
     table = figures.table(whole, "en")
     assert len(table) == layers * heads and list(table.iloc[1][["Layer", "Head"]]) == [1, 2]
     assert "first token: 2" in figures.summary(whole, "en") and "previous token: 2" in figures.summary(whole, "en")
+
+
+class Fixed:
+    """A stand-in model whose one head puts weight `sink` on whichever token comes first, the rest on the previous."""
+
+    class spec:
+        heads, layers = 1, 1
+
+        class family:
+            @staticmethod
+            def forward(model, ids, edit=None):
+                n = len(ids)
+                w = torch.zeros(n, n)
+                w[0, 0] = 1
+                for i in range(1, n):
+                    w[i, 0] += Fixed.sink
+                    w[i, i - 1] += 1 - Fixed.sink
+                return Pass(None, None, w[None, None], None)
+
+    sink = 0.7
+    device = "cpu"
+
+
+def test_without_its_first_token_the_weight_moves_to_the_new_first():
+    """A head that parks 0.7 on whatever token is first: typed, removed and replaced each show 0.7 there, and the
+    rest on the previous token (row 2's previous is the first: 0.3 more there, over n − 1 rows)."""
+    ids = (5, 6, 7, 8, 9)
+    found = compute.first_token(Fixed, ids, 0, 0, other=42)
+    assert [v.name for v in found] == ["typed", "removed", "replaced"]
+    assert [v.ids[0] for v in found] == [5, 6, 42]
+    for v in found:
+        rows = len(v.ids) - 1
+        assert v.first == pytest.approx(0.7 + 0.3 / rows)
+        assert v.most_other == (1, pytest.approx(0.3 / rows))
+    assert len(compute.first_token(Fixed, (5, 6), 0, 0, other=42)) == 2  # no sentence of one token

@@ -177,3 +177,40 @@ def order(whole: Whole, by: str) -> list[list[int]]:
     if by != "kind" or whole.kinds is None:
         return [list(range(heads)) for _ in range(layers)]
     return [sorted(range(heads), key=lambda h, k=k: (KINDS.index(k[h].name), -k[h].share)) for k in whole.kinds]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One head on the sentence as typed, without its first token, or with another first token: where its rows 2 …
+    n put their weight (the mean over those rows, a number per key)."""
+
+    name: str  # "typed", "removed", "replaced"
+    ids: tuple[int, ...]
+    weights: torch.Tensor  # (n, n): the head's weights on this variant
+    on_keys: torch.Tensor  # (n,): the mean weight rows 2 … n give each key
+
+    @property
+    def first(self) -> float:
+        """The weight parked on the first token."""
+        return self.on_keys[0].item()
+
+    @property
+    def most_other(self) -> tuple[int, float]:
+        """The key after the first that gets the most weight, and its weight."""
+        i = int(self.on_keys[1:].argmax()) + 1
+        return i, self.on_keys[i].item()
+
+
+def first_token(model, ids, layer: int, head: int, other: int) -> tuple[Variant, ...]:
+    """One head (from 0) on the sentence, on it without its first token, and on it with `other` as its first token
+    (a sentence of one token has no variant without it)."""
+    variants = [("typed", tuple(ids)), ("replaced", (other, *ids[1:]))]
+    if len(ids) > 2:
+        variants.insert(1, ("removed", tuple(ids[1:])))
+    out = []
+    for name, these in variants:
+        with torch.inference_mode():
+            w = model.spec.family.forward(model, torch.tensor(these, device=model.device)).weights[layer, head]
+        w = w.double().cpu()
+        out.append(Variant(name, these, w, w[1:].mean(0)))
+    return tuple(out)

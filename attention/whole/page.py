@@ -11,7 +11,8 @@ from . import room
 
 
 def whole() -> None:
-    """The grid of every head, how its kinds were measured, its text version; heads switched off and patched."""
+    """The grid of every head, how its kinds were measured, its text version; the first token taken away; heads
+    switched off and patched."""
     frame.trace()
     s = tab.current()
     st.header(t("whole.title"))
@@ -31,6 +32,7 @@ def whole() -> None:
     with right:
         room.grid(s, last, every, view)
     room.text_version(s, every)
+    room.first_token(s, last, model)
     if not model.spec.causal:
         st.info(t("whole.encoder"))
         return

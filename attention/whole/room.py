@@ -15,9 +15,10 @@ from ..app.text import plain
 from ..base.case import CaseError
 from ..base.i18n import render
 from ..models.model import Model
+from ..show.heatmap import heatmap
 from . import compute, figures
 from .compute import Ablation, Whole
-from .state import OPENS, SORTS, Looking
+from .state import ASK, OPENS, SORTS, Looking, questions
 
 CHART = "chart_whole"
 READABLE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥"})  # as the tokens are labelled (models.readable)
@@ -222,3 +223,58 @@ def patching(session: Session, model: Model, last) -> None:
     config = {names[1]: st.column_config.NumberColumn(format="%.2f"),
               names[2]: st.column_config.NumberColumn(format="percent")}  # fmt: skip
     st.dataframe(pd.DataFrame(rows, columns=names), hide_index=True, key="whole_patched", column_config=config)
+
+
+# Why the first token: take it away
+
+
+def first_token(session: Session, last, model: Model) -> None:
+    """The open head on the sentence as typed, without its first token, and with another first token: where its
+    weight goes (a sink moves to whatever token comes first)."""
+    view, c = session.view(Looking), last.choice
+    st.header(t("whole.first_header"), anchor="first-token")
+    st.write(t("whole.first_intro"))
+    head = max(c.head, 1)  # a whole layer open: its first head
+    word = st.text_input(t("whole.first_other"), view.other, key="whole_other", max_chars=40)
+    view.other = word
+    try:
+        other_ids, _ = model.tokenize(word)
+    except CaseError as e:
+        st.error(plain(render(session.lang, e.message)))
+        return
+    other = other_ids[0 if model.spec.causal else min(1, len(other_ids) - 1)]  # an encoder's first is its [CLS]
+    key = ("first token", c.model, last.run.sentence, c.layer, head, other)
+    found = session.derived.get(key, lambda: compute.first_token(model, last.run.ids, c.layer - 1, head - 1, other))
+    labels = [[token(model, i) for i in v.ids] for v in found]
+    rows = []
+    for v, words in zip(found, labels, strict=True):
+        at, share = v.most_other
+        rows.append((t(f"whole.variant.{v.name}"), words[0], v.first, words[at], share))
+    names = [t("whole.col_variant"), t("whole.col_first_token"), t("whole.col_on_first"), t("whole.col_next_most"),
+             t("whole.col_next_share")]  # fmt: skip
+    config = {names[i]: st.column_config.NumberColumn(format="%.3f") for i in (2, 4)}
+    st.dataframe(pd.DataFrame(rows, columns=names), hide_index=True, key="whole_first", column_config=config)
+    typed, *others = found
+    new = " / ".join(f"{words[0]}: {v.first:.2f}" for v, words in zip(others, labels[1:], strict=True))
+    st.caption(t("whole.first_read", layer=c.layer, head=head, first=labels[0][0], share=f"{typed.first:.2f}", new=new))
+    columns = st.columns(len(found))
+    for where, v, words in zip(columns, found, labels, strict=True):
+        title = t(f"whole.variant.{v.name}")
+        fig = heatmap(v.weights.float(), words, words, "query", "key", title=title, lang=session.lang)
+        fig.update_layout(height=260, margin={"l": 0, "r": 0, "t": 30, "b": 0}, showlegend=False)
+        fig.update_traces(showscale=False, text=None, texttemplate=None)
+        where.plotly_chart(fig, key=f"whole_first_{v.name}", width="stretch", config={"displayModeBar": False})
+
+
+def ask(session: Session) -> None:
+    """On a model case's overview: the link to this page, and its questions, each a link that sets up its answer."""
+    if (found := shown(session)) is None:
+        return
+    last, model = found
+    s = model.spec
+    st.page_link("pages/whole.py", label=t("whole.link"), icon=":material/apps:")
+    top = last.run.next_tokens[0][0].translate(READABLE) if last.run.next_tokens else None
+    st.markdown(f"**{t('whole.ask_header')}**")
+    for key, question in questions(s.layers, s.heads, last.choice.layer, s.causal, top).items():
+        label = plain(render(session.lang, question))
+        st.page_link("pages/whole.py", label=label, icon=":material/help:", query_params={ASK: key})

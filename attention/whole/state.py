@@ -27,6 +27,7 @@ class Looking:
     corrupt: str = CORRUPT  # the sentence they are patched into
     ranked_layer: int | None = None  # a layer whose heads were ranked (from 1): ranking costs a pass a head
     patched_layer: int | None = None  # a layer whose heads were patched (from 1)
+    other: str = "A"  # the first token put in place of the sentence's own (its first token, as the model cuts it)
 
     def choose(self, **changes: object) -> None:
         """The view's new values; one that is not one of its kind's is left as it was."""
@@ -49,3 +50,29 @@ def open_link(params: Mapping[str, str | None]) -> tuple[Looking | None, Message
 def link(view: Looking) -> dict[str, str | None]:
     """The view as link parameters: the sort, when not the model's order."""
     return {"sort": None if view.sort == "head" else view.sort}
+
+
+# The overview's questions about the whole model, each answered on this page in a click
+
+ASK = "ask"  # the link's parameter (as the forward pass's questions): which question, set up once
+
+
+def questions(layers: int, heads: int, layer: int, causal: bool, top: str | None) -> dict[str, Message]:
+    """The questions, by the id their link carries: the first token's heads and why, and (a causal model) which
+    heads matter for the next token, which carry France to Paris, which are induction heads."""
+    out = {"first": msg("whole.question.first", all=layers * heads), "why_first": msg("whole.question.why_first")}
+    if causal and top is not None:
+        out["rank"] = msg("whole.question.rank", layer=layer, token=top)
+        out["patch"] = msg("whole.question.patch")
+        out["induction"] = msg("whole.question.induction")
+    return out
+
+
+def answer(view: Looking, ask: str, layer: int) -> None:
+    """The view a question's link asks for: heads grouped by kind, or a layer's heads ranked or patched."""
+    if ask in ("first", "induction"):
+        view.sort = "kind"
+    elif ask == "rank":
+        view.ranked_layer = layer
+    elif ask == "patch":
+        view.clean, view.corrupt, view.patched_layer = CLEAN, CORRUPT, layer

@@ -2,11 +2,13 @@
 transformers with the same heads changed through a hook on its attention output projection; the grid of every
 head's map and its order by kind on constructed weights whose kind is known."""
 
+import json
 import os
 
 import numpy as np
 import pytest
 import torch
+from streamlit.testing.v1 import AppTest
 
 from attention import models
 from attention.base.tolerance import within
@@ -14,7 +16,10 @@ from attention.models import sources
 from attention.models.kinds import KINDS, Kind
 from attention.models.model import Pass
 from attention.whole import compute, figures
+from attention.whole.state import Looking
+from tests.apptest import APP, session
 from tests.test_families import FAMILIES, SENTENCE, carried, chain_terms, make, tokenizers, vocabulary  # noqa: F401
+from tests.test_models import hf_smol  # noqa: F401
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
@@ -218,3 +223,115 @@ def test_without_its_first_token_the_weight_moves_to_the_new_first():
         assert v.first == pytest.approx(0.7 + 0.3 / rows)
         assert v.most_other == (1, pytest.approx(0.3 / rows))
     assert len(compute.first_token(Fixed, (5, 6), 0, 0, other=42)) == 2  # no sentence of one token
+
+
+# SmolLM2 (the shipped model): against transformers, and the page through AppTest
+
+needs_smollm2 = pytest.mark.skipif(models.missing("smollm2"), reason="the SmolLM2 package")
+
+
+@needs_smollm2
+def test_smollm2_heads_switched_off_give_transformers_logits(hf_smol):  # noqa: F811
+    smol = models.loaded("smollm2")
+    hf, _ = hf_smol
+    ids, _ = smol.tokenize("The capital of France is")
+    heads = {(18, 3), (20, 0), (20, 1), (20, 2), (20, 3), (20, 4), (20, 5), (20, 6), (20, 7), (20, 8)}
+    for how in compute.HOWS:
+        own = compute.predict(smol, ids, compute.Switch(frozenset(heads), how))
+        theirs = their_logits(hf, ids, heads, how)
+        assert within(own.logits, theirs, carried(theirs, chain_terms(smol.spec, len(ids)))), how
+    assert smol.tokenizer.decode([compute.predict(smol, ids).first]) == " Paris"
+
+
+@pytest.fixture
+def page() -> AppTest:
+    """The whole-model page on SmolLM2's default head (a link: model, layer and head)."""
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.query_params.update({"model": "smollm2", "text": "The capital of France is", "layer": "18", "head": "4"})
+    app.run()
+    app.switch_page("pages/whole.py").run()
+    assert not app.exception, app.exception
+    return app
+
+
+def whole_chart(app: AppTest) -> dict:
+    (spec,) = [c for c in map(lambda c: json.loads(c.proto.spec), app.get("plotly_chart"))
+               if [d["type"] for d in c["data"]] == ["heatmap", "image"]]  # fmt: skip
+    return spec
+
+
+def test_without_a_model_the_page_says_how_and_its_button_opens_one(at):
+    at.switch_page("pages/whole.py").run()
+    assert "real model" in at.info[0].value.lower() and not at.get("plotly_chart")
+    if models.missing("smollm2"):
+        return
+    at.button(key="whole_open_model").click().run()
+    assert not at.exception and session(at).case.options.mask == "causal"
+    assert len(whole_chart(at)["data"]) == 2
+
+
+@needs_smollm2
+def test_the_page_draws_every_head_names_each_and_keeps_its_sort_in_the_link(page):
+    spec = whole_chart(page)
+    overlay, image = spec["data"]
+    assert image["type"] == "image" and image["source"].startswith("data:image/png;base64,")
+    assert len(overlay["text"]) == 30 and len(overlay["text"][0]) == 9
+    assert overlay["text"][17][3].startswith("layer 18, head 4 · ")  # the open head, named with its kind
+    assert page.query_params.get("sort") is None
+    page.radio(key="whole_sort").set_value("kind").run()
+    assert page.query_params["sort"] == ["kind"] or page.query_params["sort"] == "kind"
+    grouped = whole_chart(page)["data"][0]["text"]
+    assert sorted(grouped[17]) == sorted(overlay["text"][17]) and grouped != overlay["text"]
+    version = page.expander(key="whole_text") if hasattr(page, "expander") else None
+    assert version is not None
+
+
+@needs_smollm2
+def test_switching_off_ranking_and_patching_on_the_page_are_computes(page):
+    smol = models.loaded("smollm2")
+    ids, _ = smol.tokenize("The capital of France is")
+    (metric,) = page.metric
+    want = compute.ablate(smol, ids, frozenset({(17, 3)}))
+    assert "Paris" in metric.label and metric.value == f"{want.after.probabilities[want.before.first].item():.1%}"
+    page.button(key="whole_switch_layer").click().run()
+    assert session(page).view(Looking).switched == tuple((18, h) for h in range(1, 10))
+    page.button(key="whole_rank").click().run()
+    ranked = compute.rank(smol, ids, 17)
+    table = _frame(page, "Change")
+    assert list(table.iloc[:, 0]) == [f"layer 18, head {h + 1}" for h, _ in ranked]
+    page.button(key="whole_patch").click().run()
+    table = _frame(page, "Part of the difference carried")
+    result = compute.patch(smol, ids, smol.tokenize("The capital of Italy is")[0], 17)
+    assert [smol.tokenizer.decode([i]) for i in result.tokens] == [" Paris", " Rome"]
+    assert np.allclose(table.iloc[:, 2], [result.carried(p) for p in result.heads])
+
+
+def _frame(app: AppTest, column: str):
+    """The table the page drew with this column."""
+    for frame in app.dataframe:
+        if column in frame.value.columns:
+            return frame.value
+    raise AssertionError(f"no table with {column}")
+
+
+@needs_smollm2
+def test_a_layer_opens_as_one_multi_head_case_on_the_weights_step(page):
+    page.number_input(key="whole_open_layer_at").set_value(3).run()
+    page.button(key="whole_open_layer").click().run()
+    s = session(page)
+    assert s.case.options.heads == 9 and s.source.choice.layer == 3 and s.step == "softmax"
+
+
+@needs_smollm2
+@pytest.mark.parametrize(("ask", "sort", "ranked"), [("first", "kind", False), ("rank", "head", True)])
+def test_a_question_of_the_overview_opens_the_page_set_up_to_answer_it(ask, sort, ranked):
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.query_params.update({"model": "smollm2", "layer": "18", "head": "4"})
+    app.run()
+    links = {e.proto.query_string: e.proto.page for e in app.get("page_link") if "ask=" in e.proto.query_string}
+    assert links[f"ask={ask}"].endswith("whole") or "whole" in links[f"ask={ask}"]
+    app.query_params["ask"] = ask
+    app.switch_page("pages/whole.py").run()
+    view = session(app).view(Looking)
+    assert view.sort == sort and (view.ranked_layer == 18) == ranked
+    assert "ask" not in app.query_params  # answered once

@@ -102,9 +102,16 @@ def text_version(session: Session, found: Whole) -> None:
 def open_layer(session: Session, last, layers: int) -> None:
     """A layer's heads as one multi-head case."""
     layer = st.number_input(t("whole.layer"), 1, layers, last.choice.layer, key="whole_open_layer_at")
-    if st.button(t("whole.open_layer", layer=layer), key="whole_open_layer", icon=":material/view_week:"):
-        make.choose_model(session, session.loader, layer=int(layer), head=0)
+    view = session.view(Looking)
+
+    def opened() -> None:  # a callback, before the run (a rerun for the URL would lose a button's True)
+        make.choose_model(session, session.loader, layer=int(st.session_state["whole_open_layer_at"]), head=0)
         session.go_to("softmax")
+        view.leave = True
+
+    st.button(t("whole.open_layer", layer=layer), key="whole_open_layer", icon=":material/view_week:", on_click=opened)
+    if view.leave:
+        view.leave = False
         st.switch_page("pages/walkthrough.py")
 
 
@@ -164,8 +171,8 @@ def ranking(session: Session, last, model: Model) -> None:
     left, right = st.columns([1, 2], vertical_alignment="bottom")
     layer = left.number_input(t("whole.layer"), 1, s.layers, view.ranked_layer or last.choice.layer,
                               key="whole_rank_at")  # fmt: skip
-    if right.button(t("whole.rank", layer=layer, heads=s.heads), key="whole_rank"):
-        view.ranked_layer = int(layer)
+    right.button(t("whole.rank", layer=layer, heads=s.heads), key="whole_rank",
+                 on_click=lambda: setattr(view, "ranked_layer", int(st.session_state["whole_rank_at"])))  # fmt: skip
     if view.ranked_layer is None:
         st.caption(t("whole.rank_cost", heads=s.heads))
         return
@@ -185,19 +192,24 @@ def ranking(session: Session, last, model: Model) -> None:
     st.caption(t("whole.rank_read", head=head + 1, layer=at, token=top, change=f"{most.change * 100:+.1f}"))
 
 
+def _patch(view: Looking) -> None:
+    """The two sentences as typed, and the layer, patched (a button's callback: before the run)."""
+    state = st.session_state
+    view.clean, view.corrupt, view.patched_layer = state["whole_clean"], state["whole_corrupt"], state["whole_patch_at"]
+
+
 def patching(session: Session, model: Model, last) -> None:
     """One head's output from the clean sentence put into the corrupt one's pass, each head of a layer in turn."""
     view, s = session.view(Looking), model.spec
     st.subheader(t("whole.patch_header"))
     st.write(t("whole.patch_intro"))
     left, right = st.columns(2)
-    clean = left.text_input(t("whole.clean"), view.clean, key="whole_clean", max_chars=200)
-    corrupt = right.text_input(t("whole.corrupt"), view.corrupt, key="whole_corrupt", max_chars=200)
+    left.text_input(t("whole.clean"), view.clean, key="whole_clean", max_chars=200)
+    right.text_input(t("whole.corrupt"), view.corrupt, key="whole_corrupt", max_chars=200)
     left, right = st.columns([1, 2], vertical_alignment="bottom")
     layer = left.number_input(t("whole.layer"), 1, s.layers, view.patched_layer or last.choice.layer,
                               key="whole_patch_at")  # fmt: skip
-    if right.button(t("whole.patch", layer=layer, heads=s.heads), key="whole_patch"):
-        view.clean, view.corrupt, view.patched_layer = clean, corrupt, int(layer)
+    right.button(t("whole.patch", layer=layer, heads=s.heads), key="whole_patch", on_click=lambda: _patch(view))
     if view.patched_layer is None:
         return
     try:

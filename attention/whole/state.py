@@ -27,6 +27,7 @@ class Looking:
     corrupt: str = CORRUPT  # the sentence they are patched into
     ranked_layer: int | None = None  # a layer whose heads were ranked (from 1): ranking costs a pass a head
     patched_layer: int | None = None  # a layer whose heads were patched (from 1)
+    leave: bool = False  # a layer was opened: to the walkthrough, once
     other: str = "A"  # the first token put in place of the sentence's own (its first token, as the model cuts it)
 
     def choose(self, **changes: object) -> None:

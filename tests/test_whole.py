@@ -290,6 +290,8 @@ def test_the_page_draws_every_head_names_each_and_keeps_its_sort_in_the_link(pag
 def test_switching_off_ranking_and_patching_on_the_page_are_computes(page):
     smol = models.loaded("smollm2")
     ids, _ = smol.tokenize("The capital of France is")
+    assert not page.metric  # run on demand
+    page.button(key="whole_run_again").click().run()
     (metric,) = page.metric
     want = compute.ablate(smol, ids, frozenset({(17, 3)}))
     assert "Paris" in metric.label and metric.value == f"{want.after.probabilities[want.before.first].item():.1%}"
@@ -323,7 +325,9 @@ def test_a_layer_opens_as_one_multi_head_case_on_the_weights_step(page):
 
 
 @needs_smollm2
-@pytest.mark.parametrize(("ask", "sort", "ranked"), [("first", "kind", False), ("rank", "head", True)])
+@pytest.mark.parametrize(
+    ("ask", "sort", "ranked"), [("first", "kind", False), ("rank", "head", True), ("why_first", "head", False)]
+)
 def test_a_question_of_the_overview_opens_the_page_set_up_to_answer_it(ask, sort, ranked):
     app = AppTest.from_file(APP, default_timeout=120)
     app.query_params.update({"model": "smollm2", "layer": "18", "head": "4"})
@@ -334,4 +338,17 @@ def test_a_question_of_the_overview_opens_the_page_set_up_to_answer_it(ask, sort
     app.switch_page("pages/whole.py").run()
     view = session(app).view(Looking)
     assert view.sort == sort and (view.ranked_layer == 18) == ranked
+    assert ("Weight on the first token" in str([f.value.columns for f in app.dataframe])) == (ask == "why_first")
     assert "ask" not in app.query_params  # answered once
+
+
+@needs_models
+def test_every_heads_weights_from_the_recorded_inputs_are_the_forward_passes(pair):
+    """The view's weights, from each layer's recorded input (no MLP run again), equal the forward pass's own."""
+    model, _ = pair
+    run = model.run(SENTENCE)
+    with torch.inference_mode():
+        theirs = model.spec.family.forward(model, torch.tensor(run.ids)).weights
+    ours = compute.weights(model, run)
+    assert ours.shape == theirs.shape
+    assert within(ours, theirs, carried(torch.ones(1), chain_terms(model.spec, len(run.ids))))

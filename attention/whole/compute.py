@@ -4,11 +4,14 @@ forward pass (an Edit of the heads' outputs before each layer's output projectio
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 
+from ..forward.compute import rope
 from ..models.kinds import KINDS, PROBE, Kind, induction, kinds, probe
+from ..models.model import head_weights
 
 HOWS = ("zero", "mean")  # a head switched off: its output zeroed, or replaced by its mean over the positions
 TOP = 5  # next tokens shown before and after
@@ -155,19 +158,52 @@ class Whole:
     causal: bool
 
 
-def whole(model, ids) -> Whole:
-    """One pass of the sentence for every head's weights, and (a causal model) one of the probe for every head's
-    induction score."""
+def weights(model, run) -> torch.Tensor:
+    """Every head's weights on the run's sentence (layers, heads, n, n), from each layer's recorded input: its q and
+    k projections, RoPE, the scores and the softmax, without the MLPs and output projections a new forward pass
+    would repeat. A model whose attention is not the eight steps' (q/k RMSNorm, scaled RoPE) is run again instead."""
     s = model.spec
+    if getattr(s.family, "qk_norm", False) or s.rope_scaling is not None:
+        with torch.inference_mode():
+            return s.family.forward(model, torch.tensor(run.ids, device=model.device)).weights.cpu()
+    n, g = len(run.ids), s.heads // s.kv_heads
+    allowed = torch.ones(n, n, dtype=torch.bool).tril() if s.causal else None
+    out = []
     with torch.inference_mode():
-        weights = s.family.forward(model, torch.tensor(ids, device=model.device)).weights.cpu()
-        scores = None
-        if s.causal:
-            on_probe = probe(s.vocab or model.tokenizer.get_vocab_size()).to(model.device)
-            scores = s.family.forward(model, on_probe).weights.cpu()  # (layers, heads, 2·PROBE, 2·PROBE)
-    found = [kinds(weights[layer], s.causal, None if scores is None else induction(scores[layer], PROBE))
-             for layer in range(s.layers)]  # fmt: skip
-    return Whole(weights, None if found[0] is None else tuple(map(tuple, found)), s.causal)
+        for layer in range(s.layers):
+            w = head_weights(model, layer)  # (d_in, heads · head_dim), (d_in, kv_heads · head_dim); biases a last row
+            x = run.inputs[layer].to(w["w_query"].device)  # (n, d_model)
+            if s.bias:
+                x = torch.cat([x, torch.ones(n, 1, device=x.device)], dim=1)  # the biases' row
+            q = (x @ w["w_query"]).unflatten(-1, (s.heads, s.head_dim)).transpose(0, 1)  # (h, n, hd)
+            k = (x @ w["w_key"]).unflatten(-1, (s.kv_heads, s.head_dim)).transpose(0, 1)  # (g, n, hd)
+            if s.rope_base is not None:
+                at = torch.arange(n, device=q.device)
+                q, k = rope(q, at, s.rope_base), rope(k, at, s.rope_base)
+            scores = q.view(s.kv_heads, g, n, s.head_dim) @ k[:, None].mT / math.sqrt(s.head_dim)  # (g, h/g, n, n)
+            if allowed is not None:
+                scores = scores.masked_fill(~allowed.to(scores.device), float("-inf"))
+            out.append(torch.softmax(scores, dim=-1).flatten(0, 1).cpu())  # (h, n, n)
+    return torch.stack(out)
+
+
+def induction_scores(model) -> torch.Tensor | None:
+    """A causal model's heads' induction scores (layers, heads) from one pass of the probe; None for an encoder."""
+    s = model.spec
+    if not s.causal:
+        return None
+    on_probe = probe(s.vocab or model.tokenizer.get_vocab_size()).to(model.device)
+    with torch.inference_mode():
+        seen = s.family.forward(model, on_probe).weights.cpu()  # (layers, heads, 2·PROBE, 2·PROBE)
+    return torch.stack([induction(seen[layer], PROBE) for layer in range(s.layers)])
+
+
+def whole(model, run, scores: torch.Tensor | None = None) -> Whole:
+    """Every head on the run's sentence, each with its kind (its induction score on the probe where given)."""
+    every = weights(model, run)
+    causal = model.spec.causal
+    found = [kinds(every[layer], causal, None if scores is None else scores[layer]) for layer in range(len(every))]
+    return Whole(every, None if found[0] is None else tuple(map(tuple, found)), causal)
 
 
 def order(whole: Whole, by: str) -> list[list[int]]:

@@ -7,7 +7,7 @@ import streamlit as st
 
 from ..app import frame, tab
 from ..app.language import t
-from . import room
+from . import ablation_room, room
 
 
 def whole() -> None:
@@ -36,6 +36,6 @@ def whole() -> None:
     if not model.spec.causal:
         st.info(t("whole.encoder"))
         return
-    room.switch_off(s, last, model)
-    room.ranking(s, last, model)
-    room.patching(s, model, last)
+    ablation_room.switch_off(s, last, model)
+    ablation_room.ranking(s, last, model)
+    ablation_room.patching(s, model, last)

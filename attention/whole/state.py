@@ -27,6 +27,8 @@ class Looking:
     corrupt: str = CORRUPT  # the sentence they are patched into
     ranked_layer: int | None = None  # a layer whose heads were ranked (from 1): ranking costs a pass a head
     patched_layer: int | None = None  # a layer whose heads were patched (from 1)
+    ablating: bool = False  # the model was run again with heads switched off (then on every change)
+    first_shown: bool = False  # the open head was run without its first token (then on every change)
     leave: bool = False  # a layer was opened: to the walkthrough, once
     other: str = "A"  # the first token put in place of the sentence's own (its first token, as the model cuts it)
 
@@ -73,6 +75,8 @@ def answer(view: Looking, ask: str, layer: int) -> None:
     """The view a question's link asks for: heads grouped by kind, or a layer's heads ranked or patched."""
     if ask in ("first", "induction"):
         view.sort = "kind"
+    elif ask == "why_first":
+        view.first_shown = True
     elif ask == "rank":
         view.ranked_layer = layer
     elif ask == "patch":

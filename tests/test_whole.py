@@ -278,7 +278,7 @@ def test_the_page_draws_every_head_names_each_and_keeps_its_sort_in_the_link(pag
     assert len(overlay["text"]) == 30 and len(overlay["text"][0]) == 9
     assert overlay["text"][17][3].startswith("layer 18, head 4 · ")  # the open head, named with its kind
     assert page.query_params.get("sort") is None
-    page.radio(key="whole_sort").set_value("kind").run()
+    page.radio(key="whole_sort_en").set_value("kind").run()
     assert page.query_params["sort"] == ["kind"] or page.query_params["sort"] == "kind"
     grouped = whole_chart(page)["data"][0]["text"]
     assert sorted(grouped[17]) == sorted(overlay["text"][17]) and grouped != overlay["text"]
@@ -352,3 +352,18 @@ def test_every_heads_weights_from_the_recorded_inputs_are_the_forward_passes(pai
     ours = compute.weights(model, run)
     assert ours.shape == theirs.shape
     assert within(ours, theirs, carried(torch.ones(1), chain_terms(model.spec, len(run.ids))))
+
+
+@pytest.mark.skipif(models.missing("minilm"), reason="the MiniLM package")
+def test_an_encoder_draws_its_heads_takes_its_cls_away_and_switches_nothing_off():
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.query_params.update({"model": "minilm", "layer": "2", "head": "3"})
+    app.run()
+    app.switch_page("pages/whole.py").run()
+    assert not app.exception, app.exception
+    overlay = whole_chart(app)["data"][0]
+    assert len(overlay["text"]) == 6 and len(overlay["text"][0]) == 12
+    assert "encoder" in " ".join(i.value for i in app.info) and not app.get("multiselect")
+    app.button(key="whole_first_run").click().run()
+    table = _frame(app, "First token")
+    assert list(table.iloc[:, 1]) == ["[CLS]", "the", "a"]  # typed, removed (its next token first), replaced

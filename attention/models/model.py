@@ -84,6 +84,10 @@ class Model:
             )
         return ids, labels([self.tokenizer.id_to_token(i) for i in ids], self.readable)
 
+    def labels(self, ids) -> tuple[str, ...]:
+        """Token ids as readable, distinct labels (as tokenize labels a sentence's)."""
+        return labels([self.tokenizer.id_to_token(i) for i in ids], self.readable)
+
     def run(self, sentence: str) -> Run:
         """The sentence through the whole model: every layer's attention input and every head's output."""
         ids, tokens = self.tokenize(sentence)

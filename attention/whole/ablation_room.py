@@ -10,7 +10,7 @@ from ..app.language import t
 from ..app.session import Session
 from ..app.text import plain
 from ..base.case import CaseError
-from ..base.i18n import render
+from ..base.i18n import render, text
 from ..models.model import Model
 from . import compute
 from .compute import Ablation
@@ -31,14 +31,19 @@ def switch_off(session: Session, last, model: Model) -> None:
     if not view.switched and last.choice.head > 0:  # the open head, to start with
         view.switched = ((last.choice.layer, last.choice.head),)
     every = [(layer, head) for layer in range(1, s.layers + 1) for head in range(1, s.heads + 1)]
-    st.session_state["whole_switched"] = list(view.switched)
-    st.multiselect(t("whole.switched"), every, key="whole_switched", format_func=lambda p: _heads_label(*p),
-                   on_change=lambda: setattr(view, "switched", tuple(st.session_state["whole_switched"])))  # fmt: skip
+    # the widgets keep their format_func (AppTest calls it outside the run): each holds its language; a key per
+    # language, since a widget keeps its options' labels
+    picked, how = f"whole_switched_{session.lang}", f"whole_how_{session.lang}"
+    st.session_state[picked] = list(view.switched)
+    lang = session.lang
+    st.multiselect(t("whole.switched"), every, key=picked,
+                   format_func=lambda p, lang=lang: text(lang, "whole.head", layer=p[0], head=p[1]),
+                   on_change=lambda: setattr(view, "switched", tuple(st.session_state[picked])))  # fmt: skip
     left, right = st.columns(2, vertical_alignment="bottom")
-    st.session_state["whole_how"] = view.how
-    left.radio(t("whole.how"), compute.HOWS, key="whole_how", horizontal=True,
-               format_func=lambda h: t(f"whole.how.{h}"),
-               on_change=lambda: view.choose(how=st.session_state["whole_how"]))  # fmt: skip
+    st.session_state[how] = view.how
+    left.radio(t("whole.how"), compute.HOWS, key=how, horizontal=True,
+               format_func=lambda h, lang=lang: text(lang, f"whole.how.{h}"),
+               on_change=lambda: view.choose(how=st.session_state[how]))  # fmt: skip
     layer = last.choice.layer
     every_head = tuple((layer, h) for h in range(1, s.heads + 1))
     right.button(t("whole.switch_layer", layer=layer, heads=s.heads), key="whole_switch_layer",

@@ -13,7 +13,7 @@ from ..app.origins import make
 from ..app.session import Session
 from ..app.text import plain
 from ..base.case import CaseError
-from ..base.i18n import render
+from ..base.i18n import render, text
 from ..models.model import Model
 from ..show.heatmap import heatmap
 from . import compute, figures
@@ -53,10 +53,10 @@ def picks(session: Session) -> Looking:
     """The sort and what a click opens (radios bound to the view)."""
     view = session.view(Looking)
     for name, options in (("sort", SORTS), ("opens", OPENS)):
-        key = f"whole_{name}"
+        key = f"whole_{name}_{session.lang}"  # a widget keeps its options' labels: a key per language
         st.session_state[key] = getattr(view, name)
         st.radio(t(f"whole.{name}"), options, key=key, horizontal=True,
-                    format_func=lambda o, name=name: t(f"whole.{name}.{o}"),
+                    format_func=lambda o, name=name, lang=session.lang: text(lang, f"whole.{name}.{o}"),
                     on_change=lambda key=key, name=name: view.choose(**{name: st.session_state[key]}))  # fmt: skip
     return view
 
@@ -140,7 +140,7 @@ def first_token(session: Session, last, model: Model) -> None:
     other = other_ids[0 if model.spec.causal else min(1, len(other_ids) - 1)]  # an encoder's first is its [CLS]
     key = ("first token", c.model, last.run.sentence, c.layer, head, other)
     found = session.derived.get(key, lambda: compute.first_token(model, last.run.ids, c.layer - 1, head - 1, other))
-    labels = [[token(model, i) for i in v.ids] for v in found]
+    labels = [list(model.labels(v.ids)) for v in found]
     rows = []
     for v, words in zip(found, labels, strict=True):
         at, share = v.most_other

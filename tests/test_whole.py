@@ -277,6 +277,8 @@ def test_the_page_draws_every_head_names_each_and_keeps_its_sort_in_the_link(pag
     assert image["type"] == "image" and image["source"].startswith("data:image/png;base64,")
     assert len(overlay["text"]) == 30 and len(overlay["text"][0]) == 9
     assert overlay["text"][17][3].startswith("layer 18, head 4 · ")  # the open head, named with its kind
+    (frame,) = spec["layout"]["shapes"]  # and outlined
+    assert frame["x0"] == 2.5 and frame["y0"] == 16.5
     assert page.query_params.get("sort") is None
     page.radio(key="whole_sort_en").set_value("kind").run()
     assert page.query_params["sort"] == ["kind"] or page.query_params["sort"] == "kind"

@@ -19,6 +19,7 @@ from .compute import Whole
 
 GAP = 1  # transparent pixels between tiles
 SHADES = 240  # palette entries for the weights 0 … 1; then one per kind, then transparent (index 255)
+OUTLINE = "#D62728"  # the head shown: red, apart from Viridis and the kinds' colours
 TILE_PX = 44  # a layer's row, drawn (the maps of a 30-layer model in about 1,300 px)
 # Okabe and Ito's colours (told apart by colour-blind viewers), none of them Viridis' own
 KIND_COLOURS = {"induction": "#D55E00", "first": "#E69F00", "previous": "#56B4E9", "itself": "#009E73",
@@ -91,8 +92,9 @@ def label(lang: str, whole: Whole, layer: int, head: int) -> str:
     return name + " · " + text(lang, f"real.kind.{kind.name}", share=f"{kind.share:.2f}")
 
 
-def view(whole: Whole, ordered: list[list[int]], by: str, lang: str = "en") -> go.Figure:
-    """Every head's map at once, layers down and heads across (by kind: each layer's heads grouped by kind)."""
+def view(whole: Whole, ordered: list[list[int]], by: str, lang: str = "en", shown: tuple[int, int] | None = None):
+    """Every head's map at once, layers down and heads across (by kind: each layer's heads grouped by kind); the
+    head shown (layer, head, from 0) outlined."""
     layers, heads, n, _ = whole.weights.shape
     band, width = strip(n) + n + GAP, n + GAP
     image = go.Image(
@@ -119,9 +121,19 @@ def view(whole: Whole, ordered: list[list[int]], by: str, lang: str = "en") -> g
                       "side": "top", "showgrid": False, "zeroline": False, "range": [-0.5, heads - 0.5], **columns},
             "yaxis": {"title": {"text": text(lang, "whole.layers_axis")}, "autorange": "reversed", "showgrid": False,
                       "zeroline": False, "scaleanchor": "x", "scaleratio": band / width, **rows},
-            "plot_bgcolor": "rgba(0,0,0,0)", "dragmode": False,
+            "plot_bgcolor": "rgba(0,0,0,0)", "dragmode": False, "shapes": _outline(ordered, shown, band, width),
         },
     )  # fmt: skip
+
+
+def _outline(ordered: list[list[int]], shown: tuple[int, int] | None, band: int, width: int) -> list[dict]:
+    """A frame around the shown head's tile (its strip included), in the overlay's units (a cell a head)."""
+    if shown is None or shown[0] >= len(ordered) or shown[1] not in ordered[shown[0]]:
+        return []
+    layer, column = shown[0], ordered[shown[0]].index(shown[1])
+    return [{"type": "rect", "x0": column - 0.5, "x1": column + 0.5 - GAP / width, "y0": layer - 0.5,
+             "y1": layer + 0.5 - GAP / band, "line": {"color": OUTLINE, "width": 2},
+             "fillcolor": "rgba(0,0,0,0)"}]  # fmt: skip
 
 
 def legend(lang: str, whole: Whole) -> list[tuple[str, str, int]]:

@@ -64,8 +64,10 @@ def picks(session: Session) -> Looking:
 def grid(session: Session, last, found: Whole, view: Looking) -> None:
     """Every head's map at once; a click opens the head (or its layer) and goes to the walkthrough."""
     ordered = compute.order(found, view.sort)
-    key = ("whole figure", last.choice.model, last.run.sentence, view.sort, session.lang)
-    fig = session.derived.get(key, lambda: figures.view(found, ordered, view.sort, session.lang))
+    c = last.choice
+    open_head = (c.layer - 1, c.head - 1) if c.head > 0 and session.origin is last else None  # as the model made it
+    key = ("whole figure", c.model, last.run.sentence, view.sort, session.lang, open_head)
+    fig = session.derived.get(key, lambda: figures.view(found, ordered, view.sort, session.lang, open_head))
     summary = figures.summary(found, session.lang)
     box = st.container(gap=None)  # the chart and the component that hears its clicks, together
     box.plotly_chart(fig, key=CHART, width="stretch", alt=summary,

@@ -369,3 +369,17 @@ def test_an_encoder_draws_its_heads_takes_its_cls_away_and_switches_nothing_off(
     app.button(key="whole_first_run").click().run()
     table = _frame(app, "First token")
     assert list(table.iloc[:, 1]) == ["[CLS]", "the", "a"]  # typed, removed (its next token first), replaced
+
+
+def test_a_links_sort_opens_the_view_and_a_bad_one_is_refused_with_why():
+    from attention.whole import state
+
+    assert state.open_link({}) == (None, None)
+    view, notice = state.open_link({"sort": "kind"})
+    assert view.sort == "kind" and notice is None and state.link(view) == {"sort": "kind"}
+    assert state.link(state.Looking()) == {"sort": None}  # the model's order: nothing in the link
+    view, notice = state.open_link({"sort": "<b>"})
+    assert view is None and notice.key == "whole.bad_sort"
+    kept = state.Looking()
+    kept.choose(sort="nonsense", how="mean")
+    assert kept.sort == "head" and kept.how == "mean"

@@ -383,3 +383,14 @@ def test_a_links_sort_opens_the_view_and_a_bad_one_is_refused_with_why():
     kept = state.Looking()
     kept.choose(sort="nonsense", how="mean")
     assert kept.sort == "head" and kept.how == "mean"
+
+
+@needs_models
+@pytest.mark.parametrize("family", ["bert", "qwen2", "qwen3"])  # biases; q/k norm (run again instead)
+def test_every_heads_weights_of_other_families_are_the_forward_passes(family, tokenizers, tmp_path):  # noqa: F811
+    make(family, tmp_path, tokenizers[FAMILIES[family][3]])
+    model = sources.open_model(tmp_path)
+    run = model.run(SENTENCE)
+    with torch.inference_mode():
+        theirs = model.spec.family.forward(model, torch.tensor(run.ids)).weights
+    assert within(compute.weights(model, run), theirs, carried(torch.ones(1), chain_terms(model.spec, len(run.ids))))

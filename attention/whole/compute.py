@@ -5,13 +5,13 @@ forward pass (an Edit of the heads' outputs before each layer's output projectio
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 
 import torch
 
 from ..forward.compute import rope
 from ..models.kinds import KINDS, PROBE, Kind, induction, kinds, probe
-from ..models.model import head_weights
 
 HOWS = ("zero", "mean")  # a head switched off: its output zeroed, or replaced by its mean over the positions
 TOP = 5  # next tokens shown before and after
@@ -171,12 +171,11 @@ def weights(model, run) -> torch.Tensor:
     out = []
     with torch.inference_mode():
         for layer in range(s.layers):
-            w = head_weights(model, layer)  # (d_in, heads · head_dim), (d_in, kv_heads · head_dim); biases a last row
-            x = run.inputs[layer].to(w["w_query"].device)  # (n, d_model)
-            if s.bias:
-                x = torch.cat([x, torch.ones(n, 1, device=x.device)], dim=1)  # the biases' row
-            q = (x @ w["w_query"]).unflatten(-1, (s.heads, s.head_dim)).transpose(0, 1)  # (h, n, hd)
-            k = (x @ w["w_key"]).unflatten(-1, (s.kv_heads, s.head_dim)).transpose(0, 1)  # (g, n, hd)
+            w = s.family.projections(model.weights, layer)  # name: (weight (out, in), bias or None), as stored
+            x = run.inputs[layer].to(w["w_query"][0].device)  # (n, d_model)
+            # (h, n, hd) and (g, n, hd): no copy of the weights (a case's (d_in, head_dim) would transpose them)
+            q = torch.nn.functional.linear(x, *w["w_query"]).unflatten(-1, (s.heads, s.head_dim)).transpose(0, 1)
+            k = torch.nn.functional.linear(x, *w["w_key"]).unflatten(-1, (s.kv_heads, s.head_dim)).transpose(0, 1)
             if s.rope_base is not None:
                 at = torch.arange(n, device=q.device)
                 q, k = rope(q, at, s.rope_base), rope(k, at, s.rope_base)
@@ -187,15 +186,24 @@ def weights(model, run) -> torch.Tensor:
     return torch.stack(out)
 
 
+# The probe's scores of each loaded model, per server process: the model's own (no user's data), whatever the
+# sentence or session; weakly held, so that a model the server lets go takes its scores with it
+_PROBED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def induction_scores(model) -> torch.Tensor | None:
-    """A causal model's heads' induction scores (layers, heads) from one pass of the probe; None for an encoder."""
+    """A causal model's heads' induction scores (layers, heads) from one pass of the probe, kept while the model is
+    loaded; None for an encoder."""
     s = model.spec
     if not s.causal:
         return None
+    if (kept := _PROBED.get(model)) is not None:
+        return kept
     on_probe = probe(s.vocab or model.tokenizer.get_vocab_size()).to(model.device)
     with torch.inference_mode():
         seen = s.family.forward(model, on_probe).weights.cpu()  # (layers, heads, 2·PROBE, 2·PROBE)
-    return torch.stack([induction(seen[layer], PROBE) for layer in range(s.layers)])
+    _PROBED[model] = scores = torch.stack([induction(seen[layer], PROBE) for layer in range(s.layers)])
+    return scores
 
 
 def whole(model, run, scores: torch.Tensor | None = None) -> Whole:

@@ -33,8 +33,8 @@ def shown(session: Session) -> tuple[object, Model] | None:
 
 def whole(session: Session, last, model: Model) -> Whole:
     """Every head on the sentence, kept while the model and sentence are."""
-    scores = session.derived.get(("induction scores", last.choice.model), lambda: compute.induction_scores(model))
-    key = ("whole", last.choice.model, last.run.sentence)  # the probe's scores kept apart: a new sentence reuses them
+    scores = compute.induction_scores(model)  # kept per loaded model: a new sentence or session reuses them
+    key = ("whole", last.choice.model, last.run.sentence)
     return session.derived.get(key, lambda: compute.whole(model, last.run, scores))
 
 

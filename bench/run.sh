@@ -9,6 +9,7 @@ python bench/backward.py  # the backward trace against autograd's backward
 python bench/tiles.py  # attention in tiles against the eight steps at n = 1024: peak memory, time
 python bench/decoding.py  # SmolLM2 generating with the app's KV cache, transformers' and none
 python bench/models.py  # every family loaded by the app and by transformers; one head's case against their forward
+python bench/whole.py  # the whole-model view against a walkthrough step; ranking heads against one pass
 python bench/app.py
 python bench/browser.py
 python bench/server.py

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .model import Pass, attend_heads, layer_norm, linear
+from .model import Edit, Pass, attend_heads, layer_norm, linear
 
 
 @dataclass(frozen=True)  # a value: equal to any other of its family (a copied spec is the same spec)
@@ -52,7 +52,7 @@ class Bert:
             out[name] = (weights[p + "weight"], weights[p + "bias"])
         return out
 
-    def forward(self, model, ids: torch.Tensor, cache: None = None) -> Pass:
+    def forward(self, model, ids: torch.Tensor, cache: None = None, edit: Edit | None = None) -> Pass:
         """Each layer's input, already layer-normed; no logits (an encoder predicts no next token)."""
         w, s = model.weights, model.spec
         n, e, eps = len(ids), "embeddings.", s.norm_eps
@@ -65,6 +65,8 @@ class Bert:
                        for name in ("query", "key", "value"))  # (h, n, hd) each  # fmt: skip
             out, weights = attend_heads(q, k, v, layer, None, causal=False)  # no mask: one sentence, every token
             inputs.append(h), head_outputs.append(out), every.append(weights)
+            if edit is not None:  # heads switched off or patched: before the output projection mixes them
+                out = edit(layer, out)
             h = layer_norm(h + linear(out.transpose(0, 1).flatten(1), w, p + "attention.output.dense"), w,
                            p + "attention.output.LayerNorm", eps)  # fmt: skip
             inner = torch.nn.functional.gelu(linear(h, w, p + "intermediate.dense"))

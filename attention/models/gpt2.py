@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .model import KVCache, Pass, attend_heads, layer_norm, linear
+from .model import Edit, KVCache, Pass, attend_heads, layer_norm, linear
 
 
 @dataclass(frozen=True)  # a value: equal to any other of its family (a copied spec is the same spec)
@@ -56,7 +56,7 @@ class Gpt2:
         return {name: (weights[p + f"{part}.weight"], weights[p + f"{part}.bias"])
                 for name, part in (("w_query", "q"), ("w_key", "k"), ("w_value", "v"))}  # fmt: skip
 
-    def forward(self, model, ids: torch.Tensor, cache: KVCache | None = None) -> Pass:
+    def forward(self, model, ids: torch.Tensor, cache: KVCache | None = None, edit: Edit | None = None) -> Pass:
         """The tokens ids (at positions cache.length, … with a cache: its keys and values appended) through every
         layer; the logits of the last one."""
         w, s = model.weights, model.spec
@@ -70,6 +70,8 @@ class Gpt2:
                        for part in "qkv")  # (h, m, hd) each  # fmt: skip
             out, weights = attend_heads(q, k, v, layer, cache, causal=True)  # (h, m, hd), (h, m, n)
             inputs.append(x), head_outputs.append(out), every.append(weights)
+            if edit is not None:  # heads switched off or patched: before the output projection mixes them
+                out = edit(layer, out)
             h = h + linear(out.transpose(0, 1).flatten(1), w, p + "attn.c_proj")
             inner = torch.nn.functional.gelu(linear(layer_norm(h, w, p + "ln_2", s.norm_eps), w, p + "mlp.c_fc"),
                                              approximate="tanh")  # GPT-2's "gelu_new"  # fmt: skip

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from ..forward.compute import rope
-from .model import KVCache, Pass, attend_heads, linear
+from .model import Edit, KVCache, Pass, attend_heads, linear
 
 
 @dataclass(frozen=True)  # a value: equal to any other of its family (a copied spec is the same spec)
@@ -69,7 +69,7 @@ class Llama:
         return {name: (weights[p + f"{part}_proj.weight"], weights.get(p + f"{part}_proj.bias"))
                 for name, part in (("w_query", "q"), ("w_key", "k"), ("w_value", "v"))}  # fmt: skip
 
-    def forward(self, model, ids: torch.Tensor, cache: KVCache | None = None) -> Pass:
+    def forward(self, model, ids: torch.Tensor, cache: KVCache | None = None, edit: Edit | None = None) -> Pass:
         """The tokens ids (at positions cache.length, … with a cache: its keys and values appended) through every
         layer; the logits of the last one."""
         w, s = model.weights, model.spec
@@ -89,6 +89,8 @@ class Llama:
             q, k = rope(q, turned_at, s.rope_base), rope(k, turned_at, s.rope_base)  # the core's RoPE
             out, weights = attend_heads(q, k, v, layer, cache, causal=True)  # (h, m, hd), (h, m, n)
             inputs.append(x), head_outputs.append(out), every.append(weights)
+            if edit is not None:  # heads switched off or patched: before the output projection mixes them
+                out = edit(layer, out)
             h = h + out.transpose(0, 1).flatten(1) @ w[p + "self_attn.o_proj.weight"].T
             f = rms_norm(h, w[p + "post_attention_layernorm.weight"], s.norm_eps)
             gate, up = f @ w[p + "mlp.gate_proj.weight"].T, f @ w[p + "mlp.up_proj.weight"].T

@@ -4,6 +4,7 @@ through it, and a head or a whole layer of that run as a case: shared by every f
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -83,6 +84,10 @@ class Model:
             )
         return ids, labels([self.tokenizer.id_to_token(i) for i in ids], self.readable)
 
+    def labels(self, ids) -> tuple[str, ...]:
+        """Token ids as readable, distinct labels (as tokenize labels a sentence's)."""
+        return labels([self.tokenizer.id_to_token(i) for i in ids], self.readable)
+
     def run(self, sentence: str) -> Run:
         """The sentence through the whole model: every layer's attention input and every head's output."""
         ids, tokens = self.tokenize(sentence)
@@ -96,11 +101,16 @@ class Model:
         return Run(self.spec.name, sentence, tuple(ids), tokens, inputs.cpu(), head_outputs.cpu(), top)
 
 
+# A change of a layer's heads' outputs (h, m, head_dim) before its output projection mixes them (a family's forward
+# pass calls it with the layer, from 0): heads switched off, or patched from another sentence (attention/whole/)
+Edit = Callable[[int, torch.Tensor], torch.Tensor]
+
+
 class Pass(NamedTuple):
     """Tokens through every layer of a model (a family's forward pass): what it records of each layer."""
 
     inputs: torch.Tensor  # (layers, m, d_model): what each layer's attention reads (normalised)
-    head_outputs: torch.Tensor  # (layers, heads, m, head_dim): each head's own output
+    head_outputs: torch.Tensor  # (layers, heads, m, head_dim): each head's own output (before an Edit)
     weights: torch.Tensor  # (layers, heads, m, n): each head's attention weights, m new tokens over all n so far
     logits: torch.Tensor | None  # (1, vocabulary): a decoder's prediction from the last token; None for an encoder
 

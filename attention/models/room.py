@@ -15,6 +15,7 @@ from ..app.text import plain
 from ..base.i18n import render
 from ..forward.compute import attend
 from ..show.heatmap import heatmap
+from ..whole import room as whole_room
 from .kinds import PROBE, first_heavy, kinds, probe_scores
 from .sink import sinks
 
@@ -95,6 +96,7 @@ def heads(session: Session) -> None:
     c, tokens, made = last.choice, last.run.tokens, session.origin is last  # not edited since
     st.header(t("real.heads", layer=c.layer, model=models.title(c.model)))
     st.caption(t("real.heads_help"))
+    whole_room.ask(session)  # every layer's heads at once, and the questions about them
     every = layer_weights(session, last)
     spec = models.spec(c.model)
     scores = session.derived.get(  # one pass of the probe through the model, kept per layer
@@ -148,6 +150,8 @@ def sink(session: Session, trace) -> None:
     token, *numbers = rows[0]  # the first token's, in words
     said = dict(zip(("share", "v", "others", "output", "without"), (f"{x:.2f}" for x in numbers), strict=True))
     st.caption(t("real.sink_read", token=token, **said))
+    st.page_link("pages/whole.py", label=t("whole.question.why_first"), icon=":material/help:",
+                 query_params={"ask": "why_first"})  # fmt: skip
 
 
 def next_tokens(session: Session) -> None:

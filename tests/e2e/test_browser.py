@@ -63,6 +63,7 @@ EXPECTED = {
     "exercise": ("exercise", "Exercises", ("Step 4: work out the score of query 2 on key 3",)),
     "backward": ("backward", "The backward pass: how every number learns", ("every gradient agrees with",)),
     "decoding": ("decoding", "Decoding with a KV cache: one token at a time", ("Step 3 of 3",)),
+    "whole": ("whole", "Every head of the model at once", ("Pick “Real model” as the preset",)),  # no model yet
 }
 PAGES = {f"/{page.url_path}": EXPECTED[page.name] for page in REGISTRY}  # URL path → what that page shows
 

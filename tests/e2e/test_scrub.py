@@ -1,5 +1,6 @@
 """The browser's arithmetic (attention/forward/web/steps.js) in a real Chromium against the torch trace: random cases
-with every option, every tensor within the one tolerance rule at float32; a wrong option is caught. No server."""
+with every option, every tensor within the one tolerance rule at float32, and a wrong option caught (a blank page,
+no server); then a drag on /inputs, drawn by the browser step by step, and sent to the server only on release."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from attention.base import tolerance as rule
 from attention.base.case import Case, case_to_dict, parse_case, with_options
 from attention.base.presets import ARTICLE_ROUNDED_WEIGHTS, random_case
 from attention.forward.compute import ROUNDED_WITHIN, Trace, scale_factor
+from tests.e2e.test_browser import cell, heatmaps, open_page, wait_ready
 
 pytestmark = pytest.mark.e2e
 
@@ -229,3 +231,56 @@ def test_a_16_by_16_case_takes_a_small_part_of_a_frame(steps_page):
     )
     print(f"steps.js at 16 × 16 (4 heads, RoPE, causal, w_out): {ms:.3f} ms a run")
     assert ms < 4, ms
+
+
+# The outputs chart's numbers as Plotly holds them now, and how many times the browser has redrawn it (restyled)
+OUTPUTS_NOW = """() => { const gd = [...document.querySelectorAll('.js-plotly-plot')]
+    .find(g => (g.layout?.title?.text ?? '').replace(/<[^>]*>/g, '') === 'outputs');
+    if (!gd.__counted) {
+        gd.__counted = true; window.__restyles = 0; gd.on('plotly_restyle', () => window.__restyles++);
+    }
+    const z = gd.data[0].z; return {z: Array.isArray(z) ? z : null, restyles: window.__restyles}; }"""
+
+
+@pytest.mark.parametrize("cell_at", [("x", 2, 2), ("w_value", 3, 1)], ids=str)
+def test_a_drag_on_inputs_is_drawn_by_the_browser_and_sent_on_release(page, cell_at):
+    """A drag on /inputs: each step's outputs drawn in the browser with no run on the server (the article's rounded
+    softmax dropped as the session drops it), each within the rule of the torch trace of that value; on release one
+    run, whose outputs are the server's."""
+    name, row, column = cell_at
+    open_page(page, "/inputs")
+    page.evaluate(OUTPUTS_NOW)  # starts counting the chart's restyles
+    box = cell(page, name, row, column).bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    runs = page.evaluate("window.__e2eRuns.end")
+    page.mouse.move(x, y)
+    page.mouse.down()
+    seen = 0
+    for step in (3, 6, 12, 20):  # 6 px a step of 0.1 (the cell's numbers are whole): to the right, up
+        page.mouse.move(x + 6 * step + 3, y)
+        value = float(cell(page, name, row, column).input_value())
+        page.wait_for_function(f"() => ({OUTPUTS_NOW})().restyles > {seen}")
+        now = page.evaluate(OUTPUTS_NOW)
+        seen = now["restyles"]
+        session = Session.start()
+        session.edit(name, row - 1, column - 1, value)
+        trace = attend(session.case)
+        got = torch.tensor(now["z"], dtype=torch.float64)
+        bound = tolerances(trace)["outputs"]
+        assert ((got - trace.outputs.double()).abs() <= bound).all(), (value, got, trace.outputs)
+    assert page.evaluate("window.__e2eRuns.end") == runs  # no run while the mouse is down
+    page.mouse.up()
+    wait_ready(page)
+    assert page.evaluate("window.__e2eRuns.end") > runs
+    session = Session.start()
+    session.edit(name, row - 1, column - 1, value)
+    got = torch.tensor(wait_for_server_outputs(page), dtype=torch.float64)
+    torch.testing.assert_close(got, attend(session.case).outputs.double(), rtol=0, atol=1e-6)
+
+
+def wait_for_server_outputs(page) -> list:
+    """The outputs chart's numbers once the server's figure is drawn (Plotly 7 sends them typed: bdata)."""
+    page.wait_for_function("""() => { const gd = [...document.querySelectorAll('.js-plotly-plot')]
+        .find(g => (g.layout?.title?.text ?? '').replace(/<[^>]*>/g, '') === 'outputs');
+        return gd && !Array.isArray(gd.data[0].z); }""")
+    return heatmaps(page, "outputs")[0].tolist()

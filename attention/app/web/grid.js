@@ -1,5 +1,7 @@
 // The matrix editor of attention/app/grid.py (a Streamlit components v2 module, given inline): a table of native
-// text inputs, one per cell, whose edits go to Python as typed, at once, as the editor's state.
+// text inputs, one per cell, whose edits go to Python as typed, at once, as the editor's state. A drag on a small
+// case is computed here (attend: attention/forward/web/steps.js, given before this file in the same module) and
+// the charts beside the editor redrawn each frame; Python hears the value the drag ends on.
 
 const NUMBER = /^[ \t]*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?[ \t]*$/; // numbers as attention/app/typed.py reads them
 const DRAG_START_PX = 4; // a press that moves less than this is a click into the cell; more is a drag
@@ -36,6 +38,7 @@ class Editor {
     this.waiting = false; // a value went to Python and the run it started has not ended
     this.queued = false; // a dragged value waits for that run's end, so that every step is drawn whole
     this.drag = null;
+    this.frame = 0; // the preview's next drawing (requestAnimationFrame), one a frame however fast the pointer moves
     this.note = ""; // the editor's own message (a block that does not fit), until the next edit
     this.ended = () => this.runEnded();
     window.addEventListener(RUN_ENDED, this.ended);
@@ -56,6 +59,7 @@ class Editor {
     this.gone = true;
     window.removeEventListener(RUN_ENDED, this.ended);
     clearTimeout(this.timer);
+    cancelAnimationFrame(this.frame);
   }
 
   update(data) {
@@ -281,7 +285,8 @@ class Editor {
     if (text === drag.input.value) return;
     drag.input.value = text;
     this.record(drag.input, text);
-    this.paced();
+    if (this.previewed()) drag.previewed = true;
+    else this.paced();
   }
 
   pointerup(e) {
@@ -289,9 +294,56 @@ class Editor {
     if (!drag || e.pointerId !== drag.id) return;
     this.drag = null;
     this.box.classList.remove("dragging");
-    if (this.queued) this.send(); // the value the drag ended on goes now
+    if (this.queued || drag.previewed) this.send(); // the value the drag ended on goes now
     drag.input.focus();
     drag.input.select(); // a click selects the number, which typing replaces (a double click or F2: the caret)
+  }
+
+  // A drag's step drawn by the browser: true when the charts to redraw are on the page and Plotly (which
+  // Streamlit's chart puts on window) can restyle them; false, and the step goes to Python as before, otherwise.
+  previewed() {
+    const p = this.data.preview;
+    if (!p || !window.Plotly?.restyle || !this.charts().length) return false;
+    if (!this.frame) this.frame = requestAnimationFrame(() => this.redraw());
+    return true;
+  }
+
+  // The charts named in the preview, found by their titles (Streamlit's frontend wraps a redrawn title in <b>).
+  charts() {
+    const titles = this.data.preview.charts;
+    const found = [];
+    for (const chart of document.querySelectorAll(".js-plotly-plot")) {
+      const title = (chart.layout?.title?.text ?? "").replace(/<[^>]*>/g, "");
+      if (title in titles && chart.data?.length) found.push([chart, titles[title]]);
+    }
+    return found;
+  }
+
+  // The case with this editor's edits, through the eight steps, into the charts: a preview of the run the release
+  // starts (the same numbers within float32's rounding: tests/e2e/test_scrub.py), never kept.
+  redraw() {
+    this.frame = 0;
+    const p = this.data.preview;
+    const kase = structuredClone(p.case);
+    const inOptions = p.grid === "mask" || p.grid === "weights_override";
+    const grid = inOptions ? kase.options[p.grid] : kase[p.grid];
+    for (const [key, text] of Object.entries(this.edits.cells)) {
+      if (!this.isNumber(text)) return; // a cell that holds no number: Python says why, on release
+      const [r, c] = key.split(",").map(Number);
+      grid[r][c] = Number(text.trim());
+    }
+    if (p.grid === "weights_override") delete kase.options.rounded_within; // edited: no longer the article's
+    try {
+      const tensors = attend(kase);
+      for (const [chart, name] of this.charts()) {
+        const t = tensors[name];
+        const [rows, columns] = t.shape;
+        const z = Array.from({ length: rows }, (_, i) => Array.from(t.data.subarray(i * columns, (i + 1) * columns)));
+        window.Plotly.restyle(chart, { z: [z] }, [0]);
+      }
+    } catch (error) {
+      console.error("attention grid.js: a drag's preview was not drawn", error); // the release's run draws it
+    }
   }
 
   caret(input) {

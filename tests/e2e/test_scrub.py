@@ -14,6 +14,7 @@ from attention import attend
 from attention.app.session import Session
 from attention.base import tolerance as rule
 from attention.base.case import Case, case_to_dict, parse_case, with_options
+from attention.base.files import case_to_link
 from attention.base.presets import ARTICLE_ROUNDED_WEIGHTS, random_case
 from attention.forward.compute import ROUNDED_WITHIN, Trace, scale_factor
 from tests.e2e.test_browser import cell, heatmaps, open_page, wait_ready
@@ -242,13 +243,22 @@ OUTPUTS_NOW = """() => { const gd = [...document.querySelectorAll('.js-plotly-pl
     const z = gd.data[0].z; return {z: Array.isArray(z) ? z : null, restyles: window.__restyles}; }"""
 
 
-@pytest.mark.parametrize("cell_at", [("x", 2, 2), ("w_value", 3, 1)], ids=str)
+TEXTS = """() => [...document.querySelectorAll('.js-plotly-plot')]
+    .find(g => (g.layout?.title?.text ?? '').replace(/<[^>]*>/g, '') === 'outputs').data[0].texttemplate"""
+LINKED = random_case(8, 6, 8, 8, seed=4, heads=2, mask="causal", scale="sqrt_dk")  # outputs 8 × 8: past 32 cells
+
+
+@pytest.mark.parametrize("cell_at", [("x", 2, 2), ("w_value", 3, 1), ("linked x", 2, 2)], ids=str)
 def test_a_drag_on_inputs_is_drawn_by_the_browser_and_sent_on_release(page, cell_at):
     """A drag on /inputs: each step's outputs drawn in the browser with no run on the server (the article's rounded
     softmax dropped as the session drops it), each within the rule of the torch trace of that value; on release one
-    run, whose outputs are the server's."""
+    run, whose outputs are the server's. A chart past 32 cells is previewed without its cells' numbers, which
+    come back on release."""
     name, row, column = cell_at
-    open_page(page, "/inputs")
+    linked = name.startswith("linked ")
+    name = name.removeprefix("linked ")
+    open_page(page, f"/inputs?case={case_to_link(LINKED)}" if linked else "/inputs")
+    texts = page.evaluate(TEXTS)
     page.evaluate(OUTPUTS_NOW)  # starts counting the chart's restyles
     box = cell(page, name, row, column).bounding_box()
     x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
@@ -262,20 +272,30 @@ def test_a_drag_on_inputs_is_drawn_by_the_browser_and_sent_on_release(page, cell
         page.wait_for_function(f"() => ({OUTPUTS_NOW})().restyles > {seen}")
         now = page.evaluate(OUTPUTS_NOW)
         seen = now["restyles"]
-        session = Session.start()
-        session.edit(name, row - 1, column - 1, value)
-        trace = attend(session.case)
+        trace = attend(edited(LINKED if linked else None, name, row, column, value))
         got = torch.tensor(now["z"], dtype=torch.float64)
         bound = tolerances(trace)["outputs"]
         assert ((got - trace.outputs.double()).abs() <= bound).all(), (value, got, trace.outputs)
+        assert page.evaluate(TEXTS) == ("" if linked else texts)  # a big chart's numbers left out while dragged
     assert page.evaluate("window.__e2eRuns.end") == runs  # no run while the mouse is down
     page.mouse.up()
     wait_ready(page)
     assert page.evaluate("window.__e2eRuns.end") > runs
+    expected = attend(edited(LINKED if linked else None, name, row, column, value)).outputs.double()
+    got = torch.tensor(wait_for_server_outputs(page), dtype=torch.float64)
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-6)
+    assert page.evaluate(TEXTS) == texts
+
+
+def edited(case: Case | None, name: str, row: int, column: int, value: float) -> Case:
+    """The session's case (the article's, or `case` as a link brings it) with one cell (from 1) set, by its rule."""
+    if case is not None:
+        data = case_to_dict(case)
+        data[name][row - 1][column - 1] = value
+        return parse_case(data)
     session = Session.start()
     session.edit(name, row - 1, column - 1, value)
-    got = torch.tensor(wait_for_server_outputs(page), dtype=torch.float64)
-    torch.testing.assert_close(got, attend(session.case).outputs.double(), rtol=0, atol=1e-6)
+    return session.case
 
 
 def wait_for_server_outputs(page) -> list:

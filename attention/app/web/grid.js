@@ -8,6 +8,10 @@ const DRAG_START_PX = 4; // a press that moves less than this is a click into th
 const PX_PER_STEP = 6; // a drag's pixels per step
 const RUN_ENDED = "attention:run-ended"; // said by pace.js, the last element of every run
 const UNHEARD_MS = 3000; // a dragged value goes anyway when no run's end is heard (a page run outside the frame)
+// A drag's preview writes the cells' numbers into a chart this small; a bigger one is previewed in colour alone, its
+// numbers back on release: Plotly redraws each cell's text (a 16 × 16 heatmap restyled: ~200 ms with its texts,
+// ~20 ms without, measured in headless Chromium on two busy cores), which would make the preview a few frames a second
+const PREVIEW_TEXT_CELLS = 32;
 
 export default function ({ data, parentElement, setStateValue }) {
   let editor = parentElement.__matrixEditor;
@@ -295,6 +299,7 @@ class Editor {
     this.drag = null;
     this.box.classList.remove("dragging");
     if (this.queued || drag.previewed) this.send(); // the value the drag ended on goes now
+    if (drag.previewed) this.redraw(true); // and is drawn, whole, while Python runs
     drag.input.focus();
     drag.input.select(); // a click selects the number, which typing replaces (a double click or F2: the caret)
   }
@@ -320,26 +325,40 @@ class Editor {
   }
 
   // The case with this editor's edits, through the eight steps, into the charts: a preview of the run the release
-  // starts (the same numbers within float32's rounding: tests/e2e/test_scrub.py), never kept.
-  redraw() {
+  // starts (the same numbers within float32's rounding: tests/e2e/test_scrub.py), never kept. `final`: the drag's
+  // last value, drawn on release with the cells' numbers a big chart's preview left out.
+  redraw(final = false) {
+    cancelAnimationFrame(this.frame);
     this.frame = 0;
     const p = this.data.preview;
     const kase = structuredClone(p.case);
     const inOptions = p.grid === "mask" || p.grid === "weights_override";
     const grid = inOptions ? kase.options[p.grid] : kase[p.grid];
+    let numbers = true;
     for (const [key, text] of Object.entries(this.edits.cells)) {
-      if (!this.isNumber(text)) return; // a cell that holds no number: Python says why, on release
-      const [r, c] = key.split(",").map(Number);
-      grid[r][c] = Number(text.trim());
+      if (!this.isNumber(text)) numbers = false; // a cell that holds no number: Python says why, on release
+      else grid[key.split(",")[0]][key.split(",")[1]] = Number(text.trim());
     }
     if (p.grid === "weights_override") delete kase.options.rounded_within; // edited: no longer the article's
     try {
-      const tensors = attend(kase);
+      const tensors = numbers ? attend(kase) : null;
       for (const [chart, name] of this.charts()) {
-        const t = tensors[name];
-        const [rows, columns] = t.shape;
-        const z = Array.from({ length: rows }, (_, i) => Array.from(t.data.subarray(i * columns, (i + 1) * columns)));
-        window.Plotly.restyle(chart, { z: [z] }, [0]);
+        const update = {};
+        if (tensors) {
+          const t = tensors[name];
+          const [rows, columns] = t.shape;
+          const row = (i) => Array.from(t.data.subarray(i * columns, (i + 1) * columns));
+          update.z = [Array.from({ length: rows }, (_, i) => row(i))];
+          if (!final && rows * columns > PREVIEW_TEXT_CELLS && chart.data[0].texttemplate) {
+            chart.__texts = chart.data[0].texttemplate;
+            update.texttemplate = "";
+          }
+        }
+        if (final && chart.__texts !== undefined) {
+          update.texttemplate = chart.__texts;
+          delete chart.__texts;
+        }
+        if (Object.keys(update).length) window.Plotly.restyle(chart, update, [0]);
       }
     } catch (error) {
       console.error("attention grid.js: a drag's preview was not drawn", error); // the release's run draws it

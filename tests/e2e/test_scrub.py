@@ -208,13 +208,14 @@ def test_a_moved_number_is_caught(steps_page, name):
     assert worst["outputs"] > 1, worst
 
 
-@pytest.mark.parametrize("value", [2.0, 0.5])
-def test_the_articles_rounded_weights_stop_applying_where_the_session_drops_them(steps_page, value):
+@pytest.mark.parametrize(("value", "dropped"), [(0.5, False), (-1.0, True)])
+def test_the_articles_rounded_weights_stop_applying_where_the_session_drops_them(steps_page, value, dropped):
     """x's second row, third column moved: the session keeps the article's rounded softmax while it is within
     ROUNDED_WITHIN of the exact one, else uses the exact one; the module with rounded_within does the same."""
     session = Session.start()
     session.edit("x", 1, 2, value)
     case = session.case  # the session's rule applied: the override kept or dropped
+    assert (case.options.weights_override is None) == dropped
     edited = with_options(case, weights_override=ARTICLE_ROUNDED_WEIGHTS)
     got = run_js(steps_page, edited, rounded_within=ROUNDED_WITHIN)
     assert got["rounded_stale"] == (case.options.weights_override is None), got["rounding_gap"]
@@ -248,7 +249,14 @@ TEXTS = """() => [...document.querySelectorAll('.js-plotly-plot')]
 LINKED = random_case(8, 6, 8, 8, seed=4, heads=2, mask="causal", scale="sqrt_dk")  # outputs 8 × 8: past 32 cells
 
 
-@pytest.mark.parametrize("cell_at", [("x", 2, 2), ("w_value", 3, 1), ("linked x", 2, 2)], ids=str)
+def box_of(page, name: str, row: int, column: int):
+    """A cell's input (from 1); the rounded softmax's cells are named after their query and key tokens."""
+    if name == "rounded":
+        return page.get_by_label(f"Rounded softmax, row {row} (Input {row}), column {column} (Input {column})")
+    return cell(page, name, row, column)
+
+
+@pytest.mark.parametrize("cell_at", [("x", 2, 2), ("w_value", 3, 1), ("rounded", 3, 3), ("linked x", 2, 2)], ids=str)
 def test_a_drag_on_inputs_is_drawn_by_the_browser_and_sent_on_release(page, cell_at):
     """A drag on /inputs: each step's outputs drawn in the browser with no run on the server (the article's rounded
     softmax dropped as the session drops it), each within the rule of the torch trace of that value; on release one
@@ -260,7 +268,8 @@ def test_a_drag_on_inputs_is_drawn_by_the_browser_and_sent_on_release(page, cell
     open_page(page, f"/inputs?case={case_to_link(LINKED)}" if linked else "/inputs")
     texts = page.evaluate(TEXTS)
     page.evaluate(OUTPUTS_NOW)  # starts counting the chart's restyles
-    box = cell(page, name, row, column).bounding_box()
+    box_of(page, name, row, column).scroll_into_view_if_needed()  # the rounded softmax lies below the fold
+    box = box_of(page, name, row, column).bounding_box()
     x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
     runs = page.evaluate("window.__e2eRuns.end")
     page.mouse.move(x, y)
@@ -268,7 +277,7 @@ def test_a_drag_on_inputs_is_drawn_by_the_browser_and_sent_on_release(page, cell
     seen = 0
     for step in (3, 6, 12, 20):  # 6 px a step of 0.1 (the cell's numbers are whole): to the right, up
         page.mouse.move(x + 6 * step + 3, y)
-        value = float(cell(page, name, row, column).input_value())
+        value = float(box_of(page, name, row, column).input_value())
         page.wait_for_function(f"() => ({OUTPUTS_NOW})().restyles > {seen}")
         now = page.evaluate(OUTPUTS_NOW)
         seen = now["restyles"]

@@ -10,5 +10,6 @@ python bench/tiles.py  # attention in tiles against the eight steps at n = 1024:
 python bench/decoding.py  # SmolLM2 generating with the app's KV cache, transformers' and none
 python bench/app.py
 python bench/browser.py
+python bench/scrub.py  # a dragged number computed in the browser: redraws a second, latency, server CPU
 python bench/server.py
 python bench/load.py

@@ -12,5 +12,6 @@ python bench/models.py  # every family loaded by the app and by transformers; on
 python bench/whole.py  # the whole-model view against a walkthrough step; ranking heads against one pass
 python bench/app.py
 python bench/browser.py
+python bench/scrub.py  # a dragged number computed in the browser: redraws a second, latency, server CPU
 python bench/server.py
 python bench/load.py

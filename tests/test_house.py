@@ -276,7 +276,7 @@ def test_the_naming_check_catches_a_model_named_in_any_case():
 
 def test_the_layout_lists_every_file_of_the_package():
     layout = (ROOT / "docs" / "layout.md").read_text().split("```")[1]
-    files = [*ROOT.glob("attention/**/*.py"), *ROOT.glob("attention/app/web/*"), *ROOT.glob("pages/*.py")]
+    files = [*ROOT.glob("attention/**/*.py"), *ROOT.glob("attention/*/web/*"), *ROOT.glob("pages/*.py")]
     unlisted = [f.relative_to(ROOT).as_posix() for f in files if "__pycache__" not in f.parts and f.name not in layout]
     folders = {f.parent.name + "/" for f in files if f.parent != ROOT} - {"web/"}
     assert not unlisted and all(folder in layout for folder in folders), (unlisted, folders)

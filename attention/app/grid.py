@@ -11,15 +11,19 @@ from pathlib import Path
 
 import streamlit as st
 
-from ..base.case import MAX_ABS
+from ..base.case import MAX_ABS, case_to_dict
 from ..base.i18n import render
+from ..base.presets import ARTICLE_ROUNDED_WEIGHTS
+from ..forward.compute import ROUNDED_WITHIN
 from . import typed
 from .language import lang, t
 from .session import OPTION_GRIDS, Session, place
 
 WEB = Path(__file__).with_name("web")
+STEPS_JS = Path(__file__).parents[1] / "forward" / "web" / "steps.js"  # the eight steps in the browser
+# One module, inline: the steps first (grid.js calls their attend while a number is dragged), then the editor
 _editor = st.components.v2.component(
-    "attention.matrix", css=(WEB / "grid.css").read_text(), js=(WEB / "grid.js").read_text()
+    "attention.matrix", css=(WEB / "grid.css").read_text(), js=STEPS_JS.read_text() + (WEB / "grid.js").read_text()
 )
 _pace = st.components.v2.component("attention.pace", js=(WEB / "pace.js").read_text())
 OPTION_NAMES = {v: k.removeprefix("where.") for k, v in OPTION_GRIDS.items()}  # rounded: weights_override
@@ -27,6 +31,11 @@ TOKEN_ROWS = ("x", "mask", "rounded")  # grids whose rows are the tokens
 KINDS = {"mask": "zero_one", "rounded": "nonnegative"}  # how far a drag may take a cell; others: any number
 CELL = re.compile(r"(\d{1,5}),(\d{1,5})")  # an edit's cell, "row,column" from 0 (a forged client sends anything)
 Window = tuple[int, int, int, int]  # the rows and columns an editor shows: top, left, bottom, right (not included)
+# A case this small is computed in the browser while a number is dragged (steps.js: 0.6 ms at 16 × 16, every option;
+# tests/e2e/test_scrub.py), and the server is asked on release; a bigger one drags as before, a run a step
+PREVIEW_MAX = 16
+PREVIEWED = {"x": "x", "w_query": "w_query", "w_key": "w_key", "w_value": "w_value", "mask": "mask",
+             "rounded": "weights_override"}  # an editor's grid: where it lies in the case  # fmt: skip
 
 
 def shown_name(name: str) -> str:
@@ -34,12 +43,24 @@ def shown_name(name: str) -> str:
     return t(f"where.{OPTION_NAMES[name]}") if name in OPTION_NAMES else name
 
 
-def draw(session: Session, name: str, key: str, window: Window | None = None, title: str = "", hint: bool = False):
+def draw(
+    session: Session,
+    name: str,
+    key: str,
+    window: Window | None = None,
+    title: str = "",
+    hint: bool = False,
+    previewed: Mapping[str, str] | None = None,
+):
     """The editor for a grid of the session's inputs, or for a window of it (top, left, bottom, right), under its
     title (drawn by the editor: a heading element of the page's costs a live page's every rerun in the browser);
-    `hint` adds the line that says how to use it (once a page)."""
+    `hint` adds the line that says how to use it (once a page); `previewed` ({chart title: tensor}), the charts beside
+    it that a drag redraws in the browser (preview)."""
     # As JSON text: a dict is scanned key by key for dataframes to send apart (~3 ms an editor, every run)
-    payload = json.dumps(data(session, name, window, hint) | {"title": title})
+    shown = data(session, name, window, hint) | {"title": title}
+    if previewed and window is None:
+        shown["preview"] = preview(session, name, previewed)
+    payload = json.dumps(shown)
     _editor(key=key, data=payload, on_edits_change=_ignore, width="stretch")
 
 
@@ -76,6 +97,25 @@ def data(session: Session, name: str, window: Window | None = None, hint: bool =
         "limit": MAX_ABS,
         "text": _texts(name, hint, len(grid), len(grid[0])),
     }
+
+
+def preview(session: Session, name: str, charts: Mapping[str, str]) -> dict | None:
+    """What a drag on this grid computes in the browser (steps.js's attend): the session's case as numbers, where
+    the grid lies in it, and the charts to redraw ({title: tensor}); None where the browser leaves it to the server
+    (an error shown, a case past PREVIEW_MAX, a grid that does not reach the outputs now)."""
+    case, inputs = session.case, session.inputs
+    if session.error is not None or name not in PREVIEWED or max(case.n, case.d_in, case.d_k, case.d_v) > PREVIEW_MAX:
+        return None
+    numbers = case_to_dict(case)
+    options = numbers["options"]
+    if name == "mask" and not isinstance(case.options.mask, tuple):
+        return None
+    if name == "rounded" and case.options.weights_override is None:
+        return None  # the rounded softmax is not used: a drag of it changes no output
+    chosen = session.controls.use_rounded and case.options.heads == 1 and inputs.rounded == ARTICLE_ROUNDED_WEIGHTS
+    if chosen and name != "rounded":  # the article's rounded softmax, while it is within ROUNDED_WITHIN (session.py)
+        options |= {"weights_override": [list(row) for row in inputs.rounded], "rounded_within": ROUNDED_WITHIN}
+    return {"case": numbers, "grid": PREVIEWED[name], "charts": dict(charts)}
 
 
 def is_number(value: object) -> bool:

@@ -116,8 +116,9 @@ def _inputs(trace: Trace) -> None:
     st.header(t("inputs.header"))
     st.write(t("inputs.intro"))
     left, right = st.columns([3, 2])  # x and the outputs side by side: a drag on x is seen where it lands
-    with left:
-        editors.matrix_editor(s, "x", t("inputs.x"), hint=True)  # each editor draws its title (a cheaper rerun)
+    previewed = {"outputs": "outputs"}  # the chart titled outputs, redrawn by the browser while a number is dragged
+    with left:  # each editor draws its title (a cheaper rerun)
+        editors.matrix_editor(s, "x", t("inputs.x"), hint=True, previewed=previewed)
     right.subheader(t("inputs.outputs"))
     outputs = charts.figure(figures.tensor_heatmap, trace, "outputs")
     if cell := charts.chart(outputs, "chart_outputs", where=right, clickable=True):
@@ -128,13 +129,13 @@ def _inputs(trace: Trace) -> None:
         charts.numbers(numbers, "table_outputs", where=right)
     for column, name in zip(st.columns(3), ("w_query", "w_key", "w_value"), strict=True):
         with column:
-            editors.matrix_editor(s, name, t("inputs.weight", name=name))
+            editors.matrix_editor(s, name, t("inputs.weight", name=name), previewed=previewed)
     if s.controls.mask == "custom":
-        editors.matrix_editor(s, "mask", t("editor.mask_title"))
+        editors.matrix_editor(s, "mask", t("editor.mask_title"), previewed=previewed)
     if s.inputs.rounded is not None:
         if not s.controls.use_rounded:
             st.caption(t("editor.rounded_off"))
-        editors.matrix_editor(s, "rounded", t("editor.rounded_title"))
+        editors.matrix_editor(s, "rounded", t("editor.rounded_title"), previewed=previewed)
     if any(editors.is_big(s, name) for name in ("x", "w_query", "w_key", "w_value")):
         editors.uploader(s)
 

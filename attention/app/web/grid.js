@@ -1,11 +1,17 @@
 // The matrix editor of attention/app/grid.py (a Streamlit components v2 module, given inline): a table of native
-// text inputs, one per cell, whose edits go to Python as typed, at once, as the editor's state.
+// text inputs, one per cell, whose edits go to Python as typed, at once, as the editor's state. A drag on a small
+// case is computed here (attend: attention/forward/web/steps.js, given before this file in the same module) and
+// the charts beside the editor redrawn each frame; Python hears the value the drag ends on.
 
 const NUMBER = /^[ \t]*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?[ \t]*$/; // numbers as attention/app/typed.py reads them
 const DRAG_START_PX = 4; // a press that moves less than this is a click into the cell; more is a drag
 const PX_PER_STEP = 6; // a drag's pixels per step
 const RUN_ENDED = "attention:run-ended"; // said by pace.js, the last element of every run
 const UNHEARD_MS = 3000; // a dragged value goes anyway when no run's end is heard (a page run outside the frame)
+// A drag's preview writes the cells' numbers into a chart this small; a bigger one is previewed in colour alone, its
+// numbers back on release: Plotly redraws each cell's text (a 16 × 16 heatmap restyled: ~200 ms with its texts,
+// ~20 ms without, measured in headless Chromium on two busy cores), which would make the preview a few frames a second
+const PREVIEW_TEXT_CELLS = 32;
 
 export default function ({ data, parentElement, setStateValue }) {
   let editor = parentElement.__matrixEditor;
@@ -36,6 +42,7 @@ class Editor {
     this.waiting = false; // a value went to Python and the run it started has not ended
     this.queued = false; // a dragged value waits for that run's end, so that every step is drawn whole
     this.drag = null;
+    this.frame = 0; // the preview's next drawing (requestAnimationFrame), one a frame however fast the pointer moves
     this.note = ""; // the editor's own message (a block that does not fit), until the next edit
     this.ended = () => this.runEnded();
     window.addEventListener(RUN_ENDED, this.ended);
@@ -56,6 +63,7 @@ class Editor {
     this.gone = true;
     window.removeEventListener(RUN_ENDED, this.ended);
     clearTimeout(this.timer);
+    cancelAnimationFrame(this.frame);
   }
 
   update(data) {
@@ -281,7 +289,8 @@ class Editor {
     if (text === drag.input.value) return;
     drag.input.value = text;
     this.record(drag.input, text);
-    this.paced();
+    if (this.previewed()) drag.previewed = true;
+    else this.paced();
   }
 
   pointerup(e) {
@@ -289,9 +298,71 @@ class Editor {
     if (!drag || e.pointerId !== drag.id) return;
     this.drag = null;
     this.box.classList.remove("dragging");
-    if (this.queued) this.send(); // the value the drag ended on goes now
+    if (this.queued || drag.previewed) this.send(); // the value the drag ended on goes now
+    if (drag.previewed) this.redraw(true); // and is drawn, whole, while Python runs
     drag.input.focus();
     drag.input.select(); // a click selects the number, which typing replaces (a double click or F2: the caret)
+  }
+
+  // A drag's step drawn by the browser: true when the charts to redraw are on the page and Plotly (which
+  // Streamlit's chart puts on window) can restyle them; false, and the step goes to Python as before, otherwise.
+  previewed() {
+    const p = this.data.preview;
+    if (!p || !window.Plotly?.restyle || !this.charts().length) return false;
+    if (!this.frame) this.frame = requestAnimationFrame(() => this.redraw());
+    return true;
+  }
+
+  // The charts named in the preview, found by their titles (Streamlit's frontend wraps a redrawn title in <b>).
+  charts() {
+    const titles = this.data.preview.charts;
+    const found = [];
+    for (const chart of document.querySelectorAll(".js-plotly-plot")) {
+      const title = (chart.layout?.title?.text ?? "").replace(/<[^>]*>/g, "");
+      if (title in titles && chart.data?.length) found.push([chart, titles[title]]);
+    }
+    return found;
+  }
+
+  // The case with this editor's edits, through the eight steps, into the charts: a preview of the run the release
+  // starts (the same numbers within float32's rounding: tests/e2e/test_scrub.py), never kept. `final`: the drag's
+  // last value, drawn on release with the cells' numbers a big chart's preview left out.
+  redraw(final = false) {
+    cancelAnimationFrame(this.frame);
+    this.frame = 0;
+    const p = this.data.preview;
+    const kase = structuredClone(p.case);
+    const inOptions = p.grid === "mask" || p.grid === "weights_override";
+    const grid = inOptions ? kase.options[p.grid] : kase[p.grid];
+    let numbers = true;
+    for (const [key, text] of Object.entries(this.edits.cells)) {
+      if (!this.isNumber(text)) numbers = false; // a cell that holds no number: Python says why, on release
+      else grid[key.split(",")[0]][key.split(",")[1]] = Number(text.trim());
+    }
+    if (p.grid === "weights_override") delete kase.options.rounded_within; // edited: no longer the article's
+    try {
+      const tensors = numbers ? attend(kase) : null;
+      for (const [chart, name] of this.charts()) {
+        const update = {};
+        if (tensors) {
+          const t = tensors[name];
+          const [rows, columns] = t.shape;
+          const row = (i) => Array.from(t.data.subarray(i * columns, (i + 1) * columns));
+          update.z = [Array.from({ length: rows }, (_, i) => row(i))];
+          if (!final && rows * columns > PREVIEW_TEXT_CELLS && chart.data[0].texttemplate) {
+            chart.__texts = chart.data[0].texttemplate;
+            update.texttemplate = "";
+          }
+        }
+        if (final && chart.__texts !== undefined) {
+          update.texttemplate = chart.__texts;
+          delete chart.__texts;
+        }
+        if (Object.keys(update).length) window.Plotly.restyle(chart, update, [0]);
+      }
+    } catch (error) {
+      console.error("attention grid.js: a drag's preview was not drawn", error); // the release's run draws it
+    }
   }
 
   caret(input) {

@@ -1,0 +1,210 @@
+// The eight steps of attention in the browser, in float32: attention/forward/compute.py's attend, step for step,
+// so that a dragged number can be previewed every frame. A preview of the trace, never a second answer: the server's
+// trace is the truth, and tests/e2e/test_scrub.py holds these numbers to it within the one tolerance rule.
+// A tensor is {shape, data: Float32Array}, row-major, named as the trace names it; with one head no head axis.
+
+// The article rounded one head's softmax for its own numbers: past this distance from the exact softmax it was made
+// for other numbers, and the exact one is used (attention/forward/compute.py's ROUNDED_WITHIN, the session's rule).
+export const ROUNDED_WITHIN = 0.1;
+
+const DEFAULTS = {
+  scale: "none", // "none" (the article), "sqrt_dk" (× 1/√(d_k per head)), or a multiplier
+  temperature: 1, // scores are divided by it before the softmax
+  mask: null, // null, "causal", or n×n of 0/1 (1: the query may attend to the key)
+  heads: 1, // h: head i takes the i-th block of columns of Q, K and V
+  kv_heads: null, // g key/value heads, each shared by h/g query heads; null: one per query head
+  w_out: null, // (d_v, d_out), applied to the concatenated heads
+  weights_override: null, // n×n used as step 5's result (the article's rounded softmax)
+  rounded_within: null, // a number: the override is the article's, dropped past this distance (ROUNDED_WITHIN)
+  rope_base: null, // RoPE with this base, or null
+  positions: null, // each token's position for RoPE; null: 0, 1, …, n − 1
+};
+
+/** Run the eight steps on a case ({x, w_query, w_key, w_value, options}, plain arrays) and return their tensors. */
+export function attend(kase) {
+  const o = { ...DEFAULTS, ...kase.options };
+  const n = kase.x.length, h = o.heads, g = o.kv_heads || h;
+  // steps 1-2: inputs and weights
+  const x = matrix(kase.x); // (n, d_in)
+  const w_query = matrix(kase.w_query), w_key = matrix(kase.w_key), w_value = matrix(kase.w_value);
+  const out = { x, w_query, w_key, w_value };
+  // step 3: qkv, each head its block of columns; query head i reads key/value head i // (h/g)
+  let queries = heads(matmul(x, w_query), h, h); // (h, n, d_k/h)
+  let keys = heads(matmul(x, w_key), g, h); // (h, n, d_k/h)
+  const values = heads(matmul(x, w_value), g, h); // (h, n, d_v/h)
+  if (o.rope_base !== null && o.rope_base !== undefined) {
+    // step 3b: rope — pair p of token i turned by the angle t_i · θ_p
+    Object.assign(out, { queries_unrotated: queries, keys_unrotated: keys });
+    const t = o.positions || Array.from({ length: n }, (_, i) => i);
+    queries = rope(queries, t, o.rope_base);
+    keys = rope(keys, t, o.rope_base);
+  }
+  Object.assign(out, { queries, keys, values });
+  // step 4: scores, scaled and divided by the temperature; a 0 in the mask: -inf
+  const multiplier = scaleFactor(o.scale, kase.w_query[0].length / h) / o.temperature;
+  const allowed = allowedOf(o.mask, n); // (i, j) -> bool, or null
+  const scores_raw = batched(queries, keys); // (h, n_q, n_k): queries @ keys.T
+  const scores = tensor(scores_raw.shape, scores_raw.data.map((s) => s * multiplier));
+  if (allowed) forEachCell(scores, (k, i, j) => { if (!allowed(i, j)) scores.data[k] = -Infinity; });
+  Object.assign(out, { scores_raw, scores });
+  // step 5: softmax over the keys (a fully masked row: zeros, as fused attention gives), or the override
+  const weights_exact = softmax(scores);
+  let weights = weights_exact;
+  if (o.weights_override) {
+    const override = tensor(weights_exact.shape, Float32Array.from(o.weights_override.flat()));
+    out.rounding_gap = maxGap(weights_exact, override);
+    out.rounded_stale = o.rounded_within !== null && out.rounding_gap > o.rounded_within;
+    if (!out.rounded_stale) weights = override;
+  }
+  Object.assign(out, { weights_exact, weights });
+  // step 6: weighted — every product values[k, c] · weights[q, k]: (h, n_k, n_q, d_v/h)
+  out.weighted = weightedOf(values, weights);
+  // step 7: outputs — summed over the keys, heads side by side, then w_out
+  const head_outputs = batched(weights, transpose(values)); // (h, n_q, d_v/h)
+  const concat = joined(head_outputs); // (n_q, d_v)
+  const outputs = o.w_out ? matmul(concat, matrix(o.w_out)) : concat; // (n_q, d_out)
+  if (h > 1) out.head_outputs = head_outputs;
+  if (h > 1 || o.w_out) out.concat = concat;
+  out.outputs = outputs;
+  // one head: no head axis, as the trace records it
+  if (h === 1) for (const name of PER_HEAD) if (out[name]) out[name] = squeezed(out[name]);
+  return out;
+}
+
+const PER_HEAD = ["queries", "keys", "values", "queries_unrotated", "keys_unrotated", "scores_raw", "scores",
+  "weights_exact", "weights", "weighted"];
+
+function scaleFactor(scale, dHead) {
+  if (scale === "none") return 1;
+  if (scale === "sqrt_dk") return 1 / Math.sqrt(dHead);
+  return scale;
+}
+
+function allowedOf(mask, n) {
+  if (!mask) return null;
+  if (mask === "causal") return (i, j) => j <= i; // query i may attend to keys 1..i
+  return (i, j) => mask[i][j] !== 0;
+}
+
+// Tensors: a shape and float32 numbers. Sums run in JavaScript's float64 and are stored in float32: each number is
+// at least as close to the exact one as torch's float32 sum, so the one tolerance rule covers both.
+
+function tensor(shape, data) {
+  return { shape, data: data || new Float32Array(shape.reduce((a, b) => a * b, 1)) };
+}
+
+function matrix(rows) {
+  return tensor([rows.length, rows[0].length], Float32Array.from(rows.flat()));
+}
+
+function squeezed(t) {
+  return tensor(t.shape.slice(1), t.data);
+}
+
+function matmul(a, b) {
+  // (n, m) @ (m, p) -> (n, p)
+  const [n, m] = a.shape, p = b.shape[1], c = tensor([n, p]);
+  for (let i = 0; i < n; i++)
+    for (let j = 0; j < p; j++) {
+      let sum = 0;
+      for (let k = 0; k < m; k++) sum += a.data[i * m + k] * b.data[k * p + j];
+      c.data[i * p + j] = sum;
+    }
+  return c;
+}
+
+function heads(m, groups, h) {
+  // (n, groups · w) -> (h, n, w): group i // (h / groups) for head i
+  const [n, width] = m.shape, w = width / groups, per = h / groups, t = tensor([h, n, w]);
+  for (let head = 0; head < h; head++) {
+    const group = Math.floor(head / per);
+    for (let i = 0; i < n; i++)
+      for (let c = 0; c < w; c++) t.data[(head * n + i) * w + c] = m.data[i * width + group * w + c];
+  }
+  return t;
+}
+
+function transpose(t) {
+  // (h, a, b) -> (h, b, a)
+  const [h, a, b] = t.shape, out = tensor([h, b, a]);
+  for (let head = 0; head < h; head++)
+    for (let i = 0; i < a; i++)
+      for (let j = 0; j < b; j++) out.data[(head * b + j) * a + i] = t.data[(head * a + i) * b + j];
+  return out;
+}
+
+function batched(a, b) {
+  // (h, n, m) @ (h, p, m).T -> (h, n, p): each row of a against each row of b
+  const [h, n, m] = a.shape, p = b.shape[1], c = tensor([h, n, p]);
+  for (let head = 0; head < h; head++)
+    for (let i = 0; i < n; i++)
+      for (let j = 0; j < p; j++) {
+        let sum = 0;
+        for (let k = 0; k < m; k++) sum += a.data[(head * n + i) * m + k] * b.data[(head * p + j) * m + k];
+        c.data[(head * n + i) * p + j] = sum;
+      }
+  return c;
+}
+
+function forEachCell(t, f) {
+  // f(flat index, row, column) for each cell of (h, n_q, n_k)
+  const [h, n, p] = t.shape;
+  for (let head = 0; head < h; head++)
+    for (let i = 0; i < n; i++) for (let j = 0; j < p; j++) f((head * n + i) * p + j, i, j);
+}
+
+function softmax(scores) {
+  const [h, n, p] = scores.shape, w = tensor(scores.shape);
+  for (let row = 0; row < h * n; row++) {
+    const s = scores.data.subarray(row * p, row * p + p);
+    const top = Math.max(...s);
+    if (top === -Infinity) continue; // every key masked: a row of zeros
+    let sum = 0;
+    for (let j = 0; j < p; j++) sum += Math.exp(s[j] - top);
+    for (let j = 0; j < p; j++) w.data[row * p + j] = Math.exp(s[j] - top) / sum;
+  }
+  return w;
+}
+
+function maxGap(a, b) {
+  let gap = 0;
+  for (let k = 0; k < a.data.length; k++) gap = Math.max(gap, Math.abs(a.data[k] - b.data[k]));
+  return gap;
+}
+
+function rope(m, positions, base) {
+  // (h, n, d): dims 2p and 2p+1 of the token at position t turned by t · base^(−2p/d); angles in float64
+  const [h, n, d] = m.shape, out = tensor(m.shape);
+  for (let head = 0; head < h; head++)
+    for (let i = 0; i < n; i++)
+      for (let p = 0; p < d / 2; p++) {
+        const angle = positions[i] * base ** (-(2 * p) / d);
+        const cos = Math.fround(Math.cos(angle)), sin = Math.fround(Math.sin(angle));
+        const at = (head * n + i) * d + 2 * p, even = m.data[at], odd = m.data[at + 1];
+        out.data[at] = even * cos - odd * sin;
+        out.data[at + 1] = even * sin + odd * cos;
+      }
+  return out;
+}
+
+function weightedOf(values, weights) {
+  // (h, n_k, d) and (h, n_q, n_k) -> (h, n_k, n_q, d): step 6's broadcast, values[k] scaled by each query's weight
+  const [h, nk, d] = values.shape, nq = weights.shape[1], out = tensor([h, nk, nq, d]);
+  for (let head = 0; head < h; head++)
+    for (let k = 0; k < nk; k++)
+      for (let q = 0; q < nq; q++) {
+        const weight = weights.data[(head * nq + q) * nk + k];
+        for (let c = 0; c < d; c++)
+          out.data[((head * nk + k) * nq + q) * d + c] = values.data[(head * nk + k) * d + c] * weight;
+      }
+  return out;
+}
+
+function joined(t) {
+  // (h, n, w) -> (n, h · w): the heads side by side
+  const [h, n, w] = t.shape, out = tensor([n, h * w]);
+  for (let head = 0; head < h; head++)
+    for (let i = 0; i < n; i++)
+      for (let c = 0; c < w; c++) out.data[i * h * w + head * w + c] = t.data[(head * n + i) * w + c];
+  return out;
+}

@@ -1,0 +1,315 @@
+"""The browser's arithmetic (attention/forward/web/steps.js) in a real Chromium against the torch trace: random cases
+with every option, every tensor within the one tolerance rule at float32, and a wrong option caught (a blank page,
+no server); then a drag on /inputs, drawn by the browser step by step, and sent to the server only on release."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from attention import attend
+from attention.app.session import Session
+from attention.base import tolerance as rule
+from attention.base.case import Case, case_to_dict, parse_case, with_options
+from attention.base.files import case_to_link
+from attention.base.presets import ARTICLE_ROUNDED_WEIGHTS, random_case
+from attention.forward.compute import ROUNDED_WITHIN, Trace, scale_factor
+from tests.e2e.test_browser import cell, heatmaps, open_page, wait_ready
+
+pytestmark = pytest.mark.e2e
+
+STEPS_JS = Path(__file__).resolve().parents[2] / "attention" / "forward" / "web" / "steps.js"
+F32 = torch.float32
+EPS, TINY = torch.finfo(F32).eps, torch.finfo(F32).tiny
+# The module imported into a blank page as an ES module (a blob URL: no server, no file access needed)
+LOAD = """async (source) => {
+    const url = URL.createObjectURL(new Blob([source], {type: 'text/javascript'}));
+    window.steps = await import(url);
+}"""
+# Every tensor of one run, as plain arrays with their shapes (Infinity and NaN as strings: JSON has neither)
+RUN = """(kase) => {
+    const out = window.steps.attend(kase), plain = {};
+    for (const [name, value] of Object.entries(out))
+        plain[name] = value.data ? {shape: value.shape, data: Array.from(value.data, String)} : value;
+    return plain;
+}"""
+MASK = [[1, 0, 1, 1], [0, 0, 0, 0], [1, 1, 0, 1], [0, 1, 1, 1]]  # the second query sees no key: a row of zeros
+# Every option the app has, alone and together: (n, d_in, d_k, d_v, options); d_k a multiple of the heads
+OPTIONS = {
+    "article's defaults": (3, 4, 3, 3, {}),
+    "sqrt_dk": (7, 5, 6, 4, {"scale": "sqrt_dk"}),
+    "custom scale, temperature 0.3": (5, 3, 4, 4, {"scale": 0.7, "temperature": 0.3}),
+    "temperature 4": (6, 4, 4, 3, {"temperature": 4.0}),
+    "causal": (9, 6, 6, 6, {"mask": "causal"}),
+    "custom mask with a masked row": (4, 3, 3, 3, {"mask": MASK}),
+    "2 heads, w_out": (8, 8, 8, 6, {"heads": 2, "w_out": "random"}),
+    "4 heads, 2 kv heads, sqrt_dk": (10, 8, 8, 8, {"heads": 4, "kv_heads": 2, "scale": "sqrt_dk"}),
+    "RoPE, positions": (6, 4, 4, 4, {"rope_base": 100.0, "positions": (5, 1, 2, 9, 3, 0)}),
+    "w_out, one head": (5, 4, 4, 3, {"w_out": "random"}),
+    "weights override": (3, 4, 3, 3, {"weights_override": ARTICLE_ROUNDED_WEIGHTS}),
+    "16 × 16, every option": (16, 16, 16, 16, {"heads": 4, "kv_heads": 1, "rope_base": 10_000.0, "mask": "causal",
+                                              "scale": "sqrt_dk", "temperature": 0.7, "w_out": "random"}),
+}  # fmt: skip
+SEEDS = (0, 1, 2)
+
+
+def case_of(name: str, seed: int) -> Case:
+    """A seeded random case with the named options (w_out "random": drawn from its own seeded generator)."""
+    n, d_in, d_k, d_v, options = OPTIONS[name]
+    options = dict(options)
+    if options.get("w_out") == "random":
+        heads, kv = options.get("heads", 1), options.get("kv_heads") or options.get("heads", 1)
+        rows = d_v * heads // kv  # the concatenated heads' width (each of g value heads shared by h/g query heads)
+        generator = torch.Generator().manual_seed(100 + seed)
+        w_out = torch.randn(rows, 5, generator=generator, dtype=torch.float64).round(decimals=1)
+        options["w_out"] = tuple(map(tuple, w_out.tolist()))
+    return random_case(n, d_in, d_k, d_v, seed=seed, **options)
+
+
+@pytest.fixture(scope="module")
+def steps_page(browser):
+    page = browser.new_page()
+    page.evaluate(LOAD, STEPS_JS.read_text())
+    yield page
+    page.close()
+
+
+def run_js(page, case: Case, rounded_within: float | None = None) -> dict:
+    """The module's tensors for the case (float64 tensors of its float32 numbers), by the trace's names."""
+    kase = case_to_dict(case)
+    if rounded_within is not None:
+        kase["options"]["rounded_within"] = rounded_within
+    out = page.evaluate(RUN, json.loads(json.dumps(kase)))
+    tensors = {}
+    for name, value in out.items():
+        if isinstance(value, dict):
+            tensors[name] = torch.tensor([float(v) for v in value["data"]], dtype=torch.float64).reshape(value["shape"])
+        else:
+            tensors[name] = value
+    return tensors
+
+
+def tolerances(trace: Trace) -> dict[str, torch.Tensor]:
+    """How far another float32 computation may be from each of the trace's tensors: the one rule (√K · eps · Σ|terms|,
+    base/tolerance.py) carried step by step, as attention_tolerance carries it to the outputs."""
+    case, o = trace.case, trace.case.options
+    h = o.heads
+    with_head = (lambda t: t.double()) if h > 1 else (lambda t: t.double()[None])  # (h, …) always
+    x, w_query, w_key, w_value = (trace[name].double() for name in ("x", "w_query", "w_key", "w_value"))
+    q, k, v = (with_head(trace[name]) for name in ("queries", "keys", "values"))
+    width_k, width_v = q.shape[-1], v.shape[-1]
+    # step 3: each a sum of d_in products
+    e_q = rule.heads_of(rule.product_error(x, w_query, F32), h, width_k)
+    e_k = rule.heads_of(rule.product_error(x, w_key, F32), h, width_k)
+    e_v = rule.heads_of(rule.product_error(x, w_value, F32), h, width_v)
+    out = {name: torch.zeros_like(trace[name].double()) for name in ("x", "w_query", "w_key", "w_value")}
+    if o.rope_base is not None:
+        out |= {"queries_unrotated": e_q, "keys_unrotated": e_k}
+        e_q, e_k = rule.turned_error(e_q, q, F32), rule.turned_error(e_k, k, F32)
+    out |= {"queries": e_q, "keys": e_k, "values": e_v}
+    # step 4: a sum of d_head products, and q's and k's errors; then the multiplier's own rounding
+    multiplier = scale_factor(case) / o.temperature
+    raw = rule.rounding(width_k, F32) * (q.abs() @ k.abs().mT) + e_q @ k.abs().mT + q.abs() @ e_k.mT
+    scores = with_head(trace["scores"])
+    sigma = abs(multiplier) * raw + 2 * EPS * scores.abs().nan_to_num(posinf=0.0)  # masked (−inf): exactly −inf
+    out |= {"scores_raw": raw, "scores": sigma}
+    # step 5: δs moves weight j by A_ij (δs_ij − Σ_k A_ik δs_ik); the softmax's exp, division and sum of n_k terms
+    a = with_head(trace["weights_exact"])
+    sigma = torch.where(torch.isinf(scores), 0.0, sigma + 4 * EPS)
+    n_k = a.shape[-1]
+    e_a = a * (sigma + (a * sigma).sum(-1, keepdim=True)) + rule.rounding(n_k, F32) * a
+    out["weights_exact"] = e_a
+    override = o.weights_override is not None and not trace["weights"].equal(trace["weights_exact"])
+    e_w = 2 * EPS * with_head(trace["weights"]).abs() if override else e_a
+    out["weights"] = e_w
+    # step 6: one product each
+    w, vv = with_head(trace["weights"]), v
+    out["weighted"] = (
+        vv.abs()[..., :, None, :] * e_w.mT[..., :, :, None]
+        + e_v[..., :, None, :] * w.abs().mT[..., :, :, None]
+        + EPS * (vv[..., :, None, :] * w.mT[..., :, :, None]).abs()
+    )
+    # step 7: the rule's own carry to the outputs, and to the heads' outputs before w_out
+    reads = (x, w_query, w_key, w_value, trace["queries"], trace["keys"], trace["values"], trace["weights"])
+    rope = o.rope_base is not None
+    w_out = None if o.w_out is None else torch.tensor(o.w_out, dtype=torch.float64)
+    concat = rule.attention_tolerance(*reads, multiplier, rope, None, True)  # (n, d_v·h/g)
+    out["concat"] = concat
+    out["head_outputs"] = concat.unflatten(-1, (h, -1)).transpose(0, 1)
+    out["outputs"] = rule.attention_tolerance(*reads, multiplier, rope, w_out, True)
+    return {name: e + 16 * TINY for name, e in out.items()}  # (h, …): one head's lose the axis in differences
+
+
+def differences(trace: Trace, got: dict) -> dict[str, float]:
+    """Each tensor the trace and the module both name: how many times its tolerance the worst number is off (≤ 1:
+    within), where −inf (a masked score) must be −inf on both sides."""
+    bounds, worst = tolerances(trace), {}
+    for name, bound in bounds.items():
+        if name not in trace:
+            continue
+        expected, actual = trace[name].double(), got[name]
+        assert actual.shape == expected.shape, (name, actual.shape, expected.shape)
+        if trace.case.options.heads == 1 and bound.dim() == expected.dim() + 1:
+            bound = bound[0]
+        infinite = torch.isinf(expected)
+        if not torch.equal(infinite, torch.isinf(actual)):
+            worst[name] = float("inf")
+            continue
+        gap = (actual - expected).abs().where(~infinite, 0.0)
+        worst[name] = float((gap / bound).max()) if gap.numel() else 0.0
+    return worst
+
+
+def test_the_module_names_every_tensor_the_trace_records(steps_page):
+    for name in OPTIONS:
+        case = case_of(name, 0)
+        trace, got = attend(case), run_js(steps_page, case)
+        # every tensor but step 8's rows (steps 4-7 again, a query at a time)
+        recorded = {t for step in trace.steps for t in step.tensors if t != "outputs_by_query"}
+        assert recorded <= set(got), (name, recorded - set(got))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("name", OPTIONS)
+def test_every_tensor_equals_the_trace_within_the_rule(steps_page, name, seed):
+    case = case_of(name, seed)
+    worst = differences(attend(case), run_js(steps_page, case))
+    assert all(ratio <= 1 for ratio in worst.values()), worst
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        {"temperature": 1.01},  # the temperature a hundredth off
+        {"scale": "none"},  # the article's scale where the case asks 1/√d_k
+        {"mask": None},  # the mask forgotten
+        {"rope_base": 1000.0},  # another RoPE base
+    ],
+    ids=str,
+)
+def test_a_wrong_option_is_caught(steps_page, wrong):
+    case = case_of("16 × 16, every option", 0)
+    worst = differences(attend(case), run_js(steps_page, with_options(case, **wrong)))
+    assert any(ratio > 1 for ratio in worst.values()), worst
+
+
+# (not the 16 × 16 case: its scores reach 100 at temperature 0.7, and float32 there is only good to ~0.07 of 75)
+@pytest.mark.parametrize("name", ["causal", "4 heads, 2 kv heads, sqrt_dk", "RoPE, positions"])
+def test_a_moved_number_is_caught(steps_page, name):
+    """W_V's first number moved by 1e-3 (every output reads it, through v_j): the outputs differ, as in
+    tests/test_tolerance.py."""
+    case = case_of(name, 1)
+    data = case_to_dict(case)
+    data["w_value"][0][0] += 1e-3
+    worst = differences(attend(case), run_js(steps_page, parse_case(data)))
+    assert worst["outputs"] > 1, worst
+
+
+@pytest.mark.parametrize(("value", "dropped"), [(0.5, False), (-1.0, True)])
+def test_the_articles_rounded_weights_stop_applying_where_the_session_drops_them(steps_page, value, dropped):
+    """x's second row, third column moved: the session keeps the article's rounded softmax while it is within
+    ROUNDED_WITHIN of the exact one, else uses the exact one; the module with rounded_within does the same."""
+    session = Session.start()
+    session.edit("x", 1, 2, value)
+    case = session.case  # the session's rule applied: the override kept or dropped
+    assert (case.options.weights_override is None) == dropped
+    edited = with_options(case, weights_override=ARTICLE_ROUNDED_WEIGHTS)
+    got = run_js(steps_page, edited, rounded_within=ROUNDED_WITHIN)
+    assert got["rounded_stale"] == (case.options.weights_override is None), got["rounding_gap"]
+    worst = differences(attend(case), got)
+    assert all(ratio <= 1 for ratio in worst.values()), worst
+
+
+def test_a_16_by_16_case_takes_a_small_part_of_a_frame(steps_page):
+    """A drag's preview must leave most of a 16.7 ms frame to the drawing: the steps at 16 × 16, every option."""
+    kase = case_to_dict(case_of("16 × 16, every option", 0))
+    ms = steps_page.evaluate(
+        """(kase) => { const t0 = performance.now(); for (let i = 0; i < 200; i++) window.steps.attend(kase);
+        return (performance.now() - t0) / 200; }""",
+        kase,
+    )
+    print(f"steps.js at 16 × 16 (4 heads, RoPE, causal, w_out): {ms:.3f} ms a run")
+    assert ms < 4, ms
+
+
+# The outputs chart's numbers as Plotly holds them now, and how many times the browser has redrawn it (restyled)
+OUTPUTS_NOW = """() => { const gd = [...document.querySelectorAll('.js-plotly-plot')]
+    .find(g => (g.layout?.title?.text ?? '').replace(/<[^>]*>/g, '') === 'outputs');
+    if (!gd.__counted) {
+        gd.__counted = true; window.__restyles = 0; gd.on('plotly_restyle', () => window.__restyles++);
+    }
+    const z = gd.data[0].z; return {z: Array.isArray(z) ? z : null, restyles: window.__restyles}; }"""
+
+
+TEXTS = """() => [...document.querySelectorAll('.js-plotly-plot')]
+    .find(g => (g.layout?.title?.text ?? '').replace(/<[^>]*>/g, '') === 'outputs').data[0].texttemplate"""
+LINKED = random_case(8, 6, 8, 8, seed=4, heads=2, mask="causal", scale="sqrt_dk")  # outputs 8 × 8: past 32 cells
+
+
+def box_of(page, name: str, row: int, column: int):
+    """A cell's input (from 1); the rounded softmax's cells are named after their query and key tokens."""
+    if name == "rounded":
+        return page.get_by_label(f"Rounded softmax, row {row} (Input {row}), column {column} (Input {column})")
+    return cell(page, name, row, column)
+
+
+@pytest.mark.parametrize("cell_at", [("x", 2, 2), ("w_value", 3, 1), ("rounded", 3, 3), ("linked x", 2, 2)], ids=str)
+def test_a_drag_on_inputs_is_drawn_by_the_browser_and_sent_on_release(page, cell_at):
+    """A drag on /inputs: each step's outputs drawn in the browser with no run on the server (the article's rounded
+    softmax dropped as the session drops it), each within the rule of the torch trace of that value; on release one
+    run, whose outputs are the server's. A chart past 32 cells is previewed without its cells' numbers, which
+    come back on release."""
+    name, row, column = cell_at
+    linked = name.startswith("linked ")
+    name = name.removeprefix("linked ")
+    open_page(page, f"/inputs?case={case_to_link(LINKED)}" if linked else "/inputs")
+    texts = page.evaluate(TEXTS)
+    page.evaluate(OUTPUTS_NOW)  # starts counting the chart's restyles
+    box_of(page, name, row, column).scroll_into_view_if_needed()  # the rounded softmax lies below the fold
+    box = box_of(page, name, row, column).bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    runs = page.evaluate("window.__e2eRuns.end")
+    page.mouse.move(x, y)
+    page.mouse.down()
+    seen = 0
+    for step in (3, 6, 12, 20):  # 6 px a step of 0.1 (the cell's numbers are whole): to the right, up
+        page.mouse.move(x + 6 * step + 3, y)
+        value = float(box_of(page, name, row, column).input_value())
+        page.wait_for_function(f"() => ({OUTPUTS_NOW})().restyles > {seen}")
+        now = page.evaluate(OUTPUTS_NOW)
+        seen = now["restyles"]
+        trace = attend(edited(LINKED if linked else None, name, row, column, value))
+        got = torch.tensor(now["z"], dtype=torch.float64)
+        bound = tolerances(trace)["outputs"]
+        assert ((got - trace.outputs.double()).abs() <= bound).all(), (value, got, trace.outputs)
+        assert page.evaluate(TEXTS) == ("" if linked else texts)  # a big chart's numbers left out while dragged
+    assert page.evaluate("window.__e2eRuns.end") == runs  # no run while the mouse is down
+    page.mouse.up()
+    wait_ready(page)
+    assert page.evaluate("window.__e2eRuns.end") > runs
+    expected = attend(edited(LINKED if linked else None, name, row, column, value)).outputs.double()
+    got = torch.tensor(wait_for_server_outputs(page), dtype=torch.float64)
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-6)
+    assert page.evaluate(TEXTS) == texts
+
+
+def edited(case: Case | None, name: str, row: int, column: int, value: float) -> Case:
+    """The session's case (the article's, or `case` as a link brings it) with one cell (from 1) set, by its rule."""
+    if case is not None:
+        data = case_to_dict(case)
+        data[name][row - 1][column - 1] = value
+        return parse_case(data)
+    session = Session.start()
+    session.edit(name, row - 1, column - 1, value)
+    return session.case
+
+
+def wait_for_server_outputs(page) -> list:
+    """The outputs chart's numbers once the server's figure is drawn (Plotly 7 sends them typed: bdata)."""
+    page.wait_for_function("""() => { const gd = [...document.querySelectorAll('.js-plotly-plot')]
+        .find(g => (g.layout?.title?.text ?? '').replace(/<[^>]*>/g, '') === 'outputs');
+        return gd && !Array.isArray(gd.data[0].z); }""")
+    return heatmaps(page, "outputs")[0].tolist()

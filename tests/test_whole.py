@@ -280,7 +280,7 @@ def test_the_page_draws_every_head_names_each_and_keeps_its_sort_in_the_link(pag
     (frame,) = spec["layout"]["shapes"]  # and outlined
     assert frame["x0"] == 2.5 and frame["y0"] == 16.5
     assert page.query_params.get("sort") is None
-    page.radio(key="whole_sort_en").set_value("kind").run()
+    page.radio(key="whole_sort_en").set_value("grouped by kind").run()
     assert page.query_params["sort"] == ["kind"] or page.query_params["sort"] == "kind"
     grouped = whole_chart(page)["data"][0]["text"]
     assert sorted(grouped[17]) == sorted(overlay["text"][17]) and grouped != overlay["text"]

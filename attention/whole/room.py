@@ -54,10 +54,11 @@ def picks(session: Session) -> Looking:
     view = session.view(Looking)
     for name, options in (("sort", SORTS), ("opens", OPENS)):
         key = f"whole_{name}_{session.lang}"  # a widget keeps its options' labels: a key per language
-        st.session_state[key] = getattr(view, name)
-        st.radio(t(f"whole.{name}"), options, key=key, horizontal=True,
-                    format_func=lambda o, name=name, lang=session.lang: text(lang, f"whole.{name}.{o}"),
-                    on_change=lambda key=key, name=name: view.choose(**{name: st.session_state[key]}))  # fmt: skip
+        # the labels themselves as options (no format_func: AppTest formats a kept value with another run's)
+        labels = {text(session.lang, f"whole.{name}.{o}"): o for o in options}
+        st.session_state[key] = next(label for label, o in labels.items() if o == getattr(view, name))
+        chosen = lambda key=key, name=name, labels=labels: view.choose(**{name: labels[st.session_state[key]]})  # noqa: E731
+        st.radio(t(f"whole.{name}"), list(labels), key=key, horizontal=True, on_change=chosen)
     return view
 
 

@@ -264,3 +264,26 @@ def test_every_family_on_disk_walks_every_head_of_a_layer_checked():
         for head in range(model.spec.heads):
             case = models.head_case(model, run, 1, head)
             torch.testing.assert_close(attend(case).outputs, run.head_output(1, head), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("family", TINY)
+def test_the_whole_model_page_draws_every_head_of_a_model_on_disk_and_a_causal_one_switches_heads_off(family):
+    """Issue 31 for any model the app opens: the whole-model page of a tiny model of each family, and for a causal
+    one a head switched off and a layer ranked."""
+    at = opened("local:tiny-bert")
+    at.selectbox(key="real_model").set_value(f"local:tiny-{family}").run()
+    at.switch_page("pages/whole.py").run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    charts = at.get("plotly_chart")
+    assert charts, "the grid of every head"
+    spec = models.spec(f"local:tiny-{family}")
+    assert f"{spec.layers} layers × {spec.heads} heads = {spec.layers * spec.heads} maps" in said(at)
+    if spec.causal:
+        at.button(key="whole_run_again").click().run()
+        assert not at.exception, at.exception
+        assert any("with these heads off" in m.label for m in at.metric)
+        at.button(key="whole_rank").click().run()
+        assert not at.exception, at.exception
+        ranked = next(d.value for d in at.dataframe if len(d.value) == spec.heads)
+        assert len(ranked) == spec.heads

@@ -394,3 +394,34 @@ def test_every_heads_weights_of_other_families_are_the_forward_passes(family, to
     with torch.inference_mode():
         theirs = model.spec.family.forward(model, torch.tensor(run.ids)).weights
     assert within(compute.weights(model, run), theirs, carried(torch.ones(1), chain_terms(model.spec, len(run.ids))))
+
+
+@needs_smollm2
+def test_a_one_token_sentence_says_why_nothing_is_parked_instead_of_failing():
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.query_params.update({"model": "smollm2", "text": "Hello", "layer": "18", "head": "4", "ask": "why_first"})
+    app.run()
+    app.switch_page("pages/whole.py").run()
+    assert not app.exception, app.exception
+    assert len(session(app).source.run.ids) == 1
+    assert any("The sentence is one token" in c.value for c in app.caption)
+
+
+@needs_models
+def test_the_first_token_put_in_place_comes_after_the_token_every_sentence_begins_with():
+    """MiniLM begins every sentence with [CLS]: a typed word's first piece is what replaces the sentence's first
+    token; SmolLM2 begins with none: the word's first token itself."""
+    bert, smol = models.loaded("minilm"), models.loaded("smollm2")
+    assert compute.first_of(bert, "A") == bert.tokenizer.token_to_id("a")
+    assert compute.first_of(smol, "A cat") == smol.tokenize("A cat")[0][0]
+
+
+def test_a_view_of_another_model_forgets_its_layers_and_heads_and_keeps_its_sort():
+    view = Looking(sort="kind", switched=((20, 3),), ranked_layer=20, patched_layer=18, ablating=True)
+    assert not view.of("smollm2") and view.ranked_layer == 20  # a fresh view: a link's question set it up
+    assert view.of("minilm") and view.switched == () and view.ranked_layer is None and not view.ablating
+    assert not view.of("minilm")
+    assert view.of("smollm2")
+    view.switched, view.ranked_layer = ((2, 1),), 2
+    assert not view.of("smollm2") and view.ranked_layer == 2  # the same model: kept
+    assert view.of("local:tiny-llama") and view.ranked_layer is None and view.sort == "kind"

@@ -14,7 +14,7 @@ from ..base.i18n import render, text
 from ..models.model import Model
 from . import compute
 from .compute import Ablation
-from .room import token
+from .room import radio, token
 from .state import Looking
 
 
@@ -33,17 +33,14 @@ def switch_off(session: Session, last, model: Model) -> None:
     every = [(layer, head) for layer in range(1, s.layers + 1) for head in range(1, s.heads + 1)]
     # the widgets keep their format_func (AppTest calls it outside the run): each holds its language; a key per
     # language, since a widget keeps its options' labels
-    picked, how = f"whole_switched_{session.lang}", f"whole_how_{session.lang}"
+    picked = f"whole_switched_{session.lang}"
     st.session_state[picked] = list(view.switched)
     lang = session.lang
     st.multiselect(t("whole.switched"), every, key=picked,
                    format_func=lambda p, lang=lang: text(lang, "whole.head", layer=p[0], head=p[1]),
                    on_change=lambda: setattr(view, "switched", tuple(st.session_state[picked])))  # fmt: skip
     left, right = st.columns(2, vertical_alignment="bottom")
-    st.session_state[how] = view.how
-    left.radio(t("whole.how"), compute.HOWS, key=how, horizontal=True,
-               format_func=lambda h, lang=lang: text(lang, f"whole.how.{h}"),
-               on_change=lambda: view.choose(how=st.session_state[how]))  # fmt: skip
+    radio(left, session, view, "how", compute.HOWS)
     layer = last.choice.layer
     every_head = tuple((layer, h) for h in range(1, s.heads + 1))
     right.button(t("whole.switch_layer", layer=layer, heads=s.heads), key="whole_switch_layer",

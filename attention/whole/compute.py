@@ -241,8 +241,18 @@ class Variant:
     @property
     def most_other(self) -> tuple[int, float]:
         """The key after the first that gets the most weight, and its weight."""
+        if len(self.on_keys) < 2:  # a single token: no other
+            return 0, 0.0
         i = int(self.on_keys[1:].argmax()) + 1
         return i, self.on_keys[i].item()
+
+
+def first_of(model, word: str) -> int:
+    """The first token of `word` as the model cuts it, after the token every sentence begins with (a BOS, an
+    encoder's [CLS]) when the model adds one: what takes the sentence's first token's place."""
+    ids, _ = model.tokenize(word)
+    leading = {model.tokenize(probe)[0][0] for probe in ("a", "b")}  # one id: every sentence begins with it
+    return ids[1] if len(leading) == 1 and ids[0] in leading and len(ids) > 1 else ids[0]
 
 
 def first_token(model, ids, layer: int, head: int, other: int) -> tuple[Variant, ...]:

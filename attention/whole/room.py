@@ -28,6 +28,9 @@ def shown(session: Session) -> tuple[object, Model] | None:
     """The model's head the session shows (as the model made it or edited since) and its model; None without one."""
     if (last := make.shown(session)) is None:
         return None
+    if session.view(Looking).of(last.choice.model):  # the layer pickers' numbers were another model's
+        for key in ("whole_rank_at", "whole_patch_at"):
+            st.session_state.pop(key, None)
     return last, session.loader(last.choice.model)
 
 
@@ -53,13 +56,19 @@ def picks(session: Session) -> Looking:
     """The sort and what a click opens (radios bound to the view)."""
     view = session.view(Looking)
     for name, options in (("sort", SORTS), ("opens", OPENS)):
-        key = f"whole_{name}_{session.lang}"  # a widget keeps its options' labels: a key per language
-        # the labels themselves as options (no format_func: AppTest formats a kept value with another run's)
-        labels = {text(session.lang, f"whole.{name}.{o}"): o for o in options}
-        st.session_state[key] = next(label for label, o in labels.items() if o == getattr(view, name))
-        chosen = lambda key=key, name=name, labels=labels: view.choose(**{name: labels[st.session_state[key]]})  # noqa: E731
-        st.radio(t(f"whole.{name}"), list(labels), key=key, horizontal=True, on_change=chosen)
+        radio(st, session, view, name, options)
     return view
+
+
+def radio(where, session: Session, view: Looking, name: str, options: tuple[str, ...]) -> None:
+    """A radio bound to the view's field `name`, its labels in the reader's language (a key per language: a widget
+    keeps its options' labels). The labels themselves are the options, with no format_func: AppTest formats a kept
+    value with the format_func of the run that made it."""
+    key = f"whole_{name}_{session.lang}"
+    labels = {text(session.lang, f"whole.{name}.{o}"): o for o in options}
+    st.session_state[key] = next(label for label, o in labels.items() if o == getattr(view, name))
+    where.radio(t(f"whole.{name}"), list(labels), key=key, horizontal=True,
+                on_change=lambda: view.choose(**{name: labels[st.session_state[key]]}))  # fmt: skip
 
 
 def grid(session: Session, last, found: Whole, view: Looking) -> None:
@@ -135,12 +144,14 @@ def first_token(session: Session, last, model: Model) -> None:
         st.button(t("whole.first_run", layer=c.layer, head=head), key="whole_first_run", type="primary",
                   icon=":material/play_arrow:", on_click=lambda: setattr(view, "first_shown", True))  # fmt: skip
         return
+    if len(last.run.ids) < 2:  # one token: nothing after it to park weight away from
+        st.caption(t("whole.first_short"))
+        return
     try:
-        other_ids, _ = model.tokenize(word)
+        other = compute.first_of(model, word)
     except CaseError as e:
         st.error(plain(render(session.lang, e.message)))
         return
-    other = other_ids[0 if model.spec.causal else min(1, len(other_ids) - 1)]  # an encoder's first is its [CLS]
     key = ("first token", c.model, last.run.sentence, c.layer, head, other)
     found = session.derived.get(key, lambda: compute.first_token(model, last.run.ids, c.layer - 1, head - 1, other))
     labels = [list(model.labels(v.ids)) for v in found]

@@ -31,6 +31,17 @@ class Looking:
     first_shown: bool = False  # the open head was run without its first token (then on every change)
     leave: bool = False  # a layer was opened: to the walkthrough, once
     other: str = "A"  # the first token put in place of the sentence's own (its first token, as the model cuts it)
+    model: str = ""  # the model these layers and heads are of
+
+    def of(self, model: str) -> bool:
+        """Whether the view was of another model: then its layers and heads are forgotten (another model has other
+        ones); its sort and sentences stay."""
+        if self.model in (model, ""):  # the same model, or a fresh view (a link's question may have set it up)
+            self.model = model
+            return False
+        self.model, self.switched, self.ranked_layer, self.patched_layer = model, (), None, None
+        self.ablating = self.first_shown = False
+        return True
 
     def choose(self, **changes: object) -> None:
         """The view's new values; one that is not one of its kind's is left as it was."""

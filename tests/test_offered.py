@@ -58,6 +58,8 @@ def test_the_cache_and_the_operators_folder_are_offered_with_their_sizes(made, t
     assert offers["local:broken"].problem == f"{mine / 'broken'}: has no model.safetensors"
     if "minilm" in offers:
         assert offers["minilm"].path is None and offers["minilm"].layers == 6 and offers["minilm"].heads == 12
+    # an exported script names a cached model by its id, and finds it in the person's own cache
+    assert offered.cached("someone/tiny-bert", env) == snapshot and offered.cached("someone/other", env) is None
 
 
 def test_the_default_cache_is_hf_home_s_hub_or_the_users():

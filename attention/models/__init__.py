@@ -156,15 +156,26 @@ def size(count: int) -> str:
 
 
 def open(where: str) -> Model:  # models.open, as an exported script reads it (no builtin open is used here)
-    """A shipped model by its name, or a model's folder or .gguf file on this machine (an exported script's)."""
-    return loaded(where) if where in SPECS else sources.open_model(Path(where))
+    """A shipped model by its name, a model in this machine's Hugging Face cache by its id ("hf:org/name"), or a
+    model's folder or .gguf file (an exported script's)."""
+    if where in SPECS:
+        return loaded(where)
+    if where.startswith("hf:"):
+        snapshot = offering.cached(where.removeprefix("hf:"))
+        if snapshot is None:
+            raise CaseError(where, msg("error.model_not_cached", cache=str(offering.hub_cache(os.environ))))
+        return sources.open_model(snapshot)
+    return sources.open_model(Path(where))
 
 
 def home(id: str) -> str | None:
-    """How an exported script names the model: None for a shipped one (its package finds it), else its folder's or
-    file's name, which the person sets to where it is on their machine."""
+    """How an exported script names the model: None for a shipped one (its package finds it), a cached one's id (the
+    person's own Hugging Face cache finds it), else its folder's or file's name, which the person sets to where it
+    is on their machine."""
     found = offers().get(id)
-    return None if id in SPECS or found is None or found.path is None else found.path.name
+    if id in SPECS or found is None or found.path is None:
+        return None
+    return id if id.startswith("hf:") else found.path.name
 
 
 def loaded(id: str, progress=None) -> Model:

@@ -68,6 +68,12 @@ def hub_cache(env: dict) -> Path:
     return Path(home) / "hub"
 
 
+def cached(name: str, env: dict | None = None) -> Path | None:
+    """The snapshot of the Hugging Face cache's model "org/name" (as its hf: id names it), or None."""
+    folder = hub_cache(os.environ if env is None else env) / ("models--" + name.replace("/", "--"))
+    return _snapshot(folder) if folder.is_dir() else None
+
+
 def _snapshot(folder: Path) -> Path | None:
     """A cached model's snapshot: the one refs/main names, else the newest."""
     main = folder / "refs" / "main"
@@ -137,7 +143,8 @@ def _safetensors_counts(file: Path) -> int:
 # Loading within a budget, two at most ---------------------------------------------------------------------------
 
 _loaded: OrderedDict[str, Model] = OrderedDict()  # weights, not user data: shared by every session of the process
-_lock = threading.Lock()  # sessions run in threads: one loads at a time
+_lock = threading.Lock()  # sessions run in threads: the cache's order changes under it (held briefly)
+_loading = threading.Lock()  # one model loads at a time (two at once would double the peak memory)
 
 
 def budget(env: dict | None = None) -> int:
@@ -165,19 +172,30 @@ def open_offer(offer: Offer, env: dict | None = None, progress: Progress | None 
     least recently used dropped."""
     if offer.problem is not None:
         raise CaseError(offer.id, offer.problem)
-    with _lock:
-        if offer.id in _loaded:
-            _loaded.move_to_end(offer.id)
-            return _loaded[offer.id]
-        check_budget(offer, env)
+    if (model := _cached(offer.id)) is not None:  # a loaded model never waits for another one's load
+        return model
+    check_budget(offer, env)
+    with _loading:
+        if (model := _cached(offer.id)) is not None:  # loaded by another session while this one waited
+            return model
         if offer.path is None:
             model = load(offer.id, progress=progress)
         else:
             model = sources.load(offer.spec or sources.spec_at(offer.path), offer.path, progress)
-        _loaded[offer.id] = model
-        while len(_loaded) > LOADED:
-            _loaded.popitem(last=False)
+        with _lock:
+            _loaded[offer.id] = model
+            while len(_loaded) > LOADED:
+                _loaded.popitem(last=False)
         return model
+
+
+def _cached(id: str) -> Model | None:
+    """The model when it is loaded (then the most recently used), else None."""
+    with _lock:
+        if id in _loaded:
+            _loaded.move_to_end(id)
+            return _loaded[id]
+    return None
 
 
 def _gib(count: int) -> str:

@@ -10,7 +10,9 @@ def real_script(model: str, text: str, layer: str | int, head: str | int, where:
     the model's folder or .gguf file as the person will have it at home (a model on disk); None: a shipped model,
     found through its package."""
     said = f"{model!r}  # a shipped model, from its package" if where is None else (
-        f"{where!r}  # set this: where the model's folder (config.json, safetensors, tokenizer.json) or .gguf file is"
+        f"{where!r}  # from your Hugging Face cache (or set this to the model's folder)" if where.startswith("hf:")
+        else f"{where!r}  # set this: where the model's folder (config.json, safetensors, tokenizer.json) or .gguf "
+        "file is"
     )  # fmt: skip
     return f'''"""One head of a real model on a sentence: the eight steps, checked against the model (generated).
 

@@ -187,7 +187,9 @@ def test_the_matrix_editors_show_focus_and_axe_passes_with_a_wrong_cell(browser,
     page = context.new_page()
     try:
         open_page(page, "/inputs")
-        page.locator("[data-testid=stSidebar] [data-testid=stSelectbox]", has_text="Mask").click()
+        mask = page.locator("[data-testid=stSidebar] [data-testid=stSelectbox]", has_text="Mask")
+        mask.evaluate("e => e.scrollIntoView({block: 'center'})")  # at the window's lower edge its list cannot open
+        mask.click()
         page.get_by_role("option", name="custom").click()
         wait_ready(page)
         edit_cell(page, "x", 2, 3, "abc")

@@ -17,7 +17,10 @@ def test_every_page_renders_from_app_py(at, page):
     assert not at.exception, at.exception
     assert not at.error
     assert at.selectbox(key="preset").value == "article"  # the shared sidebar from app.py is there too
-    assert at.get("plotly_chart") or page in ("devices", "exercise")  # (their tables and lists have no chart)
+    if page == "whole":  # the article is no real model: the page says so and offers to open one
+        assert at.button(key="whole_open_model")
+    else:
+        assert at.get("plotly_chart") or page in ("devices", "exercise")  # (their tables and lists have no chart)
 
 
 def test_default_is_the_article_with_its_rounded_softmax(at):

@@ -21,7 +21,9 @@ CAUSAL_OUTPUT_1 = [1.0, 2.0, 3.0]  # query 1 sees only itself under a causal mas
 
 def choose(page: Page, label: str, option: str) -> None:
     """Pick `option` in the sidebar's selectbox named `label`."""
-    page.locator("[data-testid=stSidebar] [data-testid=stSelectbox]", has_text=label).click()
+    box = page.locator("[data-testid=stSidebar] [data-testid=stSelectbox]", has_text=label)
+    box.evaluate("e => e.scrollIntoView({block: 'center'})")  # at the window's lower edge its list cannot open
+    box.click()
     page.get_by_role("option", name=option, exact=True).click()
     wait_ready(page)
 

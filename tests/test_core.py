@@ -157,15 +157,19 @@ def _rotated(case):
     d = q.shape[-1]
     t = torch.tensor(o.positions if o.positions is not None else range(case.n), dtype=torch.float64)
     theta = o.rope_base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    if o.rope_frequencies is not None:  # a model's scaled RoPE: its θ_p as given
+        theta = torch.tensor(o.rope_frequencies, dtype=torch.float64)
     turn = torch.polar(torch.ones(case.n, d // 2, dtype=torch.float64), t[:, None] * theta)
     return [torch.view_as_real(torch.view_as_complex(m.unflatten(-1, (-1, 2)).contiguous()) * turn).flatten(-2)
             for m in (q, k)]  # fmt: skip
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(6))
 def test_rope_turns_pairs_as_complex_numbers_and_equals_fused_attention(seed):
+    """Seeds 4 and 5: a model's scaled RoPE, each pair's frequency given (Llama 3's, linear, YaRN)."""
     positions = [3 * i - 4 for i in range(5)] if seed % 2 else None
-    case = random_case(5, 4, 6, 3, seed=seed, rope_base=10_000.0, positions=positions, dtype="float64")
+    scaled = {"rope_frequencies": [1.0, 0.1, 0.004]} if seed >= 4 else {}
+    case = random_case(5, 4, 6, 3, seed=seed, rope_base=10_000.0, positions=positions, dtype="float64", **scaled)
     trace = attend(case)
     q, k = _rotated(case)
     torch.testing.assert_close(trace["queries"], q)
@@ -199,6 +203,10 @@ def test_rope_shifting_every_position_by_the_same_amount_leaves_the_scores_uncha
         ({"rope_base": 100.0, "positions": [0, 1]}, "RoPE positions: must hold 3 whole numbers, one per token"),
         ({"rope_base": 100.0, "positions": [0, 1.5, 2]}, "RoPE position 2 (Input 2): must be a whole"),
         ({"rope_base": 100.0, "positions": [0, 1, 2**21]}, "RoPE position 3 (Input 3): must be a whole"),
+        ({"rope_frequencies": [1.0, 0.5]}, "RoPE frequencies: RoPE's frequencies are scaled from a base"),
+        ({"rope_base": 100.0, "rope_frequencies": [1.0]}, "RoPE frequencies: must hold 2 numbers, one per pair"),
+        ({"rope_base": 100.0, "rope_frequencies": [1.0, -0.5]}, "RoPE frequency of pair 2: must be greater than 0"),
+        ({"rope_base": 100.0, "rope_frequencies": [1.0, "x"]}, "RoPE frequency of pair 2: 'x' is not a number"),
     ],
 )
 def test_rope_options_are_checked(options, message):

@@ -49,6 +49,9 @@ CASES = {
     "RoPE at given positions, grouped, temperature": random_case(
         n=5, d_k=8, d_v=4, seed=7, heads=4, kv_heads=1, rope_base=100.0, positions=[3, 9, 4, 20, 21], temperature=2.0
     ),
+    "scaled RoPE (a model's own frequency per pair)": random_case(
+        n=5, d_k=4, seed=9, rope_base=500.0, rope_frequencies=[0.7, 0.02], mask="causal"
+    ),
     "n = 40, 8 heads sharing 2": random_case(n=40, d_in=16, d_k=32, d_v=32, seed=8, heads=8, kv_heads=2),
 }
 FP32 = {"rtol": 1.3e-6, "atol": 1e-5}

@@ -133,6 +133,10 @@ CASES = {
     "fully masked row": lambda: random_case(mask=[[0, 0, 0], [1, 0, 1], [1, 1, 1]], seed=5),
     "n = 10, scale 0.3": lambda: random_case(n=10, d_in=12, d_k=10, d_v=4, scale=0.3, seed=6),
     "float64": lambda: random_case(dtype="float64", seed=7),
+    "RoPE at given positions": lambda: random_case(d_k=4, rope_base=100.0, positions=[5, 1, 2], seed=8),
+    "scaled RoPE, 2 heads": lambda: random_case(
+        d_k=8, d_v=4, heads=2, rope_base=500.0, rope_frequencies=[0.7, 0.02], seed=9
+    ),
 }
 
 
@@ -185,6 +189,14 @@ def test_every_tensor_adds_up(name):
                 n_rows, n_cols = view_shape(trace, part)
                 assert rows is None or all(0 <= r < n_rows for r in rows), where
                 assert cols is None or all(0 <= c < n_cols for c in cols), where
+
+
+def test_a_scaled_rope_turn_names_the_models_own_frequency():
+    trace = attend(CASES["scaled RoPE, 2 heads"]())
+    lines = " ".join(map(str, explain(trace, "queries", (1, 1, 3)).lines))  # head 2, token 2 (position 1), pair 2
+    assert "turns by 1 · θ2 = 1 · 0.02 = 0.02 radians" in lines and "scaled RoPE frequency" in lines, lines
+    plain = " ".join(map(str, explain(attend(CASES["RoPE at given positions"]()), "queries", (0, 3)).lines))
+    assert "turns by 5 · 100^(−2/4)" in plain, plain
 
 
 def test_masked_cells_and_rows():

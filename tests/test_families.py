@@ -16,7 +16,7 @@ import torch
 from attention import attend, models
 from attention.base.case import CaseError
 from attention.base.tolerance import heads_of, product_error, rounding, turned_error, within
-from attention.forward.compute import scale_factor, tolerance
+from attention.forward.compute import rope_theta, scale_factor, tolerance
 from attention.models import sources
 from attention.models.generate import _stop_ids, generate
 
@@ -29,13 +29,19 @@ pytestmark = pytest.mark.skipif(
 SENTENCE = "The cat sat on the mat because it was tired"
 SMALL = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64}
 # family: (transformers' classes, config, tokenizer); sizes chosen so each path is taken: grouped-query attention,
-# a head width that is not hidden / heads (Qwen3), a tied and an untied output layer, RoPE's linear scaling
+# a head width that is not hidden / heads (Qwen3), a tied and an untied output layer, RoPE's scalings: Llama 3's (with
+# an original length of 32 its 4 pairs' wavelengths 6, 30, 140 and 664 fall in all three of its bands), linear, YaRN
+LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 32, "rope_theta": 500.0}  # fmt: skip
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16, "rope_theta": 1e4}
 FAMILIES = {
-    "llama": ("LlamaConfig", "LlamaForCausalLM", {**SMALL, "num_key_value_heads": 2, "rope_theta": 500.0}, "byte"),
+    "llama": ("LlamaConfig", "LlamaForCausalLM", {**SMALL, "num_key_value_heads": 2, "rope_parameters": LLAMA3},
+              "byte"),
     "mistral": ("MistralConfig", "MistralForCausalLM", {**SMALL, "num_key_value_heads": 1, "tie_word_embeddings": True,
                 "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}},
                 "byte"),
-    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {**SMALL, "num_key_value_heads": 2}, "byte"),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {**SMALL, "num_key_value_heads": 2, "rope_parameters": YARN,
+              "max_position_embeddings": 64}, "byte"),
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {**SMALL, "num_key_value_heads": 2, "head_dim": 16}, "byte"),
     "gpt2": ("GPT2Config", "GPT2LMHeadModel", {"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64}, "byte"),
     "bert": ("BertConfig", "BertModel", {**SMALL, "max_position_embeddings": 64}, "word"),
@@ -185,9 +191,8 @@ def test_every_head_of_every_layer_through_the_eight_steps_equals_transformers(p
     d, s = model.spec.head_dim, model.spec
     for layer in range(s.layers):
         for head in range(s.heads):
-            departs = "q/k RMSNorm" if getattr(s.family, "qk_norm", False) else s.rope_scaling and "scaled RoPE"
-            if departs:  # Qwen3 norms q and k before RoPE, Mistral's scales RoPE: neither is in the eight steps
-                with pytest.raises(CaseError, match=departs):
+            if getattr(s.family, "qk_norm", False):  # Qwen3 norms q and k before RoPE: not in the eight steps
+                with pytest.raises(CaseError, match="q/k RMSNorm"):
                     models.head_case(model, run, layer, head)
                 continue
             case = models.head_case(model, run, layer, head)
@@ -242,6 +247,12 @@ def test_the_spec_comes_from_the_config(pair):
     assert s.head_dim == (getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads)
     assert s.rope_base == (None if c.model_type in ("gpt2", "bert", "roberta") else c.rope_parameters["rope_theta"])
     assert s.name == folder.name and s.vocab == c.vocab_size
+    if s.rope_base is not None:  # RoPE's frequencies, scaled or not, and YaRN's factor: transformers' own
+        rotary = hf.base_model.rotary_emb
+        torch.testing.assert_close(rope_theta(s, s.head_dim), rotary.inv_freq.double(), rtol=1e-6, atol=0)  # float32
+        assert s.rope_attention == pytest.approx(rotary.attention_scaling)
+        assert s.rope_scaling == (c.rope_parameters["rope_type"] if s.rope_frequencies is not None else None)
+        assert (s.rope_scaling or "RoPE.") in str(models.about(s))  # the caption names its scaling
 
 
 # A llama GGUF file ------------------------------------------------------------------------------------------------
@@ -268,6 +279,9 @@ def gguf_pair(vocabulary, tokenizers, tmp_path_factory) -> tuple[models.Model, t
     writer.add_embedding_length(c.hidden_size), writer.add_feed_forward_length(c.intermediate_size)
     writer.add_head_count(c.num_attention_heads), writer.add_head_count_kv(c.num_key_value_heads)
     writer.add_rope_freq_base(c.rope_parameters["rope_theta"]), writer.add_layer_norm_rms_eps(c.rms_norm_eps)
+    d, inv_freq = c.hidden_size // c.num_attention_heads, hf.model.rotary_emb.inv_freq.double()
+    paper = c.rope_parameters["rope_theta"] ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    writer.add_tensor("rope_freqs.weight", (paper / inv_freq).float().numpy())  # Llama 3's scaling, as llama.cpp's
     gguf_names = {hf_name: gguf for gguf, hf_name in sources.GGUF_NAMES.items()}
     state = hf.state_dict()
     with torch.no_grad():
@@ -296,6 +310,7 @@ def gguf_pair(vocabulary, tokenizers, tmp_path_factory) -> tuple[models.Model, t
 def test_a_llama_gguf_file_8_bit_equals_transformers_on_its_weights(gguf_pair):
     model, hf, path = gguf_pair
     assert model.spec.quantized == "Q8_0" and model.spec.name == path.stem and not model.spec.tied
+    assert model.spec.rope_scaling == "llama3"  # its rope_freqs tensor
     ids, _ = model.tokenize(SENTENCE)
     hf_x, hf_heads, out = seen(hf, ids)
     run = replace(model.run(SENTENCE), inputs=torch.stack([hf_x[layer] for layer in range(model.spec.layers)]))
@@ -415,12 +430,12 @@ def test_a_gguf_file_of_another_architecture_or_truncated_is_named(tmp_path, ggu
 
 
 def test_a_rope_scaling_it_does_not_compute_is_named(tmp_path):
-    rope = {"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0}
+    rope = {"rope_type": "longrope", "rope_theta": 5e5, "factor": 8.0}
     config = {"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 4,
               "vocab_size": 10, "rope_parameters": rope}  # fmt: skip
     (tmp_path / "config.json").write_text(json.dumps(config))
     (tmp_path / "model.safetensors").write_bytes(b"")
     assert (
         message(tmp_path)
-        == f"{tmp_path / 'config.json'}: asks for RoPE scaling llama3, which this app does not compute"
+        == f"{tmp_path / 'config.json'}: asks for RoPE scaling longrope, which this app does not compute"
     )

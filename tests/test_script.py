@@ -48,6 +48,9 @@ CASES = {
     "RoPE with given positions, float64": random_case(
         n=4, d_k=4, d_v=2, seed=7, rope_base=100.0, positions=[5, 3, -2, 7], dtype="float64"
     ),
+    "scaled RoPE (a model's own frequency per pair), 2 heads, a scale": random_case(
+        n=5, d_k=8, d_v=4, seed=9, heads=2, rope_base=500.0, rope_frequencies=[0.7, 0.02], scale=0.3
+    ),
     # Labels straight into the dataclass: to_script must be safe even for a case that skipped validation
     "hostile labels": replace(random_case(n=len(HOSTILE), seed=5), tokens=HOSTILE),
 }

@@ -43,6 +43,9 @@ CASES = {
     "RoPE with positions, float64": random_case(
         n=6, d_k=4, seed=7, rope_base=100.0, positions=[5, 3, -2, 7, 0, 1], dtype="float64"
     ),
+    "scaled RoPE (a model's own frequency per pair), 2 heads": random_case(
+        n=7, d_k=8, d_v=4, seed=9, heads=2, rope_base=500.0, rope_frequencies=[0.7, 0.02], mask="causal"
+    ),
     "big scores (exp would overflow without the running maximum)": random_case(n=6, seed=8, scale=60.0),
 }
 BLOCKS = [(1, 1), (2, 3), (3, 2), (4, 4), (None, None), ("n", "n"), (5, 1)]

@@ -123,9 +123,11 @@ class Inputs:
     mask: Grid | None = None  # an explicit 0/1 matrix (a loaded case's)
     rounded: Grid | None = None  # the article's rounded softmax (the case's weights_override)
     # A real model's attention (attention/models/), which no widget sets: kept as a loaded case (a file, a link)
-    # had them, else a check of the inputs would drop them. RoPE's base and positions; grouped key/value heads.
+    # had them, else a check of the inputs would drop them. RoPE's base, positions and scaled frequencies; grouped
+    # key/value heads.
     rope_base: float | None = None
     positions: tuple[int, ...] | None = None
+    rope_frequencies: tuple[float, ...] | None = None
     kv_heads: int | None = None
     bias: bool = False  # x's last column brings in the weights' biases (a model's): its label says so
 
@@ -135,7 +137,8 @@ class Inputs:
         return cls(
             case.x, case.w_query, case.w_key, case.w_value, case.tokens,
             w_out=o.w_out, mask=o.mask if isinstance(o.mask, tuple) else None, rounded=o.weights_override,
-            rope_base=o.rope_base, positions=o.positions, kv_heads=o.kv_heads, bias=o.bias,
+            rope_base=o.rope_base, positions=o.positions, rope_frequencies=o.rope_frequencies, kv_heads=o.kv_heads,
+            bias=o.bias,
         )  # fmt: skip
 
     def with_cells(self, name: str, cells: dict[tuple[int, int], object]) -> Inputs:
@@ -164,6 +167,8 @@ class Inputs:
         w_out = grids["options"]["w_out"]
         kept = {} if c.n != len(self.x) else {"rounded": self.rounded, "mask": self.mask, "positions": self.positions}
         kept |= {"rope_base": self.rope_base, "kv_heads": self.kv_heads, "bias": self.bias and c.d_in == len(self.x[0])}
+        if c.d_k == len(self.w_query[0]):  # a pair's frequency each: the same head widths
+            kept["rope_frequencies"] = self.rope_frequencies
         matrices = {name: _grid(grids[name]) for name in NUMBERS}
         return Inputs(**matrices, tokens=tuple(grids["tokens"]), w_out=None if w_out is None else _grid(w_out), **kept)
 
@@ -181,6 +186,7 @@ def options(c: Controls, i: Inputs) -> dict:
         "device": c.device,
         "rope_base": i.rope_base,
         "positions": i.positions,
+        "rope_frequencies": i.rope_frequencies,
         "kv_heads": i.kv_heads,
         "bias": i.bias,
     }

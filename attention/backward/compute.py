@@ -11,7 +11,7 @@ import torch
 from ..base.case import Case
 from ..base.record import Check, Record, Recorder, Step, compare, worst
 from ..base.tolerance import gradient_tolerance
-from ..forward.compute import Trace, option_tensors, positions, rope, scale_factor
+from ..forward.compute import Trace, option_tensors, positions, rope, rope_theta, scale_factor
 from ..forward.steps import ROPE
 from .loss import Loss, gradient
 from .steps import GRAD_AXES, backward_names, step
@@ -98,8 +98,8 @@ def backward(trace: Trace, loss: Loss) -> Backward:
     d_keys = d_scores_raw.mT @ queries  # (h?, n_k, d_k/h)
     record("scores", d_scores_raw=d_scores_raw, d_queries=d_queries, d_keys=d_keys)
     if o.rope_base is not None:  # step 3b back: a rotation's transpose is the rotation by the opposite angle
-        t = positions(case)
-        d_queries, d_keys = rope(d_queries, -t, o.rope_base), rope(d_keys, -t, o.rope_base)
+        t, theta = positions(case), rope_theta(o, case.d_head)
+        d_queries, d_keys = rope(d_queries, -t, theta), rope(d_keys, -t, theta)
         record(ROPE, d_queries_unrotated=d_queries, d_keys_unrotated=d_keys)
     # step 3 back: the heads joined again (a shared key/value head sums its query heads' gradients), then Q = X W_Q
     d_q, d_k, d_v = d_queries, d_keys, d_values
@@ -128,7 +128,8 @@ def autograd(case: Case, loss: Loss) -> dict[str, torch.Tensor]:
     q = q.unflatten(-1, (h, -1)).transpose(0, 1)
     k, v = (m.unflatten(-1, (g, -1)).transpose(0, 1).repeat_interleave(h // g, dim=0) for m in (k, v))
     if o.rope_base is not None:
-        q, k = rope(q, positions(case), o.rope_base), rope(k, positions(case), o.rope_base)
+        t, theta = positions(case), rope_theta(o, case.d_head)
+        q, k = rope(q, t, theta), rope(k, t, theta)
     scores = q @ k.mT * (scale_factor(case) / o.temperature)
     if allowed is not None:
         scores = scores.masked_fill(~allowed, float("-inf"))

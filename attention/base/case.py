@@ -61,6 +61,9 @@ class Options:
     device: str = "cpu"  # "cpu", "cuda", "cuda:N", "mps" or "auto"
     rope_base: float | None = None  # rotary position embedding (RoPE) of queries and keys with this base; None: none
     positions: tuple[int, ...] | None = None  # each token's position for RoPE; None: 0, 1, …, n − 1
+    # RoPE's frequency θ_p of each pair of a head's dims (d_head / 2 of them), as a model with scaled RoPE (Llama 3's,
+    # linear, YaRN) has them; None: the paper's θ_p = base^(−2p/d_head)
+    rope_frequencies: tuple[float, ...] | None = None
     kv_heads: int | None = None  # grouped-query attention: this many key/value heads, each shared by heads / kv_heads
     # query heads (query head i uses key/value head i // (heads / kv_heads)); None: one per query head
     bias: bool = False  # x's last feature is a column of ones that brings in the weights' last row: their biases
@@ -339,9 +342,10 @@ def _options(value: object, n: int, widths: Widths, tokens: tuple[str, ...]) -> 
     if not isinstance(o.device, str) or not DEVICE_PATTERN.fullmatch(o.device):
         raise CaseError(_at("device"), msg("error.device_spec", value=excerpt(o.device)))
     rope_base, positions = _rope(o.rope_base, o.positions, n, widths.d_k // heads, tokens)
+    frequencies = _frequencies(o.rope_frequencies, rope_base, widths.d_k // heads)
     return replace(
         o, temperature=temperature, mask=mask, w_out=w_out, weights_override=override, rope_base=rope_base,
-        positions=positions, kv_heads=kv_heads, bias=_flag(o.bias, _at("bias")),
+        positions=positions, rope_frequencies=frequencies, kv_heads=kv_heads, bias=_flag(o.bias, _at("bias")),
     )  # fmt: skip
 
 
@@ -420,6 +424,24 @@ def _rope(base: object, positions: object, n: int, d_head: int, tokens: tuple[st
             where = msg("where.position", position=i + 1, token=tokens[i])
             raise CaseError(where, msg("error.position", limit=MAX_POSITION, value=excerpt(p)))
     return base, tuple(positions)
+
+
+def _frequencies(frequencies: object, base: float | None, d_head: int) -> tuple[float, ...] | None:
+    """A scaled RoPE's frequencies: one positive number per pair of a head's dims, with a base they were scaled from."""
+    if frequencies is None:
+        return None
+    if base is None:
+        raise CaseError(_at("rope_frequencies"), msg("error.frequencies_no_rope"))
+    if not isinstance(frequencies, list | tuple) or len(frequencies) != d_head // 2:
+        raise CaseError(_at("rope_frequencies"), msg("error.frequencies_count", pairs=d_head // 2, d=d_head))
+    out = []
+    for p, f in enumerate(frequencies):
+        where = msg("where.frequency", pair=p + 1)
+        f = _number(f, where, 1.0)
+        if f <= 0:
+            raise CaseError(where, msg("error.positive", value=excerpt(f)))
+        out.append(f)
+    return tuple(out)
 
 
 def _zero_one(value: object, where: str | Callable[[], str]) -> float:

@@ -13,7 +13,7 @@ from ..base.case import Case, CaseError, with_options
 from ..base.device import resolve_device
 from ..base.i18n import Message, msg
 from ..base.record import Check, Record, Recorder, Step, compare, worst
-from ..forward.compute import Trace, attend, option_tensors, positions, rope, scale_factor, tolerance
+from ..forward.compute import Trace, attend, option_tensors, positions, rope, rope_theta, scale_factor, tolerance
 
 Tensor = torch.Tensor
 CAUSAL = "the causal trace"  # the oracle of every step: the whole causal computation of the same case
@@ -148,6 +148,7 @@ def decode(case: Case, causal: Trace | None = None) -> Decoding:
     w_query, w_key, w_value = (torch.tensor(w, dtype=dtype, device=device) for w in (case.w_query, case.w_key,
                                                                                      case.w_value))  # fmt: skip
     at = positions(case)  # (n,): each token's position for RoPE
+    theta = None if o.rope_base is None else rope_theta(o, case.d_head)
     multiplier = scale_factor(case) / o.temperature
     # the cache, allocated whole and filled a row a step: (g, n, d_head) keys and (g, n, d_v/g) values
     k_cache = torch.empty(g, case.n, w_key.shape[1] // g, dtype=dtype, device=device)
@@ -162,7 +163,7 @@ def decode(case: Case, causal: Trace | None = None) -> Decoding:
         q_t = (x_t @ w_query).view(h, 1, -1)  # (h, 1, d_head): only token t's query is computed
         k_t, v_t = (x_t @ w_key).view(g, 1, -1), (x_t @ w_value).view(g, 1, -1)  # (g, 1, d): its key and value
         if o.rope_base is not None:  # turned once, at token t's own position: a cached key is never turned again
-            q_t, k_t = rope(q_t, at[t : t + 1], o.rope_base), rope(k_t, at[t : t + 1], o.rope_base)
+            q_t, k_t = rope(q_t, at[t : t + 1], theta), rope(k_t, at[t : t + 1], theta)
         k_cache[:, t : t + 1], v_cache[:, t : t + 1] = k_t, v_t  # appended: the cache holds tokens 0..t
         keys, values = k_cache[:, : t + 1], v_cache[:, : t + 1]  # (g, t + 1, d)
         # grouped-query attention: query heads i·h/g … (i+1)·h/g − 1 read key/value head i (no copy of the cache)

@@ -10,11 +10,12 @@ from .compute import decodable
 
 SCRIPT_ROPE = [  # the exported script's RoPE: the core's rope(), written out
     "def rope(m, t):",
-    '    """Pair p of each row (dims 2p, 2p+1) turned by the angle t·base^(−2p/d), t the positions (n,)."""',
+    '    """Pair p of each row (dims 2p, 2p+1) turned by the angle t·θ_p, t the positions (n,)."""',
     "    if ROPE_BASE is None:",
     "        return m",
     "    d = m.shape[-1]",
-    "    angles = t.double()[:, None] * ROPE_BASE ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)",
+    "    theta = ROPE_BASE ** (-torch.arange(0, d, 2, dtype=torch.float64) / d) if THETA is None else THETA",
+    "    angles = t.double()[:, None] * theta",
     "    cos, sin = angles.cos().to(m.dtype), angles.sin().to(m.dtype)",
     "    even, odd = m[..., 0::2], m[..., 1::2]",
     "    return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)",
@@ -30,6 +31,8 @@ def decoding_script(case: Case) -> str:
     o, dtype = case.options, f"torch.{case.options.dtype}"
     h, g = o.heads, o.kv_heads or o.heads
     at = list(o.positions) if o.positions is not None else list(range(case.n))
+    frequencies = o.rope_frequencies  # a model's scaled RoPE
+    theta = "None" if frequencies is None else f"torch.tensor({list(frequencies)!r}, dtype=torch.float64)"
     lines = [
         '"""Decoding with a KV cache, one token at a time, checked against the whole causal computation (generated;',
         'needs torch)."""',
@@ -46,6 +49,7 @@ def decoding_script(case: Case) -> str:
         f"H, G = {h}, {g}  # query heads, and key/value heads (each shared by H // G query heads)",
         f"MULTIPLIER = {scale_factor(case) / o.temperature!r}  # the scale over the temperature",
         f"ROPE_BASE = {o.rope_base!r}  # None: no rotary position embedding",
+        f"THETA = {theta}  # each pair's RoPE frequency θ_p; None: base^(−2p/d)",
         f"POSITIONS = torch.tensor({at})",
         "",
         "",

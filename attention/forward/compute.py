@@ -90,9 +90,9 @@ def attend(case: Case) -> Trace:
     record("qkv", **_unrotated(o.rope_base, queries=queries, keys=keys), values=values)
     if o.rope_base is not None:
         # step 3b: rope
-        t = positions(case)  # (n,): each token's position
-        queries = rope(queries, t, o.rope_base)  # (h?, n, d_k): pair p of token i turned by the angle t_i · θ_p
-        keys = rope(keys, t, o.rope_base)  # the same turns: a score then depends on t_i − t_j alone
+        t, theta = positions(case), rope_theta(o, case.d_head)  # (n,): each token's position; (d_head/2,)
+        queries = rope(queries, t, theta)  # (h?, n, d_k): pair p of token i turned by the angle t_i · θ_p
+        keys = rope(keys, t, theta)  # the same turns: a score then depends on t_i − t_j alone
         record("rope", queries=queries, keys=keys)
     # steps 4-7, for all queries at once (each step's comment is inside steps_4_to_7)
     options = {"scale": scale, "temperature": temperature, "w_out": w_out}
@@ -154,15 +154,21 @@ def steps_4_to_7(
     return outputs
 
 
-def rope(m: Tensor, positions: Tensor, base: float) -> Tensor:
+def rope(m: Tensor, positions: Tensor, theta: Tensor) -> Tensor:
     """Rotary position embedding of (h?, n, d): dims 2p and 2p+1 of the token at position t turned by the angle
-    t · base^(−2p/d) (interleaved pairs, as in the RoPE paper and GGUF files). Angles in float64, then m's dtype."""
-    d = m.shape[-1]
-    frequencies = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
-    angles = positions.to(torch.float64)[:, None] * frequencies  # (n, d/2)
+    t · θ_p (interleaved pairs, as in the RoPE paper and GGUF files). Angles in float64, then m's dtype."""
+    angles = positions.to(torch.float64)[:, None] * theta  # (n, d/2)
     cos, sin = (f.to(dtype=m.dtype, device=m.device) for f in (angles.cos(), angles.sin()))
     even, odd = m[..., 0::2], m[..., 1::2]  # (h?, n, d/2) each
     return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
+
+
+def rope_theta(o, d: int) -> Tensor:
+    """θ_p, the angle per position of each pair p of a head's d dims (float64): the paper's base^(−2p/d), or the
+    frequencies given (a model's scaled RoPE). `o`: a case's options or a model's spec (both name the two)."""
+    if o.rope_frequencies is not None:
+        return torch.tensor(o.rope_frequencies, dtype=torch.float64)
+    return o.rope_base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
 
 
 def _unrotated(rope_base: float | None, **tensors: Tensor) -> dict[str, Tensor]:

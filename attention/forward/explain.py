@@ -79,13 +79,16 @@ def rotation(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) 
     before = c.view(f"{tensor}_unrotated", head)
     d, p = before.shape[-1], col // 2
     t = int(o.positions[i]) if o.positions is not None else i
-    angle = t * o.rope_base ** (-2 * p / d)
+    theta = o.rope_base ** (-2 * p / d) if o.rope_frequencies is None else o.rope_frequencies[p]
+    angle = t * theta
     u, v = before[i, 2 * p].item(), before[i, 2 * p + 1].item()
     computed = u * math.cos(angle) - v * math.sin(angle) if col % 2 == 0 else u * math.sin(angle) + v * math.cos(angle)
     value = c.view(tensor, head)[i, col].item()
     title = msg("explain.rope.title", tensor=tensor, at=place(head, c.token(i), str(col + 1)), token=c.token(i))
-    angle_line = msg("explain.rope.angle", token=c.token(i), position=t, pair=p + 1, first=2 * p + 1,
-                     second=2 * p + 2, base=approx(o.rope_base), power=2 * p, d=d, angle=approx(angle))  # fmt: skip
+    scaled = ".angle" if o.rope_frequencies is None else ".angle_scaled"  # a model's own θ_p, scaled from the paper's
+    angle_line = msg("explain.rope" + scaled, token=c.token(i), position=t, pair=p + 1, first=2 * p + 1,
+                     second=2 * p + 2, base=approx(o.rope_base), power=2 * p, d=d, theta=approx(theta),
+                     angle=approx(angle))  # fmt: skip
     cos, sin = approx(math.cos(angle)), approx(math.sin(angle))
     if col % 2 == 0:
         expression = f"{factor(c.num(u))}·{factor(cos)} − {factor(c.num(v))}·{factor(sin)}"

@@ -45,6 +45,8 @@ def _rotate_complex(m: torch.Tensor, case: Case) -> torch.Tensor:
     d = m.shape[-1]
     t = torch.arange(case.n) if case.options.positions is None else torch.tensor(case.options.positions)
     theta = case.options.rope_base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    if case.options.rope_frequencies is not None:  # a model's scaled RoPE: its own θ_p, as given
+        theta = torch.tensor(case.options.rope_frequencies, dtype=torch.float64)
     turn = torch.polar(torch.ones(case.n, d // 2, dtype=torch.float64), t[:, None].double() * theta)  # (n, d/2)
     pairs = torch.view_as_complex(m.double().unflatten(-1, (d // 2, 2)).contiguous())  # (h, n, d/2)
     return torch.view_as_real(pairs * turn).flatten(-2).to(m.dtype)

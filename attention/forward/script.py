@@ -151,11 +151,14 @@ def _rope(case: Case) -> list[str]:
     o = case.options
     d = case.d_head
     positions = "torch.arange(len(x))" if o.positions is None else f"torch.tensor({list(o.positions)})"
+    theta = f"{float(o.rope_base)!r} ** (-torch.arange(0, {d}, 2, dtype=torch.float64) / {d})  # (d/2,)"
+    if o.rope_frequencies is not None:  # a model's scaled RoPE (Llama 3's, linear, YaRN): its own θ_p
+        theta = f"torch.tensor({list(o.rope_frequencies)!r}, dtype=torch.float64)  # (d/2,): the model's, scaled"
     return [
         "# RoPE: pair p of a query or key (its dims 2p and 2p+1) is turned by the angle t·θ_p, t the token's",
         f"# position and θ_p = base^(−2p/d), d = {d} per head: a score then depends on t_i − t_j alone.",
         f"positions = {positions}  # (n,)",
-        f"theta = {float(o.rope_base)!r} ** (-torch.arange(0, {d}, 2, dtype=torch.float64) / {d})  # (d/2,)",
+        f"theta = {theta}",
         "angles = positions.double()[:, None] * theta  # (n, d/2)",
         f"cos, sin = angles.cos().to(torch.{o.dtype}), angles.sin().to(torch.{o.dtype})",
         "",

@@ -138,6 +138,8 @@ def formula(name: str, case: Case, lang: str = "en") -> str:
         return rf"Q = X W_Q,\quad K = X W_K,\quad V = X W_V{split}{shared}"
     if name == ROPE:  # the rotation R_t turns pair p of a query or key at position t by the angle t·θ_p
         theta = rf"\theta_p = {o.rope_base:g}^{{-2p/{case.d_head}}}"
+        if o.rope_frequencies is not None:  # a model's scaled RoPE: its own θ_p, the paper's rescaled
+            theta = rf"\theta_p = {words('scaled')}\ {o.rope_base:g}^{{-2p/{case.d_head}}}"
         q = r"\begin{pmatrix} q_{2p} \\ q_{2p+1} \end{pmatrix}"
         turn = r"\begin{pmatrix} \cos t\theta_p & -\sin t\theta_p \\ \sin t\theta_p & \cos t\theta_p \end{pmatrix}"
         pair = rf"{q} \leftarrow {turn} {q}"

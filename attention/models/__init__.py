@@ -116,7 +116,8 @@ def about(spec: Spec) -> Message:
     return msg(
         "real.about_model", kind=msg("real.about_causal" if spec.causal else "real.about_encoder"),
         family=spec.model_type, layers=spec.layers, heads=spec.heads, kv_heads=spec.kv_heads, head_dim=spec.head_dim,
-        positions=msg("real.about_rope" if spec.rope_base else "real.about_learned"),
+        positions=msg("real.about_learned") if spec.rope_base is None else msg("real.about_rope_scaled",
+                      kind=spec.rope_scaling) if spec.rope_scaling else msg("real.about_rope"),
     )  # fmt: skip
 
 

@@ -4,11 +4,12 @@ grouped-query attention, SwiGLU), and where a layer's q, k, v weights lie."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 
-from ..forward.compute import rope
+from ..forward.compute import rope, rope_theta
 from .model import Edit, KVCache, Pass, attend_heads, linear
 
 
@@ -24,11 +25,13 @@ class Llama:
         heads = config["num_attention_heads"]
         rope = config.get("rope_parameters") or config.get("rope_scaling") or {}  # transformers 5, and 4's
         kind = rope.get("rope_type", rope.get("type", "default"))
+        head_dim = config.get("head_dim") or config["hidden_size"] // heads
+        base = float(rope.get("rope_theta", config.get("rope_theta", 10000.0)))
+        frequencies, attention = scaled_rope(kind, rope, base, head_dim, config)
         return dict(
             layers=config["num_hidden_layers"], heads=heads, kv_heads=config.get("num_key_value_heads") or heads,
-            head_dim=config.get("head_dim") or config["hidden_size"] // heads, width=config["hidden_size"],
-            causal=True, rope_base=float(rope.get("rope_theta", config.get("rope_theta", 10000.0))),
-            rope_scaling=None if kind == "default" else (kind, float(rope.get("factor", 1.0))),
+            head_dim=head_dim, width=config["hidden_size"], causal=True, rope_base=base,
+            rope_scaling=None if frequencies is None else kind, rope_frequencies=frequencies, rope_attention=attention,
             norm_eps=config.get("rms_norm_eps", 1e-6), tied=config.get("tie_word_embeddings", False),
             vocab=config["vocab_size"], bias=config.get("attention_bias", config["model_type"] == "qwen2"),
         )  # fmt: skip
@@ -75,7 +78,7 @@ class Llama:
         w, s = model.weights, model.spec
         start = 0 if cache is None else cache.length
         at = torch.arange(start, start + len(ids), device=ids.device)  # the tokens' positions
-        turned_at = at if s.rope_scaling is None else at / s.rope_scaling[1]  # linear scaling: positions shrunk
+        theta = rope_theta(s, s.head_dim)  # (head_dim/2,): each pair's frequency, scaled as the config says
         h = w["embed_tokens.weight"][ids]  # (m, d)
         inputs, head_outputs, every = [], [], []
         for layer in range(s.layers):
@@ -86,7 +89,9 @@ class Llama:
             if self.qk_norm:
                 q = rms_norm(q, w[p + "self_attn.q_norm.weight"], s.norm_eps)
                 k = rms_norm(k, w[p + "self_attn.k_norm.weight"], s.norm_eps)
-            q, k = rope(q, turned_at, s.rope_base), rope(k, turned_at, s.rope_base)  # the core's RoPE
+            q, k = rope(q, at, theta), rope(k, at, theta)  # the core's RoPE
+            if s.rope_attention != 1.0:  # YaRN's factor on cos and sin: both q and k grow by it
+                q, k = q * s.rope_attention, k * s.rope_attention
             out, weights = attend_heads(q, k, v, layer, cache, causal=True)  # (h, m, hd), (h, m, n)
             inputs.append(x), head_outputs.append(out), every.append(weights)
             if edit is not None:  # heads switched off or patched: before the output projection mixes them
@@ -100,6 +105,47 @@ class Llama:
         last = rms_norm(h[-1:], w["norm.weight"], s.norm_eps)  # the next token is predicted from the last alone
         logits = last @ w["embed_tokens.weight" if s.tied else "lm_head.weight"].T  # (1, vocabulary)
         return Pass(torch.stack(inputs), torch.stack(head_outputs), torch.stack(every), logits)
+
+
+def scaled_rope(kind: str, rope: dict, base: float, d: int, config: dict) -> tuple[tuple[float, ...] | None, float]:
+    """RoPE's frequencies θ_p when the config scales them (None: the paper's base^(−2p/d)), and YaRN's factor on cos
+    and sin, as transformers' modeling_rope_utils computes them (here in float64). "dynamic" changes nothing until a
+    sentence passes max_position_embeddings, which a sentence here never does."""
+    if kind in ("default", "dynamic"):
+        return None, 1.0
+    if rope.get("partial_rotary_factor", 1.0) != 1.0:
+        raise ValueError("RoPE on part of a head (partial_rotary_factor)")
+    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    factor = float(rope["factor"]) if rope.get("factor") is not None else None
+    attention = 1.0
+    if kind == "linear":  # every position shrunk by the factor: every frequency likewise
+        theta = theta / factor
+    elif kind == "llama3":  # long wavelengths slowed by the factor, short ones kept, the ones between blended
+        old = rope["original_max_position_embeddings"]
+        low, high = old / rope["low_freq_factor"], old / rope["high_freq_factor"]  # wavelengths
+        wavelength = 2 * math.pi / theta
+        smooth = (old / wavelength - rope["low_freq_factor"]) / (rope["high_freq_factor"] - rope["low_freq_factor"])
+        blended = (1 - smooth) * theta / factor + smooth * theta
+        theta = torch.where(wavelength > low, theta / factor, torch.where(wavelength < high, theta, blended))
+    elif kind == "yarn":  # NTK-by-parts: the pairs between two wavelengths ramped from kept to slowed
+        old = rope["original_max_position_embeddings"]
+        factor = factor or config["max_position_embeddings"] / old
+        attention = rope.get("attention_factor")
+        if attention is None:
+            mscale = lambda m: 1.0 if factor <= 1 else 0.1 * m * math.log(factor) + 1.0  # noqa: E731
+            m, m_all = rope.get("mscale"), rope.get("mscale_all_dim")
+            attention = mscale(m) / mscale(m_all) if m and m_all else mscale(1)
+        fast, slow = rope.get("beta_fast") or 32, rope.get("beta_slow") or 1
+        dim_of = lambda turns: d * math.log(old / (turns * 2 * math.pi)) / (2 * math.log(base))  # noqa: E731
+        low, high = dim_of(fast), dim_of(slow)
+        if rope.get("truncate", True):
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, d - 1)
+        ramp = ((torch.arange(d // 2, dtype=torch.float64) - low) / ((high - low) or 0.001)).clamp(0, 1)
+        theta = theta / factor * ramp + theta * (1 - ramp)
+    else:
+        raise ValueError(f"RoPE scaling {kind}")
+    return tuple(theta.tolist()), float(attention)
 
 
 def interleaved(t: torch.Tensor, heads: int) -> torch.Tensor:

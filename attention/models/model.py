@@ -46,7 +46,9 @@ class Spec:
     norm_eps: float = 1e-5  # its RMSNorm's or LayerNorm's epsilon
     tied: bool = True  # the output layer is the token embedding
     vocab: int = 0  # tokens in its vocabulary (0: not checked)
-    rope_scaling: tuple[str, float] | None = None  # RoPE's scaling (its kind and factor), None: as trained
+    rope_scaling: str | None = None  # how its RoPE is scaled, as its config names it ("llama3", "linear", "yarn")
+    rope_frequencies: tuple[float, ...] | None = None  # the scaled θ_p of each pair; None: base^(−2p/head_dim)
+    rope_attention: float = 1.0  # YaRN's factor on RoPE's cos and sin: every score grows by its square
     model_type: str = ""  # its config's name of its architecture: "llama", "qwen2", "gpt2", "bert", …
 
 
@@ -202,9 +204,8 @@ def _x(model: Model, run: Run, layer: int) -> torch.Tensor:
 
 def not_steps(spec) -> CaseError | None:
     """Why the model's heads are not cases of the eight steps (its forward pass and generation work), or None."""
-    departs = "q/k RMSNorm" if getattr(spec.family, "qk_norm", False) else spec.rope_scaling and "scaled RoPE"
-    if departs:  # the model's own output of a head would differ from the eight steps' (the check would fail)
-        return CaseError(spec.title, msg("error.model_not_steps", detail=departs))
+    if getattr(spec.family, "qk_norm", False):  # the model's own output of a head would differ from the eight steps'
+        return CaseError(spec.title, msg("error.model_not_steps", detail="q/k RMSNorm"))
     return None
 
 
@@ -217,6 +218,10 @@ def _options(spec, heads: int = 1) -> dict:
         options["mask"] = "causal"
     if spec.rope_base is not None:
         options["rope_base"] = spec.rope_base
+    if spec.rope_frequencies is not None:  # scaled RoPE (Llama 3's, linear, YaRN): the model's own θ_p
+        options["rope_frequencies"] = spec.rope_frequencies
+    if spec.rope_attention != 1.0:  # YaRN turns q and k by cos and sin grown by a factor: scores by its square
+        options["scale"] = spec.rope_attention**2 / math.sqrt(spec.head_dim)
     if heads > 1 and spec.kv_heads != spec.heads:
         options["kv_heads"] = spec.kv_heads
     return options

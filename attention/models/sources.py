@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -53,9 +54,6 @@ def spec_of(config: dict, where: Path, name: str, files: tuple[str, ...], quanti
     for key in ("layers", "heads", "kv_heads", "head_dim", "width", "vocab"):
         if not isinstance(sizes[key], int) or isinstance(sizes[key], bool) or sizes[key] < 1:
             raise CaseError(str(where), msg("error.model_unreadable", detail=f"{key} is {sizes[key]!r}, not a count"))
-    kind = (sizes.get("rope_scaling") or ("linear",))[0]  # linear scaling shrinks positions; others change frequencies
-    if kind != "linear":
-        raise CaseError(str(where), msg("error.model_unsupported", detail=f"RoPE scaling {kind}"))
     readers = ("gguf" if where.suffix == ".gguf" else "safetensors", "tokenizers")
     return Spec(name, name, "", "", files, readers, **sizes, quantized=quantized,
                 default=(EXAMPLE, 1, 1), family=family, model_type=config["model_type"])  # fmt: skip
@@ -190,8 +188,6 @@ def gguf_reader(path: Path):
     found = _field(reader, "general.architecture", "?")
     if found != "llama":
         raise CaseError(str(path), msg("error.model_architecture", found=f"GGUF {found}", supported="GGUF llama"))
-    if "rope_freqs.weight" in {t.name for t in reader.tensors}:  # Llama 3's frequencies, scaled per pair
-        raise CaseError(str(path), msg("error.model_unsupported", detail="RoPE scaling llama3 (rope_freqs)"))
     return reader
 
 
@@ -217,7 +213,17 @@ def gguf_spec(reader, path: Path) -> Spec:
     config = {k: v for k, v in config.items() if v is not None}  # a missing one: spec_of names it
     kinds = Counter(t.tensor_type.name for t in reader.tensors if len(t.shape) == 2)
     quantized = kinds.most_common(1)[0][0] if kinds else None
-    return spec_of(config, path, path.stem, (str(path),), None if quantized == "F32" else quantized)
+    spec = spec_of(config, path, path.stem, (str(path),), None if quantized == "F32" else quantized)
+    divisors = next((t for t in reader.tensors if t.name == "rope_freqs.weight"), None)
+    if divisors is None:
+        return spec
+    # Llama 3's scaled RoPE as llama.cpp writes it: each pair's frequency base^(−2p/d) divided by its number here
+    from gguf.quants import dequantize
+
+    d = spec.head_dim
+    theta = spec.rope_base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    theta = theta / torch.tensor(dequantize(divisors.data, divisors.tensor_type), dtype=torch.float64).flatten()
+    return replace(spec, rope_scaling="llama3", rope_frequencies=tuple(theta.tolist()))
 
 
 def _gguf_tensors(reader, path: Path, progress=None) -> dict[str, torch.Tensor]:

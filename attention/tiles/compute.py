@@ -14,7 +14,7 @@ from ..base.case import Case, CaseError, with_options
 from ..base.device import resolve_device, synchronize
 from ..base.i18n import excerpt, msg
 from ..base.record import Check, Record, Step, compare
-from ..forward.compute import Trace, positions, rope, scale_factor, tolerance
+from ..forward.compute import Trace, positions, rope, rope_theta, scale_factor, tolerance
 
 MAX_TILES = 4096  # tile visits of one run (a Python loop): n = 1024 in blocks of 16, about a second on one core
 KEEP_ALL_MAX_N = 64  # up to this n every visit is recorded; past it only the query tiles asked for (the page's one)
@@ -219,8 +219,8 @@ def _qkv(case: Case, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, 
     keys, values = ((x @ w).unflatten(-1, (g, -1)).transpose(0, 1) for w in (w_key, w_value))  # (g, n, d/g)
     keys, values = keys.repeat_interleave(h // g, dim=0), values.repeat_interleave(h // g, dim=0)  # (h, n, d/h)
     if o.rope_base is not None:
-        t = positions(case).to(device)
-        queries, keys = rope(queries, t, o.rope_base), rope(keys, t, o.rope_base)
+        t, theta = positions(case).to(device), rope_theta(o, case.d_head)
+        queries, keys = rope(queries, t, theta), rope(keys, t, theta)
     return queries, keys, values
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..forward.compute import rope
+from ..forward.compute import rope, rope_theta
 from ..models.kinds import KINDS, PROBE, Kind, induction, kinds, probe
 
 HOWS = ("zero", "mean")  # a head switched off: its output zeroed, or replaced by its mean over the positions
@@ -161,9 +161,9 @@ class Whole:
 def weights(model, run) -> torch.Tensor:
     """Every head's weights on the run's sentence (layers, heads, n, n), from each layer's recorded input: its q and
     k projections, RoPE, the scores and the softmax, without the MLPs and output projections a new forward pass
-    would repeat. A model whose attention is not the eight steps' (q/k RMSNorm, scaled RoPE) is run again instead."""
+    would repeat. A model whose attention is not the eight steps' (q/k RMSNorm, YaRN's factor) is run again instead."""
     s = model.spec
-    if getattr(s.family, "qk_norm", False) or s.rope_scaling is not None:
+    if getattr(s.family, "qk_norm", False) or s.rope_attention != 1.0:
         with torch.inference_mode():
             return s.family.forward(model, torch.tensor(run.ids, device=model.device)).weights.cpu()
     n, g = len(run.ids), s.heads // s.kv_heads
@@ -177,8 +177,8 @@ def weights(model, run) -> torch.Tensor:
             q = torch.nn.functional.linear(x, *w["w_query"]).unflatten(-1, (s.heads, s.head_dim)).transpose(0, 1)
             k = torch.nn.functional.linear(x, *w["w_key"]).unflatten(-1, (s.kv_heads, s.head_dim)).transpose(0, 1)
             if s.rope_base is not None:
-                at = torch.arange(n, device=q.device)
-                q, k = rope(q, at, s.rope_base), rope(k, at, s.rope_base)
+                at, theta = torch.arange(n, device=q.device), rope_theta(s, s.head_dim)
+                q, k = rope(q, at, theta), rope(k, at, theta)
             scores = q.view(s.kv_heads, g, n, s.head_dim) @ k[:, None].mT / math.sqrt(s.head_dim)  # (g, h/g, n, n)
             if allowed is not None:
                 scores = scores.masked_fill(~allowed.to(scores.device), float("-inf"))

@@ -48,6 +48,8 @@ OPTIONS = {
     "2 heads, w_out": (8, 8, 8, 6, {"heads": 2, "w_out": "random"}),
     "4 heads, 2 kv heads, sqrt_dk": (10, 8, 8, 8, {"heads": 4, "kv_heads": 2, "scale": "sqrt_dk"}),
     "RoPE, positions": (6, 4, 4, 4, {"rope_base": 100.0, "positions": (5, 1, 2, 9, 3, 0)}),
+    "scaled RoPE (a model's frequencies)": (5, 4, 8, 4, {"heads": 2, "rope_base": 500.0,
+                                                         "rope_frequencies": (0.7, 0.02)}),
     "w_out, one head": (5, 4, 4, 3, {"w_out": "random"}),
     "weights override": (3, 4, 3, 3, {"weights_override": ARTICLE_ROUNDED_WEIGHTS}),
     "16 × 16, every option": (16, 16, 16, 16, {"heads": 4, "kv_heads": 1, "rope_base": 10_000.0, "mask": "causal",

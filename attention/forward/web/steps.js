@@ -18,6 +18,7 @@ const DEFAULTS = {
   rounded_within: null, // a number: the override is the article's, dropped past this distance (ROUNDED_WITHIN)
   rope_base: null, // RoPE with this base, or null
   positions: null, // each token's position for RoPE; null: 0, 1, …, n − 1
+  rope_frequencies: null, // each pair's θ_p (a model's scaled RoPE); null: base^(−2p/d)
 };
 
 /** Run the eight steps on a case ({x, w_query, w_key, w_value, options}, plain arrays) and return their tensors. */
@@ -36,8 +37,10 @@ export function attend(kase) {
     // step 3b: rope — pair p of token i turned by the angle t_i · θ_p
     Object.assign(out, { queries_unrotated: queries, keys_unrotated: keys });
     const t = o.positions || Array.from({ length: n }, (_, i) => i);
-    queries = rope(queries, t, o.rope_base);
-    keys = rope(keys, t, o.rope_base);
+    const d = queries.shape[2];
+    const theta = o.rope_frequencies || Array.from({ length: d / 2 }, (_, p) => o.rope_base ** (-(2 * p) / d));
+    queries = rope(queries, t, theta);
+    keys = rope(keys, t, theta);
   }
   Object.assign(out, { queries, keys, values });
   // step 4: scores, scaled and divided by the temperature; a 0 in the mask: -inf
@@ -172,13 +175,13 @@ function maxGap(a, b) {
   return gap;
 }
 
-function rope(m, positions, base) {
-  // (h, n, d): dims 2p and 2p+1 of the token at position t turned by t · base^(−2p/d); angles in float64
+function rope(m, positions, theta) {
+  // (h, n, d): dims 2p and 2p+1 of the token at position t turned by t · θ_p; angles in float64
   const [h, n, d] = m.shape, out = tensor(m.shape);
   for (let head = 0; head < h; head++)
     for (let i = 0; i < n; i++)
       for (let p = 0; p < d / 2; p++) {
-        const angle = positions[i] * base ** (-(2 * p) / d);
+        const angle = positions[i] * theta[p];
         const cos = Math.fround(Math.cos(angle)), sin = Math.fround(Math.sin(angle));
         const at = (head * n + i) * d + 2 * p, even = m.data[at], odd = m.data[at + 1];
         out.data[at] = even * cos - odd * sin;

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from attention import attend, case_to_dict, models, parse_case
-from attention.base.case import CaseError
+from attention.base.case import CaseError, with_options
 from attention.base.i18n import render
 from attention.forward.compute import scale_factor
 
@@ -162,7 +162,14 @@ def test_a_heads_case_is_what_parse_case_makes_of_its_numbers(name):
     model = models.loaded(name)
     run = model.run(SENTENCES[1])
     for case in (models.head_case(model, run, 1, 2), models.layer_case(model, run, 1)):
-        assert parse_case(json.loads(json.dumps(case_to_dict(case)))) == case
+        parsed = parse_case(json.loads(json.dumps(case_to_dict(case))))
+        assert parsed == case
+        # its run takes the tensors the case was made from (Case.keep_tensors): the same trace, to the last bit
+        for dtype in ("float32", "float64"):  # (with_options keeps them: only the options change)
+            kept, made = attend(with_options(case, dtype=dtype)), attend(with_options(parsed, dtype=dtype))
+            for tensor in ("x", "w_query", "w_key", "w_value", "scores", "weights", "outputs"):
+                assert torch.equal(kept[tensor], made[tensor]) and kept[tensor].is_contiguous(), (dtype, tensor)
+        assert "_tensors" in with_options(case, dtype="float64").__dict__ and "_tensors" not in parsed.__dict__
 
 
 @needs_minilm

@@ -89,7 +89,7 @@ class Session:
         if checked:  # a model's numbers, checked as tensors (models/model.py): not again, number by number
             o = case.options  # grouped key/value heads set how wide w_key is: the numbers keep them (see _numbers)
             grouped = Options(heads=o.heads, kv_heads=o.kv_heads) if o.kv_heads else Options()
-            self._numbers = replace(case, options=grouped)
+            self._numbers = case.with_checked_options(grouped)
         self._check(numbers=not checked)
         if checked:  # the case as the session made it (on its device), which the origin compares with
             self.source = replace(self.source, case=self.case)

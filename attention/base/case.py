@@ -87,7 +87,19 @@ class Case:
         return self.__dict__["_hash"]
 
     def __getstate__(self) -> dict:  # a copy or pickle hashes again: str hashes differ between processes
-        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_hash", "_tensors")}
+
+    def keep_tensors(self, tensors: dict) -> Case:
+        """The matrices as the float32 tensors they were read from (a real model's case): a run takes them instead
+        of making 40,000 numbers into a tensor again (4 ms, a quarter of a small encoder's forward pass). Exactly the
+        case's numbers: these were made from them with tolist(). A copy or a changed case does without."""
+        self.__dict__["_tensors"] = tensors
+        return self
+
+    def with_checked_options(self, options: Options) -> Case:
+        """The same numbers (and the tensors they were read from) under other options, already checked."""
+        case = replace(self, options=options)
+        return case.keep_tensors(self.__dict__["_tensors"]) if "_tensors" in self.__dict__ else case
 
     @property
     def n(self) -> int:
@@ -174,7 +186,7 @@ def with_options(case: Case, **changes) -> Case:
     validated again (the variants page makes five of these per edit; at n = 1024 the numbers are 150,000)."""
     options = {f.name: getattr(case.options, f.name) for f in fields(Options)} | changes
     options = {k: _lists(v) for k, v in options.items() if v is not None}
-    return replace(case, options=_options(options, case.n, Widths.of(case), case.tokens))
+    return case.with_checked_options(_options(options, case.n, Widths.of(case), case.tokens))
 
 
 def case_to_dict(case: Case) -> dict:

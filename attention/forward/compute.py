@@ -71,12 +71,12 @@ def attend(case: Case) -> Trace:
     recorder = Recorder(step_names(case), device)
     record = recorder.record
     # step 1: inputs
-    x = torch.tensor(case.x, dtype=dtype, device=device)  # (n, d_in)
+    x = matrix(case, "x", dtype, device)  # (n, d_in)
     record("inputs", x=x)
     # step 2: weights
-    w_query = torch.tensor(case.w_query, dtype=dtype, device=device)  # (d_in, d_k)
-    w_key = torch.tensor(case.w_key, dtype=dtype, device=device)  # (d_in, d_k)
-    w_value = torch.tensor(case.w_value, dtype=dtype, device=device)  # (d_in, d_v)
+    w_query = matrix(case, "w_query", dtype, device)  # (d_in, d_k)
+    w_key = matrix(case, "w_key", dtype, device)  # (d_in, d_k)
+    w_value = matrix(case, "w_value", dtype, device)  # (d_in, d_v)
     record("weights", w_query=w_query, w_key=w_key, w_value=w_value)
     # step 3: qkv
     queries = x @ w_query  # (n, d_k)
@@ -152,6 +152,15 @@ def steps_4_to_7(
     outputs = concat if w_out is None else concat @ w_out  # (n_q, d_out)
     record("outputs", outputs=outputs, **_step_7_parts(head_outputs, concat, w_out))
     return outputs
+
+
+def matrix(case: Case, name: str, dtype: torch.dtype, device: torch.device) -> Tensor:
+    """One of the case's matrices as a tensor: from its numbers, or a copy of the tensor they came from (a real
+    model's case, Case.keep_tensors), laid out as one made from the numbers is."""
+    kept = case.__dict__.get("_tensors", {}).get(name)
+    if kept is None:
+        return torch.tensor(getattr(case, name), dtype=dtype, device=device)
+    return torch.empty(kept.shape, dtype=dtype, device=device).copy_(kept)
 
 
 def rope(m: Tensor, positions: Tensor, theta: Tensor) -> Tensor:

@@ -29,8 +29,11 @@ SENTENCE = "The cat sat on the mat because it was tired"
 TARGET_CASE = 1.5  # one head's case / transformers' forward pass of the sentence, at most
 # SmolLM2-135M's shape, fewer layers: big enough that reading the weights dominates a load, quick to make and save
 SIZES = {"hidden_size": 576, "num_hidden_layers": 8, "num_attention_heads": 9, "intermediate_size": 1536}
+LLAMA3 = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,  # Llama 3.2's
+          "original_max_position_embeddings": 8192, "rope_theta": 500000.0}  # fmt: skip
 FAMILIES = {  # family: (transformers' config and model classes, config, tokenizer)
-    "llama": ("LlamaConfig", "LlamaForCausalLM", {**SIZES, "num_key_value_heads": 3}, "byte"),
+    "llama": ("LlamaConfig", "LlamaForCausalLM", {**SIZES, "num_key_value_heads": 3, "rope_parameters": LLAMA3},
+              "byte"),
     "mistral": ("MistralConfig", "MistralForCausalLM", {**SIZES, "num_key_value_heads": 3}, "byte"),
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {**SIZES, "num_key_value_heads": 3}, "byte"),
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {**SIZES, "num_key_value_heads": 3, "head_dim": 64}, "byte"),
@@ -148,7 +151,9 @@ def main() -> None:
         for family, (_, model_class, _, tokenizer) in FAMILIES.items():
             folder = work / family
             made(family, folder, made_tokenizers[tokenizer])
-            rows.append((f"{family} (random, {SIZES['num_hidden_layers']} layers, safetensors)", folder, model_class))
+            scaled = ", Llama 3.2's scaled RoPE" if "rope_parameters" in FAMILIES[family][2] else ""
+            rows.append((f"{family} (random, {SIZES['num_hidden_layers']} layers{scaled}, safetensors)", folder,
+                         model_class))  # fmt: skip
         table = []
         for title, path, model_class in rows:
             spec = sources.spec_at(path)

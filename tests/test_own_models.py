@@ -287,3 +287,24 @@ def test_the_whole_model_page_draws_every_head_of_a_model_on_disk_and_a_causal_o
         assert not at.exception, at.exception
         ranked = next(d.value for d in at.dataframe if len(d.value) == spec.heads)
         assert len(ranked) == spec.heads
+
+
+def test_a_model_whose_files_are_removed_while_shown_leaves_its_numbers_and_says_so(shelf, tmp_path, monkeypatch):
+    """An operator removes a model's folder while a session shows one of its heads: the next run says so, and the
+    head's numbers stay the session's case, no longer tied to the model (whose spec and weights are gone)."""
+    from attention.app.origins import make
+
+    shutil.copytree(shelf / "tiny-gpt2", tmp_path / "shelf" / "tiny-gpt2")
+    monkeypatch.setenv("ATTENTION_MODELS", str(tmp_path / "shelf"))
+    models._offers.cache_clear()
+    at = opened("local:tiny-gpt2")
+    s = session(at)
+    case = s.case
+    assert isinstance(s.source, ModelHead)
+    make.forget_gone_model(s)  # still offered: nothing happens
+    assert isinstance(s.source, ModelHead) and not s.notices
+    shutil.rmtree(tmp_path / "shelf" / "tiny-gpt2")
+    models._offers.cache_clear()  # (the server looks again after models.RESCAN seconds)
+    make.forget_gone_model(s)
+    assert not isinstance(s.source, ModelHead) and s.source.case is case and s.case is case
+    assert "tiny-gpt2 is no longer offered here" in str(s.notices[-1])

@@ -157,3 +157,14 @@ def test_the_code_each_step_shows_runs_and_gives_the_traces_numbers(seed):
     trace = attend(case)
     for name in ("x", "queries", "keys", "values", "scores", "weights", "weighted", "outputs"):
         torch.testing.assert_close(scope[name], trace[name] if name != "outputs" else trace.outputs, msg=name)
+
+
+def test_a_wide_matrix_is_cut_to_its_first_and_last_numbers_on_the_page_and_whole_in_the_script():
+    """A real model's x has 577 numbers a row: the page's block shows a few of each row, the script every one."""
+    case = random_case(n=20, d_in=40, d_k=4, d_v=4, seed=3)
+    rows = [line for line in shown(case, "inputs").splitlines() if line.startswith("    [")]
+    assert len(rows) == 16  # SHOWN_ROWS
+    first = case.x[0]
+    assert rows[0] == f"    [{', '.join(repr(v) for v in first[:6])}, ..., {first[-1]!r}],  # Input 1 (40 numbers)"
+    assert all(len(row) < 120 for row in rows)
+    assert f"    [{', '.join(repr(v) for v in first)}],  # Input 1" in to_script(case)  # the whole row

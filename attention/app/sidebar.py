@@ -25,6 +25,7 @@ def read(session: Session) -> None:
     callbacks) makes every way of setting them work the same: the browser, a test, a forged client. A value is
     new when it differs from what the widget showed when last drawn: a button's operation (reset, back to the
     article) changes the session while the widgets still show the old values, which must not be taken back."""
+    make.forget_gone_model(session)  # before anything asks for its spec
     s, shown = st.session_state, session.widgets
     changed = {key: s[key] for key in (LANGUAGE, *CONTROLS) if key in s and s[key] != shown.get(key, s[key])}
     if changed.get(LANGUAGE) in LANGUAGES:

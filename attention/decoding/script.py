@@ -31,8 +31,7 @@ def decoding_script(case: Case) -> str:
     o, dtype = case.options, f"torch.{case.options.dtype}"
     h, g = o.heads, o.kv_heads or o.heads
     at = list(o.positions) if o.positions is not None else list(range(case.n))
-    frequencies = o.rope_frequencies  # a model's scaled RoPE
-    theta = "None" if frequencies is None else f"torch.tensor({list(frequencies)!r}, dtype=torch.float64)"
+    theta = "None" if o.rope_frequencies is None else f"torch.tensor({list(o.rope_frequencies)!r}, dtype=torch.float64)"
     lines = [
         '"""Decoding with a KV cache, one token at a time, checked against the whole causal computation (generated;',
         'needs torch)."""',

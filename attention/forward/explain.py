@@ -85,10 +85,10 @@ def rotation(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) 
     computed = u * math.cos(angle) - v * math.sin(angle) if col % 2 == 0 else u * math.sin(angle) + v * math.cos(angle)
     value = c.view(tensor, head)[i, col].item()
     title = msg("explain.rope.title", tensor=tensor, at=place(head, c.token(i), str(col + 1)), token=c.token(i))
-    scaled = ".angle" if o.rope_frequencies is None else ".angle_scaled"  # a model's own θ_p, scaled from the paper's
-    angle_line = msg("explain.rope" + scaled, token=c.token(i), position=t, pair=p + 1, first=2 * p + 1,
-                     second=2 * p + 2, base=approx(o.rope_base), power=2 * p, d=d, theta=approx(theta),
-                     angle=approx(angle))  # fmt: skip
+    scaled = o.rope_frequencies is not None  # a model's own θ_p, scaled from the paper's
+    angle_line = msg("explain.rope.angle_scaled" if scaled else "explain.rope.angle", token=c.token(i),
+                     position=t, pair=p + 1, first=2 * p + 1, second=2 * p + 2, base=approx(o.rope_base),
+                     power=2 * p, d=d, theta=approx(theta), angle=approx(angle))  # fmt: skip
     cos, sin = approx(math.cos(angle)), approx(math.sin(angle))
     if col % 2 == 0:
         expression = f"{factor(c.num(u))}·{factor(cos)} − {factor(c.num(v))}·{factor(sin)}"

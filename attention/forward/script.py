@@ -11,6 +11,7 @@ from .steps import LABELS, ROPE, TITLES
 
 MAX_LABEL_CHARS = 80  # a label in a comment is cut here (labels are user text; the case limits them to 40)
 SHOWN_ROWS = 16  # rows of a matrix a page shows in a step's code (the exported script has them all)
+SHOWN_COLUMNS = 8  # numbers of a row it shows: a real model's x has 577 a row, its weights' rows 64 or more
 
 
 def to_script(case: Case) -> str:
@@ -78,7 +79,7 @@ def blocks(case: Case) -> dict[str, list[str]]:
 
 def shown(case: Case, step: str) -> str:
     """One step's block as a page shows it beside the step: the script's own lines, a matrix of more than
-    SHOWN_ROWS rows cut short (the exported script has them all)."""
+    SHOWN_ROWS rows or SHOWN_COLUMNS columns cut short (the exported script has them all)."""
     out, rows = [], None  # rows: of the matrix literal being written, or None outside one
     for line in BLOCKS[step](case):
         if rows is not None and line != "]":
@@ -87,9 +88,20 @@ def shown(case: Case, step: str) -> str:
                 if rows == SHOWN_ROWS + 1:
                     out.append("    # … the other rows are in the exported script")
                 continue
+            line = _cut_row(line)
         rows = 0 if line.endswith(" = [") else None if line == "]" else rows
         out.append(line)
     return "\n".join(out)
+
+
+def _cut_row(line: str) -> str:
+    """A literal's row of more than SHOWN_COLUMNS numbers: its first ones, `...` and its last (its label kept)."""
+    numbers, end, label = line.strip().removeprefix("[").partition("],")
+    numbers = numbers.split(", ")
+    if len(numbers) <= SHOWN_COLUMNS:
+        return line
+    kept = [*numbers[: SHOWN_COLUMNS - 2], "...", numbers[-1]]
+    return f"    [{', '.join(kept)}{end}{label or '  #'} ({len(numbers)} numbers)"
 
 
 def _inputs(case: Case) -> list[str]:

@@ -16,6 +16,7 @@ from ..session import Session
 from . import PRESETS
 from .given import Article, File, Link, Random
 from .model import Choice, Loader, ModelHead, allowed
+from .origin import Origin
 
 
 def reset(session: Session) -> None:
@@ -95,6 +96,15 @@ STARTS = {Article: _article, Random: _random, ModelHead: _model_head}  # each pr
 def shown(session: Session) -> ModelHead | None:
     """The model's head the session last made (its case perhaps edited since), or None."""
     return session.source if isinstance(session.source, ModelHead) else None
+
+
+def forget_gone_model(session: Session) -> None:
+    """A model the server stopped offering while this session showed it (its files removed): said, and its head's
+    numbers stay the session's case, no longer tied to the model (its spec and weights are gone with its files)."""
+    head = shown(session)
+    if head is not None and head.choice.model not in models.ids():
+        session.notices.append(msg("notice.model_gone", model=models.title(head.choice.model)))
+        session.source = Origin(session.case)
 
 
 def choose_model(session: Session, loader: Loader, **changes: object) -> None:

@@ -43,6 +43,27 @@ CASES = {
     "scaled RoPE (a model's own frequency per pair), 2 heads, a scale": random_case(
         n=5, d_k=8, d_v=4, seed=9, heads=2, rope_base=500.0, rope_frequencies=[0.7, 0.02], scale=0.3
     ),
+    "Qwen3's q/k norm before RoPE, 2 heads, causal": random_case(
+        n=5,
+        d_k=8,
+        d_v=4,
+        seed=10,
+        heads=2,
+        rope_base=500.0,
+        mask="causal",
+        q_norm=[1.5, 0.5, -1.0, 2.0],
+        k_norm=[0.8, 1.2, 1.0, -0.6],
+    ),
+    "q/k norm without RoPE, float64, a cell's loss": random_case(
+        n=4,
+        d_k=4,
+        d_v=2,
+        seed=11,
+        dtype="float64",
+        q_norm=[1.5, 0.5, -1.0, 2.0],
+        k_norm=[0.8, 1.2, 1.0, -0.6],
+        norm_eps=0.01,
+    ),
     "n = 24, bigger": random_case(n=24, d_in=8, d_k=8, d_v=8, seed=8, heads=2, temperature=2.0),
 }
 

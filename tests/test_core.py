@@ -1,5 +1,7 @@
 """The eight steps against the seed's printed numbers and PyTorch's own attention (the trusted oracles)."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -9,6 +11,7 @@ from attention.base.case import with_options
 from attention.base.presets import ARTICLE_ROUNDED_WEIGHTS, article, random_case, resize
 from attention.forward.compute import REPEAT_MAX_N, Broadcast, one_query, scale_factor
 from attention.forward.files import trace_to_dict
+from attention.forward.oracle import check
 from attention.forward.script import blocks, shown
 from attention.forward.steps import LABELS, step_names, step_of
 
@@ -178,6 +181,39 @@ def test_rope_turns_pairs_as_complex_numbers_and_equals_fused_attention(seed):
                                @ torch.tensor(case.w_query, dtype=torch.float64))  # fmt: skip
     expected = F.scaled_dot_product_attention(q[None], k[None], trace["values"][None], scale=1.0)[0]
     torch.testing.assert_close(trace.outputs, expected)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_q_k_norm_is_torchs_rms_norm_and_the_check_catches_a_missing_one(seed):
+    """Qwen3's step 3a: each head's rows over their root mean square times γ, as torch.nn.functional.rms_norm; the
+    check against fused attention (which norms with F.rms_norm) fails when the trace's norm is left out."""
+    gamma = {"q_norm": [1.5, 0.5, -1.0, 2.0], "k_norm": [0.8, 1.2, 1.0, -0.6], "norm_eps": 10.0 ** -(seed + 3)}
+    rope = {"rope_base": 100.0} if seed % 2 else {}
+    case = random_case(5, 4, 8, 4, seed=seed, heads=2, dtype="float64", **gamma, **rope)
+    trace = attend(case)
+    assert step_names(case)[3] == "norm" and trace.step("norm").label == "3a"
+    unnormed = trace["queries_unnormed"]
+    normed = F.rms_norm(unnormed, (4,), torch.tensor(gamma["q_norm"], dtype=torch.float64), gamma["norm_eps"])
+    torch.testing.assert_close(trace["queries_unrotated" if rope else "queries"], normed)
+    assert check(trace).agrees
+    bare = attend(with_options(case, q_norm=None, k_norm=None))
+    mixed = replace(trace, outputs=bare.outputs)  # the trace's records with the outputs of no norm
+    assert not check(mixed).agrees
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"q_norm": [1.0, 1.0]}, "key norm weights: q/k norm weights come in pairs"),
+        ({"q_norm": [1.0], "k_norm": [1.0, 1.0]}, "query norm weights: must hold 2 numbers, one per dim"),
+        ({"q_norm": [1.0, "x"], "k_norm": [1.0, 1.0]}, "query norm weights, dim 2: 'x' is not a number"),
+        ({"norm_eps": 0.0}, "q/k norm ε: must be greater than 0"),
+    ],
+)
+def test_q_k_norm_options_are_checked(options, message):
+    with pytest.raises(CaseError) as e:
+        random_case(3, 4, 2, 2, **options)
+    assert str(e.value).startswith(message), str(e.value)
 
 
 @pytest.mark.parametrize("shift", [1, 7, -3, 1000, 100_000])

@@ -52,6 +52,18 @@ CASES = {
     "scaled RoPE (a model's own frequency per pair)": random_case(
         n=5, d_k=4, seed=9, rope_base=500.0, rope_frequencies=[0.7, 0.02], mask="causal"
     ),
+    "q/k norm, RoPE, grouped": random_case(
+        n=6,
+        d_k=8,
+        d_v=4,
+        seed=10,
+        heads=2,
+        kv_heads=1,
+        rope_base=100.0,
+        mask="causal",
+        q_norm=[1.5, 0.5, -1.0, 2.0],
+        k_norm=[0.8, 1.2, 1.0, -0.6],
+    ),
     "n = 40, 8 heads sharing 2": random_case(n=40, d_in=16, d_k=32, d_v=32, seed=8, heads=8, kv_heads=2),
 }
 FP32 = {"rtol": 1.3e-6, "atol": 1e-5}

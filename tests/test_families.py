@@ -15,7 +15,7 @@ import torch
 
 from attention import attend, models
 from attention.base.case import CaseError
-from attention.base.tolerance import heads_of, product_error, rounding, turned_error, within
+from attention.base.tolerance import heads_of, normed_error, product_error, rounding, turned_error, within
 from attention.forward.compute import rope_theta, scale_factor, tolerance
 from attention.models import sources
 from attention.models.generate import _stop_ids, generate
@@ -157,7 +157,11 @@ def weights_tolerance(case, trace) -> torch.Tensor:
     x, q, k = (trace[name].double() for name in ("x", "queries", "keys"))
     e_q = heads_of(product_error(x, trace["w_query"], dtype), 1, q.shape[-1])[0]  # (n, d)
     e_k = heads_of(product_error(x, trace["w_key"], dtype), 1, k.shape[-1])[0]
-    if case.options.rope_base is not None:
+    o = case.options
+    if o.q_norm is not None:  # Qwen3's norm, then RoPE
+        e_q = normed_error(e_q, trace["queries_unnormed"], o.q_norm, o.norm_eps, dtype)
+        e_k = normed_error(e_k, trace["keys_unnormed"], o.k_norm, o.norm_eps, dtype)
+    if o.rope_base is not None:
         e_q, e_k = turned_error(e_q, q, dtype), turned_error(e_k, k, dtype)
     sigma = m * (rounding(q.shape[-1], dtype) * (q.abs() @ k.abs().T) + e_q @ k.abs().T + q.abs() @ e_k.T)
     sigma = sigma + 4 * torch.finfo(dtype).eps
@@ -191,11 +195,8 @@ def test_every_head_of_every_layer_through_the_eight_steps_equals_transformers(p
     d, s = model.spec.head_dim, model.spec
     for layer in range(s.layers):
         for head in range(s.heads):
-            if getattr(s.family, "qk_norm", False):  # Qwen3 norms q and k before RoPE: not in the eight steps
-                with pytest.raises(CaseError, match="q/k RMSNorm"):
-                    models.head_case(model, run, layer, head)
-                continue
             case = models.head_case(model, run, layer, head)
+            assert (case.options.q_norm is not None) == getattr(s.family, "qk_norm", False)  # Qwen3's step 3a
             trace = attend(case)
             expected = hf_heads[layer][:, head * d : (head + 1) * d]
             assert within(trace.outputs, expected, tolerance(case, trace.__getitem__, projected=True)), (layer, head)

@@ -1,5 +1,5 @@
 """Models on disk through the app (AppTest): ATTENTION_MODELS pointing at tiny random models made here with
-transformers (Llama, GPT-2, BERT) and broken folders; the picker lists them with their sizes, each opens a head
+transformers (Llama, GPT-2, BERT, Qwen3) and broken folders; the picker lists them with their sizes, each opens a head
 checked against the model, a causal one generates, a broken one or one past the budget says why and the case stays,
 a link names a model by its id, the exported script runs at home."""
 
@@ -19,6 +19,7 @@ from attention import attend, models
 from attention.app import loaded
 from attention.app.origins import Article, ModelHead
 from attention.decoding.state import DecodingView
+from attention.forward.steps import step_names
 from attention.models import offered
 from attention.models.script import real_script
 from tests.apptest import APP, current_trace, session
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.skipif(
     models.missing("smollm2") or models.missing("minilm"), reason="the shipped models' tokenizers (model packages)"
 )
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ("llama", "gpt2", "bert")
+TINY = ("llama", "gpt2", "bert", "qwen3")
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +38,7 @@ def shelf(tokenizers, gguf_pair, tmp_path_factory) -> Path:  # noqa: F811
     an architecture not here."""
     root = tmp_path_factory.mktemp("shelf")
     shutil.copy(gguf_pair[2], root / "tiny-llama.Q8_0.gguf")
-    for family in (*TINY, "qwen3"):
+    for family in TINY:
         make(family, root / f"tiny-{family}", tokenizers[FAMILIES[family][3]])
     (root / "broken").mkdir()
     (root / "broken" / "config.json").write_text(json.dumps({"model_type": "bert"}))
@@ -169,15 +170,12 @@ def test_a_broken_model_says_why_and_the_case_stays(picked, words):
     assert at.selectbox(key="real_model").value == "local:tiny-gpt2"
 
 
-def test_a_model_whose_heads_are_not_the_eight_steps_says_so_and_still_generates():
-    at = opened("local:tiny-gpt2")
-    at.selectbox(key="real_model").set_value("local:tiny-qwen3").run()
-    assert not at.exception
-    assert any("has q/k RMSNorm, which is not one of the eight steps" in w.value for w in at.warning)
-    assert session(at).origin.choice.model == "local:tiny-gpt2"
-    link = opened("local:tiny-qwen3")  # a link to it: said, and the article opens
-    assert any("q/k RMSNorm" in w.value for w in link.warning) and isinstance(session(link).source, Article)
-    assert models.problem("local:tiny-qwen3") is None and models.causal_id("local:tiny-qwen3") == "local:tiny-qwen3"
+def test_a_qwen3_head_walks_its_q_k_norm_as_step_3a_and_the_model_generates():
+    at = opened("local:tiny-qwen3", layer="2", head="3")
+    assert_checked(at, "local:tiny-qwen3")
+    case = session(at).case
+    assert case.options.q_norm is not None and step_names(case)[3:5] == ("norm", "rope")
+    assert models.causal_id("local:tiny-qwen3") == "local:tiny-qwen3"
 
 
 def test_a_model_past_the_budget_is_marked_and_refused_with_both_numbers_before_it_is_read(monkeypatch):

@@ -51,6 +51,18 @@ CASES = {
     "scaled RoPE (a model's own frequency per pair), 2 heads, a scale": random_case(
         n=5, d_k=8, d_v=4, seed=9, heads=2, rope_base=500.0, rope_frequencies=[0.7, 0.02], scale=0.3
     ),
+    "Qwen3's q/k norm, RoPE, grouped, causal": random_case(
+        n=5,
+        d_k=8,
+        d_v=4,
+        seed=10,
+        heads=2,
+        kv_heads=1,
+        rope_base=500.0,
+        mask="causal",
+        q_norm=[1.5, 0.5, -1.0, 2.0],
+        k_norm=[0.8, 1.2, 1.0, -0.6],
+    ),
     # Labels straight into the dataclass: to_script must be safe even for a case that skipped validation
     "hostile labels": replace(random_case(n=len(HOSTILE), seed=5), tokens=HOSTILE),
 }
@@ -168,3 +180,12 @@ def test_a_wide_matrix_is_cut_to_its_first_and_last_numbers_on_the_page_and_whol
     assert rows[0] == f"    [{', '.join(repr(v) for v in first[:6])}, ..., {first[-1]!r}],  # Input 1 (40 numbers)"
     assert all(len(row) < 120 for row in rows)
     assert f"    [{', '.join(repr(v) for v in first)}],  # Input 1" in to_script(case)  # the whole row
+
+
+def test_a_models_long_lists_of_gamma_and_theta_are_cut_on_the_page_and_whole_in_the_script():
+    """A real head of Qwen3 has 128 numbers in each of γ_Q and γ_K, and 64 frequencies θ_p."""
+    gamma = [round(0.5 + i / 64, 4) for i in range(32)]
+    case = random_case(n=3, d_in=4, d_k=32, d_v=4, q_norm=gamma, k_norm=gamma, rope_base=100.0, seed=3)
+    line = next(line for line in shown(case, "norm").splitlines() if line.startswith("gamma_q"))
+    assert f"[{', '.join(map(repr, gamma[:6]))}, ..., {gamma[-1]!r}]" in line and len(line) < 130
+    assert f"[{', '.join(map(repr, gamma))}]" in to_script(case)

@@ -46,6 +46,17 @@ CASES = {
     "scaled RoPE (a model's own frequency per pair), 2 heads": random_case(
         n=7, d_k=8, d_v=4, seed=9, heads=2, rope_base=500.0, rope_frequencies=[0.7, 0.02], mask="causal"
     ),
+    "q/k norm, RoPE, 2 heads": random_case(
+        n=7,
+        d_k=8,
+        d_v=4,
+        seed=10,
+        heads=2,
+        rope_base=500.0,
+        mask="causal",
+        q_norm=[1.5, 0.5, -1.0, 2.0],
+        k_norm=[0.8, 1.2, 1.0, -0.6],
+    ),
     "big scores (exp would overflow without the running maximum)": random_case(n=6, seed=8, scale=60.0),
 }
 BLOCKS = [(1, 1), (2, 3), (3, 2), (4, 4), (None, None), ("n", "n"), (5, 1)]

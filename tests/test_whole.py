@@ -386,7 +386,7 @@ def test_a_links_sort_opens_the_view_and_a_bad_one_is_refused_with_why():
 
 
 @needs_models
-@pytest.mark.parametrize("family", ["bert", "qwen2", "qwen3"])  # biases; q/k norm (run again instead)
+@pytest.mark.parametrize("family", ["bert", "qwen2", "qwen3"])  # biases; q/k norm
 def test_every_heads_weights_of_other_families_are_the_forward_passes(family, tokenizers, tmp_path):  # noqa: F811
     make(family, tmp_path, tokenizers[FAMILIES[family][3]])
     model = sources.open_model(tmp_path)

@@ -124,11 +124,14 @@ class Inputs:
     rounded: Grid | None = None  # the article's rounded softmax (the case's weights_override)
     # A real model's attention (attention/models/), which no widget sets: kept as a loaded case (a file, a link)
     # had them, else a check of the inputs would drop them. RoPE's base, positions and scaled frequencies; grouped
-    # key/value heads.
+    # key/value heads; Qwen3's q/k norm.
     rope_base: float | None = None
     positions: tuple[int, ...] | None = None
     rope_frequencies: tuple[float, ...] | None = None
     kv_heads: int | None = None
+    q_norm: tuple[float, ...] | None = None
+    k_norm: tuple[float, ...] | None = None
+    norm_eps: float = 1e-6
     bias: bool = False  # x's last column brings in the weights' biases (a model's): its label says so
 
     @classmethod
@@ -138,7 +141,7 @@ class Inputs:
             case.x, case.w_query, case.w_key, case.w_value, case.tokens,
             w_out=o.w_out, mask=o.mask if isinstance(o.mask, tuple) else None, rounded=o.weights_override,
             rope_base=o.rope_base, positions=o.positions, rope_frequencies=o.rope_frequencies, kv_heads=o.kv_heads,
-            bias=o.bias,
+            bias=o.bias, q_norm=o.q_norm, k_norm=o.k_norm, norm_eps=o.norm_eps,
         )  # fmt: skip
 
     def with_cells(self, name: str, cells: dict[tuple[int, int], object]) -> Inputs:
@@ -167,8 +170,9 @@ class Inputs:
         w_out = grids["options"]["w_out"]
         kept = {} if c.n != len(self.x) else {"rounded": self.rounded, "mask": self.mask, "positions": self.positions}
         kept |= {"rope_base": self.rope_base, "kv_heads": self.kv_heads, "bias": self.bias and c.d_in == len(self.x[0])}
-        if c.d_k == len(self.w_query[0]):  # a pair's frequency each: the same head widths
-            kept["rope_frequencies"] = self.rope_frequencies
+        kept["norm_eps"] = self.norm_eps
+        if c.d_k == len(self.w_query[0]):  # a pair's frequency, a dim's norm weight each: the same head widths
+            kept |= {"rope_frequencies": self.rope_frequencies, "q_norm": self.q_norm, "k_norm": self.k_norm}
         matrices = {name: _grid(grids[name]) for name in NUMBERS}
         return Inputs(**matrices, tokens=tuple(grids["tokens"]), w_out=None if w_out is None else _grid(w_out), **kept)
 
@@ -189,6 +193,9 @@ def options(c: Controls, i: Inputs) -> dict:
         "rope_frequencies": i.rope_frequencies,
         "kv_heads": i.kv_heads,
         "bias": i.bias,
+        "q_norm": i.q_norm,
+        "k_norm": i.k_norm,
+        "norm_eps": i.norm_eps,
     }
 
 

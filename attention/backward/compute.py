@@ -11,8 +11,8 @@ import torch
 from ..base.case import Case
 from ..base.record import Check, Record, Recorder, Step, compare, worst
 from ..base.tolerance import gradient_tolerance
-from ..forward.compute import Trace, option_tensors, positions, rope, rope_theta, scale_factor
-from ..forward.steps import ROPE
+from ..forward.compute import Trace, option_tensors, positions, qk_normed, rope, rope_theta, scale_factor
+from ..forward.steps import NORM, ROPE
 from .loss import Loss, gradient
 from .steps import GRAD_AXES, backward_names, step
 
@@ -97,10 +97,7 @@ def backward(trace: Trace, loss: Loss) -> Backward:
     d_queries = d_scores_raw @ keys  # (h?, n_q, d_k/h)
     d_keys = d_scores_raw.mT @ queries  # (h?, n_k, d_k/h)
     record("scores", d_scores_raw=d_scores_raw, d_queries=d_queries, d_keys=d_keys)
-    if o.rope_base is not None:  # step 3b back: a rotation's transpose is the rotation by the opposite angle
-        t, theta = positions(case), rope_theta(o, case.d_head)
-        d_queries, d_keys = rope(d_queries, -t, theta), rope(d_keys, -t, theta)
-        record(ROPE, d_queries_unrotated=d_queries, d_keys_unrotated=d_keys)
+    d_queries, d_keys = _back_through_step_3(trace, d_queries, d_keys, record)  # RoPE's turns, the q/k norm
     # step 3 back: the heads joined again (a shared key/value head sums its query heads' gradients), then Q = X W_Q
     d_q, d_k, d_v = d_queries, d_keys, d_values
     if h > 1:
@@ -112,6 +109,28 @@ def backward(trace: Trace, loss: Loss) -> Backward:
     record("inputs", d_x=d_x)
     steps = tuple(step(case, loss, name, *recorder.records[name]) for name in backward_names(case))
     return Backward(trace, loss, value, steps)
+
+
+def _back_through_step_3(trace: Trace, d_queries, d_keys, record) -> tuple[torch.Tensor, torch.Tensor]:
+    """Steps 3b and 3a back, where the case has them: RoPE's turns and the q/k norm, undone in reverse."""
+    case, o = trace.case, trace.case.options
+    if o.rope_base is not None:  # step 3b back: a rotation's transpose is the rotation by the opposite angle
+        t, theta = positions(case), rope_theta(o, case.d_head)
+        d_queries, d_keys = rope(d_queries, -t, theta), rope(d_keys, -t, theta)
+        record(ROPE, d_queries_unrotated=d_queries, d_keys_unrotated=d_keys)
+    if o.q_norm is not None:  # step 3a back: through each row's root mean square and γ
+        d_queries = rms_norm_back(d_queries, trace["queries_unnormed"], o.q_norm, o.norm_eps)
+        d_keys = rms_norm_back(d_keys, trace["keys_unnormed"], o.k_norm, o.norm_eps)
+        record(NORM, d_queries_unnormed=d_queries, d_keys_unnormed=d_keys)
+    return d_queries, d_keys
+
+
+def rms_norm_back(d_y: torch.Tensor, u: torch.Tensor, gamma, eps: float) -> torch.Tensor:
+    """y = γ ⊙ u / r, r = √(mean(u²) + ε), back: du = (g − û · mean(g ⊙ û)) / r with g = γ ⊙ dy and û = u / r (the
+    part of g along û is what lengthening u would change, and the norm takes it away)."""
+    r_inv = torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + eps)  # (…, 1)
+    g, unit = d_y * torch.tensor(gamma, dtype=d_y.dtype), u * r_inv
+    return r_inv * (g - unit * (g * unit).mean(-1, keepdim=True))
 
 
 def autograd(case: Case, loss: Loss) -> dict[str, torch.Tensor]:
@@ -127,6 +146,7 @@ def autograd(case: Case, loss: Loss) -> dict[str, torch.Tensor]:
     q, k, v = (x @ leaves[name] for name in ("w_query", "w_key", "w_value"))
     q = q.unflatten(-1, (h, -1)).transpose(0, 1)
     k, v = (m.unflatten(-1, (g, -1)).transpose(0, 1).repeat_interleave(h // g, dim=0) for m in (k, v))
+    q, k = qk_normed(o, q, k)  # a q/k norm, where the case has one
     if o.rope_base is not None:
         t, theta = positions(case), rope_theta(o, case.d_head)
         q, k = rope(q, t, theta), rope(k, t, theta)
@@ -159,7 +179,10 @@ def check(result: Backward) -> Check:
     o, (_, _, w_out) = case.options, option_tensors(case, torch.device("cpu"))
     tensors = (trace[name] for name in ("x", "w_query", "w_key", "w_value", "queries", "keys", "values", "weights"))
     multiplier = scale_factor(case) / o.temperature
+    norm = None
+    if o.q_norm is not None:  # step 3's queries and keys, before the norm
+        norm = (trace["queries_unnormed"], trace["keys_unnormed"], o.q_norm, o.k_norm, o.norm_eps)
     allowed = gradient_tolerance(*tensors, trace["weights_exact"], result["d_outputs"], multiplier,
-                                 o.rope_base is not None, w_out, result.loss.cell is None)  # fmt: skip
+                                 o.rope_base is not None, w_out, result.loss.cell is None, norm)  # fmt: skip
     theirs = autograd(case, result.loss)
     return worst(compare("torch.autograd", result[name], theirs[name], allowed[name]) for name in theirs)

@@ -6,7 +6,7 @@ from ..base import tolerance as rule
 from ..base.case import Case
 from ..forward.compute import scale_factor
 from ..forward.script import literal, rule_lines, to_script
-from ..forward.steps import LABELS, ROPE
+from ..forward.steps import LABELS, NORM, ROPE
 from .loss import Loss
 from .steps import backward_names
 
@@ -104,6 +104,19 @@ def _rope(case: Case, loss: Loss) -> list[str]:
     ]
 
 
+def _norm(case: Case, loss: Loss) -> list[str]:
+    return [
+        "def norm_back(d, u, gamma):  # y = γ ⊙ u / r back to u: the part along u / r, which the norm undoes, removed",
+        "    r_inv = torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + norm_eps)",
+        "    g, unit = d * gamma, u * r_inv",
+        "    return r_inv * (g - unit * (g * unit).mean(-1, keepdim=True))",
+        "",
+        "",
+        "d_queries = norm_back(d_queries, queries_unnormed, gamma_q)",
+        "d_keys = norm_back(d_keys, keys_unnormed, gamma_k)",
+    ]
+
+
 def _weights(case: Case, loss: Loss) -> list[str]:
     o = case.options
     lines = []
@@ -131,7 +144,7 @@ def _inputs(case: Case, loss: Loss) -> list[str]:
 
 
 BLOCKS = {
-    "outputs": _outputs, "weighted": _weighted, "softmax": _softmax, "scores": _scores, ROPE: _rope,
+    "outputs": _outputs, "weighted": _weighted, "softmax": _softmax, "scores": _scores, ROPE: _rope, NORM: _norm,
     "weights": _weights, "inputs": _inputs,
 }  # fmt: skip
 
@@ -148,6 +161,8 @@ def _check(case: Case, loss: Loss) -> list[str]:
         f"q = q.unflatten(-1, ({h}, -1)).transpose(0, 1)",
         f"k, v = (t.unflatten(-1, ({g}, -1)).transpose(0, 1).repeat_interleave({h // g}, dim=0) for t in (k, v))",
     ]
+    if o.q_norm is not None:
+        lines.append("q, k = rms_norm(q, gamma_q), rms_norm(k, gamma_k)")
     if o.rope_base is not None:
         lines.append("q, k = rope(q), rope(k)")
     lines.append(f"s = q @ k.mT * {scale_factor(case) / o.temperature!r}")
@@ -170,15 +185,16 @@ def _check(case: Case, loss: Loss) -> list[str]:
         lines.append("(0.5 * ((out - target) ** 2).sum()).backward()")
     multiplier, turned = scale_factor(case) / o.temperature, o.rope_base is not None
     w_out, target = "w_out" if o.w_out is not None else "None", loss.cell is None
+    norm = ", (queries_unnormed, keys_unnormed, gamma_q, gamma_k, norm_eps)" if o.q_norm is not None else ""
     lines += [
         "",
         "",
-        *rule_lines((rule.gradient_tolerance, rule.weights_back)),
+        *rule_lines((rule.gradient_tolerance, rule.both_of_pair, rule.normed_back_errors, rule.weights_back)),
         "",
         "",
         "# Each gradient number within float rounding of autograd's: the one rule (the app's check), on the chain",
         "tolerance = gradient_tolerance(x, w_query, w_key, w_value, queries, keys, values, weights, weights_exact, "
-        f"d_outputs, {multiplier!r}, {turned}, {w_out}, {target})",
+        f"d_outputs, {multiplier!r}, {turned}, {w_out}, {target}{norm})",
         'mine = {"d_x": d_x, "d_w_query": d_w_query, "d_w_key": d_w_key, "d_w_value": d_w_value}',
         "for (name, gradient), leaf in zip(mine.items(), leaves):",
         "    assert within(gradient, leaf.grad, tolerance[name]), name",

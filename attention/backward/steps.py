@@ -10,7 +10,7 @@ from ..base.case import Case
 from ..base.i18n import msg, text
 from ..base.record import Step
 from ..forward.compute import scale_factor
-from ..forward.steps import LABELS, ROPE, STEP_NAMES, number, step_names
+from ..forward.steps import LABELS, NORM, ROPE, STEP_NAMES, number, step_names
 from .loss import Loss
 
 # The forward steps in reverse, but step 8, which repeats steps 4-7 and adds nothing to go back through, and step 3,
@@ -34,6 +34,8 @@ MADE_FROM = {
     "d_keys": ("d_scores_raw", "queries"),
     "d_queries_unrotated": ("d_queries",),
     "d_keys_unrotated": ("d_keys",),
+    "d_queries_unnormed": ("d_queries", "queries_unnormed"),  # d_queries_unrotated with RoPE between (_made_from)
+    "d_keys_unnormed": ("d_keys", "keys_unnormed"),
     "d_w_query": ("x", "d_queries"),
     "d_w_key": ("x", "d_keys"),
     "d_w_value": ("x", "d_values"),
@@ -42,7 +44,8 @@ MADE_FROM = {
 
 
 def backward_names(case: Case) -> tuple[str, ...]:
-    """The backward steps a case has, in the order they run: RoPE's after the scores when the case has it."""
+    """The backward steps a case has, in the order they run: RoPE's and the q/k norm's after the scores when the case
+    has them."""
     return tuple(name for name in reversed(step_names(case)) if name not in NOT_GONE_BACK_THROUGH)
 
 
@@ -50,14 +53,17 @@ def step(case: Case, loss: Loss, name: str, tensors: Mapping, seconds: float) ->
     """A backward step: its title, formula and notes, its gradients and what each was made from."""
     title, explanation = text("en", f"backward.{name}.title"), text("en", f"backward.{name}.explanation")
     notes = (msg("backward.note.rounded"),) if name == "softmax" and case.options.weights_override else ()
-    reads = {grad: _made_from(grad, tensors) for grad in tensors}
+    reads = {grad: _made_from(grad, tensors, case) for grad in tensors}
     return Step(number(name), name, LABELS[name], title, explanation,
                 formula(name, case, loss), tensors, MappingProxyType(reads), "cpu", seconds, notes)  # fmt: skip
 
 
-def _made_from(grad: str, tensors: Mapping) -> tuple[str, ...]:
-    """A gradient's parents; d_head_outputs is d_concat's, or the loss's own d_outputs without w_out."""
+def _made_from(grad: str, tensors: Mapping, case: Case) -> tuple[str, ...]:
+    """A gradient's parents; d_head_outputs is d_concat's, or the loss's own d_outputs without w_out; the norm's
+    are RoPE's when the case turns queries and keys after the norm."""
     parents = MADE_FROM.get(grad, ())
+    if grad.endswith("_unnormed") and case.options.rope_base is not None:
+        return (parents[0] + "_unrotated", parents[1])
     return ("d_concat" if "d_concat" in tensors else "d_outputs",) if grad == "d_head_outputs" else parents
 
 
@@ -79,6 +85,9 @@ def formula(name: str, case: Case, loss: Loss | None = None) -> str:
         return rf"dS^{{raw}} = {factor:g}\, dS{mask},\quad dQ = dS^{{raw}} K,\quad dK = dS^{{raw\top}} Q"
     if name == ROPE:
         return r"dq \leftarrow R_t^\top\, dq,\quad dk \leftarrow R_t^\top\, dk"
+    if name == NORM:  # q = γ ⊙ u / r back to u; û = u / r
+        rule = r"du = \tfrac{1}{r}\big(g - \hat u\ \tfrac{1}{d}\textstyle\sum_c g_c \hat u_c\big)"
+        return rf"g = \gamma_Q \odot dq,\quad {rule},\quad \hat u = u / r,\quad dk\ \text{{likewise}}\ (\gamma_K)"
     if name == "weights":
         return r"dW_Q = X^\top dQ,\quad dW_K = X^\top dK,\quad dW_V = X^\top dV"
     return r"dX = dQ\, W_Q^\top + dK\, W_K^\top + dV\, W_V^\top"

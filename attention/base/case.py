@@ -67,6 +67,10 @@ class Options:
     kv_heads: int | None = None  # grouped-query attention: this many key/value heads, each shared by heads / kv_heads
     # query heads (query head i uses key/value head i // (heads / kv_heads)); None: one per query head
     bias: bool = False  # x's last feature is a column of ones that brings in the weights' last row: their biases
+    # Qwen3's q/k norm: each head's query (key) RMS-normed and scaled by these d_head weights γ before RoPE; None: none
+    q_norm: tuple[float, ...] | None = None
+    k_norm: tuple[float, ...] | None = None
+    norm_eps: float = 1e-6  # the norm's ε: x / √(mean(x²) + ε)
 
 
 @dataclass(frozen=True)
@@ -355,9 +359,10 @@ def _options(value: object, n: int, widths: Widths, tokens: tuple[str, ...]) -> 
         raise CaseError(_at("device"), msg("error.device_spec", value=excerpt(o.device)))
     rope_base, positions = _rope(o.rope_base, o.positions, n, widths.d_k // heads, tokens)
     frequencies = _frequencies(o.rope_frequencies, rope_base, widths.d_k // heads)
+    norms = _norms(o.q_norm, o.k_norm, o.norm_eps, widths.d_k // heads)
     return replace(
         o, temperature=temperature, mask=mask, w_out=w_out, weights_override=override, rope_base=rope_base,
-        positions=positions, rope_frequencies=frequencies, kv_heads=kv_heads, bias=_flag(o.bias, _at("bias")),
+        positions=positions, rope_frequencies=frequencies, kv_heads=kv_heads, bias=_flag(o.bias, _at("bias")), **norms,
     )  # fmt: skip
 
 
@@ -454,6 +459,25 @@ def _frequencies(frequencies: object, base: float | None, d_head: int) -> tuple[
             raise CaseError(where, msg("error.positive", value=excerpt(f)))
         out.append(f)
     return tuple(out)
+
+
+def _norms(q_norm: object, k_norm: object, eps: object, d_head: int) -> dict:
+    """The q/k norm's weights, d_head numbers each, both or neither, and its ε (positive, at most 1), as options."""
+    if (q_norm is None) != (k_norm is None):
+        raise CaseError(_at("q_norm" if q_norm is None else "k_norm"), msg("error.norm_pair"))
+    eps = _number(eps, _at("norm_eps"), 1.0)
+    if eps <= 0:
+        raise CaseError(_at("norm_eps"), msg("error.positive", value=excerpt(eps)))
+    if q_norm is None:
+        return {"q_norm": None, "k_norm": None, "norm_eps": eps}
+    out = []
+    for name, weights in (("q_norm", q_norm), ("k_norm", k_norm)):
+        if not isinstance(weights, list | tuple) or len(weights) != d_head:
+            raise CaseError(_at(name), msg("error.norm_count", d=d_head))
+        out.append(
+            tuple(_number(v, msg("where.norm_weight", name=_at(name), dim=i + 1)) for i, v in enumerate(weights))
+        )
+    return {"q_norm": out[0], "k_norm": out[1], "norm_eps": eps}
 
 
 def _zero_one(value: object, where: str | Callable[[], str]) -> float:

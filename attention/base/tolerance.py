@@ -34,13 +34,26 @@ def turned_error(error: torch.Tensor, m: torch.Tensor, dtype: torch.dtype) -> to
     return torch.stack((pair, pair), dim=-1).flatten(-2).double()
 
 
-def attention_tolerance(x, w_query, w_key, w_value, queries, keys, values, weights, multiplier, rope, w_out, projected):
+def normed_error(error: torch.Tensor, m: torch.Tensor, gamma, norm_eps: float, dtype: torch.dtype) -> torch.Tensor:
+    """A q/k norm's y = γ ⊙ u / r, r = √(mean(u²) + ε), of rows u (…, d) with errors `error`: u's error carried to
+    first order (each number's own, and through r every other's), and the norm's own rounding (a mean of d squares,
+    the root and two products)."""
+    u, g = m.detach().cpu().double(), torch.as_tensor(gamma, dtype=torch.float64).abs()
+    r = (u.pow(2).mean(-1, keepdim=True) + norm_eps).sqrt()
+    through = g * (error / r + u.abs() * (u.abs() * error).sum(-1, keepdim=True) / (u.shape[-1] * r**3))
+    return through + (rounding(u.shape[-1], dtype) + 4 * torch.finfo(dtype).eps) * g * u.abs() / r
+
+
+def attention_tolerance(
+    x, w_query, w_key, w_value, queries, keys, values, weights, multiplier, rope, w_out, projected, norm=None
+):
     """How far two float computations of attention's outputs (n_q, d_out) may be apart, number by number: the
     weighted sum over the n keys, the scores' rounding shifting the weights, and where the two sides project x
     their own ways (projected), the projections' rounding.
 
     queries, keys, values and weights as the eight steps make them ((h, n, d) or one head's (n, d)); the first n_q
-    queries of x; rope: whether RoPE turned queries and keys. Float64, on the CPU, a head's weights at a time."""
+    queries of x; rope: whether RoPE turned queries and keys; norm: a q/k norm's (queries, keys before it, γ_Q,
+    γ_K, ε), or None. Float64, on the CPU, a head's weights at a time."""
     dtype, eps = queries.dtype, torch.finfo(queries.dtype).eps
     q, k, v = (t.detach().cpu().double() for t in (queries, keys, values))
     q, k, v, w = (t if t.dim() == 3 else t[None] for t in (q, k, v, weights.detach().cpu()))  # (h, n, d): a head axis
@@ -50,6 +63,13 @@ def attention_tolerance(x, w_query, w_key, w_value, queries, keys, values, weigh
     e_q = heads_of(product_error(x[:n_q], w_query, dtype), h, q.shape[-1]) * projected  # (h, n_q, d_k/h)
     e_k = heads_of(product_error(x, w_key, dtype), h, k.shape[-1]) * projected  # (h, n, d_k/h)
     e_v = heads_of(product_error(x, w_value, dtype), h, v.shape[-1]) * projected  # (h, n, d_v/h)
+    if norm is not None:  # step 3a: each row over its root mean square, times γ
+        unnormed_q, unnormed_k, gamma_q, gamma_k, norm_eps = norm
+        unnormed_q, unnormed_k = (t if t.dim() == 3 else t[None] for t in (unnormed_q, unnormed_k))
+        e_q, e_k = (
+            normed_error(e_q, unnormed_q, gamma_q, norm_eps, dtype),
+            normed_error(e_k, unnormed_k, gamma_k, norm_eps, dtype),
+        )
     if rope:
         e_q, e_k = turned_error(e_q, q, dtype), turned_error(e_k, k, dtype)
     # step 4: a score s_ij = m · q_i · k_j is off by σ_ij ≤ u_i ‖k_j‖ + |m| ‖q_i‖ ‖e_k,j‖ + 4 eps: its own sum of d
@@ -77,19 +97,35 @@ def attention_tolerance(x, w_query, w_key, w_value, queries, keys, values, weigh
 
 
 def gradient_tolerance(
-    x, w_query, w_key, w_value, queries, keys, values, weights, softmax, d_outputs, multiplier, rope, w_out, target
+    x,
+    w_query,
+    w_key,
+    w_value,
+    queries,
+    keys,
+    values,
+    weights,
+    softmax,
+    d_outputs,
+    multiplier,
+    rope,
+    w_out,
+    target,
+    norm=None,
 ):
     """How far two float computations of the leaves' gradients may be apart, number by number: the backward pass run
     on absolute values (each sum's Σ|terms|, carried through the chain) times √K · eps, K every term summed on the
     way, and the weights' error from the scores' rounding carried the same way. target: the loss compares every
-    output with a target, so d_outputs = outputs − target carries the outputs' rounding. {d_x: …, d_w_query: …}."""
+    output with a target, so d_outputs = outputs − target carries the outputs' rounding; norm: a q/k norm's
+    (queries, keys before it, γ_Q, γ_K, ε), or None. {d_x: …, d_w_query: …}."""
     dtype, eps = queries.dtype, torch.finfo(queries.dtype).eps
     q, k, v, a, s = (t.detach().cpu().to(dtype) for t in (queries, keys, values, weights, softmax))
     q, k, v, a, s = (t if t.dim() == 3 else t[None] for t in (q, k, v, a, s))  # (h, n, d): in the run's dtype
     h, n, d_head = q.shape
     x, w_query, w_key, w_value = (t.detach().cpu().double().abs() for t in (x, w_query, w_key, w_value))
     d_o = d_outputs.detach().cpu().double()  # signed: d_scores' own sum cancels
-    r = rounding(2 * n + d_head + v.shape[-1] + x.shape[-1] + d_o.shape[-1], dtype)  # the chain's sums, end to end
+    # the chain's sums, end to end (with a norm, its mean of d squares there and back too)
+    r = rounding(2 * n + d_head * (1 if norm is None else 3) + v.shape[-1] + x.shape[-1] + d_o.shape[-1], dtype)
     concat = torch.stack([a[i].abs() @ v[i].abs() for i in range(h)]).double()  # (h, n, d_v/h): at least |outputs|
     concat = concat.transpose(0, 1).flatten(1)  # (n, d_v): before w_out, the heads side by side
     w_out = None if w_out is None else w_out.detach().cpu().double()
@@ -111,13 +147,43 @@ def gradient_tolerance(
         d_v.append(e_v)
     d_v = torch.stack(d_v)
     if rope:  # each of a pair's two gradients reaches both of its numbers
-        d_q, d_k = ((m[..., 0::2] + m[..., 1::2]).repeat_interleave(2, dim=-1) for m in (d_q, d_k))
+        d_q, d_k = (both_of_pair(m) for m in (d_q, d_k))
+    if norm is not None:  # back through the norm: dQ's and dK's errors carried, and its own sums' rounding
+        d_q, d_k = normed_back_errors(d_q, d_k, q, k, v, s, d_h, multiplier, rope, norm, r)
     g = w_key.shape[-1] // d_head  # key/value heads: each sums its query heads' gradients
     d_k, d_v = (m.unflatten(0, (g, h // g)).sum(1) for m in (d_k, d_v))
     d_q, d_k, d_v = (m.transpose(0, 1).flatten(1) for m in (d_q, d_k, d_v))  # (n, d): heads side by side
     out |= {"d_w_query": x.T @ d_q, "d_w_key": x.T @ d_k, "d_w_value": x.T @ d_v}
     out["d_x"] = d_q @ w_query.T + d_k @ w_key.T + d_v @ w_value.T
     return {name: m + 16 * torch.finfo(dtype).tiny for name, m in out.items()}
+
+
+def both_of_pair(m: torch.Tensor) -> torch.Tensor:
+    """RoPE's turn back, for errors and sizes: each of a pair's two numbers gets both of theirs."""
+    return (m[..., 0::2] + m[..., 1::2]).repeat_interleave(2, dim=-1)
+
+
+def normed_back_errors(d_q, d_k, q, k, v, s, d_h, multiplier, rope, norm, r):
+    """dQ's and dK's errors (h, n, d) back through a q/k norm (norm: queries and keys before it, γ_Q, γ_K, ε). Its
+    backward du = (g − û · mean(g ⊙ û)) / r_u, g = γ ⊙ dy, û = u / r_u, carries dy's error, and rounds its sums: r
+    (the chain's rounding per unit) times its terms' size, from |dS| = |A (dA − Σ_k A_ik dA_ik)| times the scale."""
+    sizes = []
+    for i in range(q.shape[0]):  # a head at a time
+        d_a = d_h[i].double() @ v[i].double().mT
+        size_s = (s[i].double() * (d_a - (s[i].double() * d_a).sum(-1, keepdim=True))).abs() * abs(multiplier)
+        sizes.append((size_s @ k[i].abs().double(), size_s.T @ q[i].abs().double()))
+    out = []
+    for error, size, m, gamma in zip(
+        (d_q, d_k), map(torch.stack, zip(*sizes, strict=True)), norm[:2], norm[2:4], strict=True
+    ):
+        u, g = m.detach().cpu().double(), torch.as_tensor(gamma, dtype=torch.float64).abs()
+        u = u if u.dim() == 3 else u[None]
+        root = (u.pow(2).mean(-1, keepdim=True) + norm[4]).sqrt()
+        unit = u.abs() / root
+        size = both_of_pair(size) if rope else size
+        carried, own = ((g * d + unit * (g * d * unit).mean(-1, keepdim=True)) / root for d in (error, size))  # |du|
+        out.append(carried + r * own)
+    return out
 
 
 def weights_back(a, s, v, d_h, error_h, sigma, r):

@@ -13,7 +13,17 @@ from ..base.case import Case, CaseError, with_options
 from ..base.device import resolve_device
 from ..base.i18n import Message, msg
 from ..base.record import Check, Record, Recorder, Step, compare, worst
-from ..forward.compute import Trace, attend, option_tensors, positions, rope, rope_theta, scale_factor, tolerance
+from ..forward.compute import (
+    Trace,
+    attend,
+    option_tensors,
+    positions,
+    qk_normed,
+    rope,
+    rope_theta,
+    scale_factor,
+    tolerance,
+)
 
 Tensor = torch.Tensor
 CAUSAL = "the causal trace"  # the oracle of every step: the whole causal computation of the same case
@@ -162,6 +172,7 @@ def decode(case: Case, causal: Trace | None = None) -> Decoding:
         x_t = x[t : t + 1]  # (1, d_in): token t alone
         q_t = (x_t @ w_query).view(h, 1, -1)  # (h, 1, d_head): only token t's query is computed
         k_t, v_t = (x_t @ w_key).view(g, 1, -1), (x_t @ w_value).view(g, 1, -1)  # (g, 1, d): its key and value
+        q_t, k_t = qk_normed(o, q_t, k_t)  # a q/k norm: each head's row alone, as in the whole computation
         if o.rope_base is not None:  # turned once, at token t's own position: a cached key is never turned again
             q_t, k_t = rope(q_t, at[t : t + 1], theta), rope(k_t, at[t : t + 1], theta)
         k_cache[:, t : t + 1], v_cache[:, t : t + 1] = k_t, v_t  # appended: the cache holds tokens 0..t

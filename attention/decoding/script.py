@@ -24,39 +24,38 @@ SCRIPT_ROPE = [  # the exported script's RoPE: the core's rope(), written out
 ]
 
 
+SCRIPT_NORM = [  # the exported script's q/k norm: the core's rms_norm(), written out
+    "def norm(m, gamma):",
+    '    """Qwen3\'s q/k norm: each row over its root mean square, times γ; without one (gamma None), m as it is."""',
+    "    if gamma is None:",
+    "        return m",
+    "    return m * torch.rsqrt(m.pow(2).mean(-1, keepdim=True) + norm_eps) * gamma",
+    "",
+    "",
+]
+
+
 def decoding_script(case: Case) -> str:
     """Python source, torch alone: the case's numbers decoded token by token with a KV cache, asserted equal to the
     whole causal computation of the same numbers (every query at once under a causal mask)."""
     case = decodable(case)
-    o, dtype = case.options, f"torch.{case.options.dtype}"
-    h, g = o.heads, o.kv_heads or o.heads
-    at = list(o.positions) if o.positions is not None else list(range(case.n))
-    theta = "None" if o.rope_frequencies is None else f"torch.tensor({list(o.rope_frequencies)!r}, dtype=torch.float64)"
     lines = [
         '"""Decoding with a KV cache, one token at a time, checked against the whole causal computation (generated;',
         'needs torch)."""',
         "",
         "import torch",
         "",
-        *literal("x", case.x, labels=case.tokens),
-        *literal("w_query", case.w_query),
-        *literal("w_key", case.w_key),
-        *literal("w_value", case.w_value),
-        *(literal("w_out", o.w_out) if o.w_out is not None else ["w_out = None"]),
-        f"x, w_query, w_key, w_value = (torch.tensor(m, dtype={dtype}) for m in (x, w_query, w_key, w_value))",
-        f"w_out = None if w_out is None else torch.tensor(w_out, dtype={dtype})",
-        f"H, G = {h}, {g}  # query heads, and key/value heads (each shared by H // G query heads)",
-        f"MULTIPLIER = {scale_factor(case) / o.temperature!r}  # the scale over the temperature",
-        f"ROPE_BASE = {o.rope_base!r}  # None: no rotary position embedding",
-        f"THETA = {theta}  # each pair's RoPE frequency θ_p; None: base^(−2p/d)",
-        f"POSITIONS = torch.tensor({at})",
+        *_constants(case),
         "",
         "",
         *SCRIPT_ROPE,
+        *SCRIPT_NORM,
         "# The whole causal computation: every query at once, a key after its query masked",
         "n = len(x)",
-        "queries = rope((x @ w_query).unflatten(-1, (H, -1)).transpose(0, 1), POSITIONS)  # (H, n, d)",
-        "keys = rope((x @ w_key).unflatten(-1, (G, -1)).transpose(0, 1), POSITIONS).repeat_interleave(H // G, 0)",
+        "queries_unnormed = (x @ w_query).unflatten(-1, (H, -1)).transpose(0, 1)  # (H, n, d)",
+        "keys_unnormed = (x @ w_key).unflatten(-1, (G, -1)).transpose(0, 1).repeat_interleave(H // G, 0)",
+        "queries, keys = (rope(norm(m, gamma), POSITIONS) for m, gamma in ((queries_unnormed, gamma_q),",
+        "                                                                (keys_unnormed, gamma_k)))",
         "values = (x @ w_value).unflatten(-1, (G, -1)).transpose(0, 1).repeat_interleave(H // G, 0)  # (H, n, d_v)",
         "scores = (queries @ keys.mT * MULTIPLIER).masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), -torch.inf)",
         "weights = torch.softmax(scores, dim=-1)  # (H, n, n)",
@@ -67,8 +66,8 @@ def decoding_script(case: Case) -> str:
         "k_cache, v_cache, outputs = [], [], []",
         "for t in range(n):",
         "    x_t = x[t : t + 1]  # (1, d_in)",
-        "    q_t = rope((x_t @ w_query).view(H, 1, -1), POSITIONS[t : t + 1])  # (H, 1, d)",
-        "    k_t = rope((x_t @ w_key).view(G, 1, -1), POSITIONS[t : t + 1])  # turned once, at its own position",
+        "    q_t = rope(norm((x_t @ w_query).view(H, 1, -1), gamma_q), POSITIONS[t : t + 1])  # (H, 1, d)",
+        "    k_t = rope(norm((x_t @ w_key).view(G, 1, -1), gamma_k), POSITIONS[t : t + 1])  # turned once, here",
         "    v_t = (x_t @ w_value).view(G, 1, -1)",
         "    k_cache.append(k_t)",
         "    v_cache.append(v_t)",
@@ -84,6 +83,34 @@ def decoding_script(case: Case) -> str:
         "      (decoded - causal).abs().max().item())",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _constants(case: Case) -> list[str]:
+    """The case's numbers and options as the script's tensors and constants."""
+    o, dtype = case.options, f"torch.{case.options.dtype}"
+    h, g = o.heads, o.kv_heads or o.heads
+    at = list(o.positions) if o.positions is not None else list(range(case.n))
+    theta = "None" if o.rope_frequencies is None else f"torch.tensor({list(o.rope_frequencies)!r}, dtype=torch.float64)"
+    gamma_q, gamma_k = (
+        "None" if w is None else f"torch.tensor({list(w)!r}, dtype={dtype})" for w in (o.q_norm, o.k_norm)
+    )
+    return [
+        *literal("x", case.x, labels=case.tokens),
+        *literal("w_query", case.w_query),
+        *literal("w_key", case.w_key),
+        *literal("w_value", case.w_value),
+        *(literal("w_out", o.w_out) if o.w_out is not None else ["w_out = None"]),
+        f"x, w_query, w_key, w_value = (torch.tensor(m, dtype={dtype}) for m in (x, w_query, w_key, w_value))",
+        f"w_out = None if w_out is None else torch.tensor(w_out, dtype={dtype})",
+        f"H, G = {h}, {g}  # query heads, and key/value heads (each shared by H // G query heads)",
+        f"MULTIPLIER = {scale_factor(case) / o.temperature!r}  # the scale over the temperature",
+        f"ROPE_BASE = {o.rope_base!r}  # None: no rotary position embedding",
+        f"THETA = {theta}  # each pair's RoPE frequency θ_p; None: base^(−2p/d)",
+        f"POSITIONS = torch.tensor({at})",
+        f"gamma_q = {gamma_q}  # Qwen3's q/k norm weights γ_Q, γ_K (one per dim of a head); None: no norm",
+        f"gamma_k = {gamma_k}",
+        f"norm_eps = {o.norm_eps!r}",
+    ]
 
 
 def _check(case: Case) -> list[str]:

@@ -87,7 +87,11 @@ def attend(case: Case) -> Trace:
         keys, values = (m.unflatten(-1, (g, -1)).transpose(0, 1) for m in (keys, values))  # (g, n, d/h)
         # grouped-query attention (g < h): query head i reads key/value head i // (h/g); else g = h and each its own
         keys, values = keys.repeat_interleave(h // g, dim=0), values.repeat_interleave(h // g, dim=0)  # (h, n, d/h)
-    record("qkv", **_unrotated(o.rope_base, queries=queries, keys=keys), values=values)
+    record("qkv", **named(o, "qkv", queries=queries, keys=keys), values=values)
+    if o.q_norm is not None:
+        # step 3a: norm (Qwen3's): each head's query and key divided by its root mean square, then scaled by γ
+        queries, keys = qk_normed(o, queries, keys)
+        record("norm", **named(o, "norm", queries=queries, keys=keys))
     if o.rope_base is not None:
         # step 3b: rope
         t, theta = positions(case), rope_theta(o, case.d_head)  # (n,): each token's position; (d_head/2,)
@@ -180,10 +184,27 @@ def rope_theta(o, d: int) -> Tensor:
     return o.rope_base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
 
 
-def _unrotated(rope_base: float | None, **tensors: Tensor) -> dict[str, Tensor]:
-    """Step 3's queries and keys under their names; with RoPE, as queries_unrotated and keys_unrotated, since the
-    rope step's turned ones are what the scores use (and what "queries" and "keys" name in the trace)."""
-    return tensors if rope_base is None else {f"{name}_unrotated": tensor for name, tensor in tensors.items()}
+def named(o, step: str, **tensors: Tensor) -> dict[str, Tensor]:
+    """Queries and keys under their names at the end of step 3 or 3a: "queries" and "keys" are what the scores use,
+    so with a norm after them step 3's are queries_unnormed, and with RoPE after them queries_unrotated."""
+    if step == "qkv" and o.q_norm is not None:
+        suffix = "_unnormed"
+    else:
+        suffix = "" if o.rope_base is None else "_unrotated"
+    return {name + suffix: tensor for name, tensor in tensors.items()}
+
+
+def rms_norm(m: Tensor, gamma: Tensor, eps: float) -> Tensor:
+    """Each row of (…, d) divided by its root mean square √(mean(m²) + ε), then times γ (d,), as Qwen3's q/k norm."""
+    return m * torch.rsqrt(m.pow(2).mean(-1, keepdim=True) + eps) * gamma
+
+
+def qk_normed(o, queries: Tensor, keys: Tensor) -> tuple[Tensor, Tensor]:
+    """Step 3a where the case has it: each head's queries and keys (…, d_head) RMS-normed, times γ_Q and γ_K."""
+    if o.q_norm is None:
+        return queries, keys
+    gamma_q, gamma_k = (torch.tensor(w, dtype=queries.dtype, device=queries.device) for w in (o.q_norm, o.k_norm))
+    return rms_norm(queries, gamma_q, o.norm_eps), rms_norm(keys, gamma_k, o.norm_eps)
 
 
 def positions(case: Case) -> Tensor:
@@ -315,19 +336,12 @@ def tolerance(case: Case, tensor: Callable[[str], Tensor], rows: int | None = No
     w_out = None if o.w_out is None else torch.tensor(o.w_out, dtype=torch.float64)
     multiplier = scale_factor(case) / o.temperature
     queries, weights = queries[..., :rows, :], weights[..., :rows, :]
+    norm = None
+    if o.q_norm is not None:  # step 3's queries and keys, before the norm
+        norm = (tensor("queries_unnormed")[..., :rows, :], tensor("keys_unnormed"), o.q_norm, o.k_norm, o.norm_eps)
+    rope = o.rope_base is not None
     return attention_tolerance(
-        x,
-        w_query,
-        w_key,
-        w_value,
-        queries,
-        keys,
-        values,
-        weights,
-        multiplier,
-        o.rope_base is not None,
-        w_out,
-        projected,
+        x, w_query, w_key, w_value, queries, keys, values, weights, multiplier, rope, w_out, projected, norm
     )
 
 

@@ -21,6 +21,7 @@ DIRECT_EXP_UP_TO = 80.0  # exp(s) is written out as is when every |s| is at most
 _WEIGHTS = {"w_query": ("W_Q", "query"), "w_key": ("W_K", "key"), "w_value": ("W_V", "value")}  # symbol, kind
 _PROJECTIONS = {"queries": ("q", "w_query"), "keys": ("k", "w_key"), "values": ("v", "w_value")}  # letter, weight
 _PROJECTIONS |= {"queries_unrotated": ("q", "w_query"), "keys_unrotated": ("k", "w_key")}  # step 3's, before RoPE
+_PROJECTIONS |= {"queries_unnormed": ("q", "w_query"), "keys_unnormed": ("k", "w_key")}  # before a q/k norm
 
 
 @explains(Trace, "x", "w_query", "w_key", "w_value")
@@ -38,17 +39,21 @@ def inputs(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) ->
     return Derivation(title, lines, {tensor: ((r,), (col,))})
 
 
-@explains(Trace, "queries", "keys", "values", "queries_unrotated", "keys_unrotated")
+@explains(
+    Trace, "queries", "keys", "values", "queries_unrotated", "keys_unrotated", "queries_unnormed", "keys_unnormed"
+)
 def projection(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -> Derivation:
-    """Step 3: a row of x times a column of the weight (the head's block of columns); with RoPE, the queries and
-    keys the scores use are step 3's turned by position (rotation below)."""
-    if tensor in ("queries", "keys") and c.record.case.options.rope_base is not None:
+    """Step 3: a row of x times a column of the weight (the head's block of columns); with a q/k norm or RoPE, the
+    queries and keys after them are step 3's normed (normalization below) or turned by position (rotation)."""
+    o = c.record.case.options
+    if tensor in ("queries", "keys") and o.rope_base is not None:
         return rotation(c, tensor, head, index)
+    if tensor in ("queries", "keys", "queries_unrotated", "keys_unrotated") and o.q_norm is not None:
+        return normalization(c, tensor, head, index)
     i, col = index
     letter, weight = _PROJECTIONS[tensor]
     symbol, kind = _WEIGHTS[weight]
     width = c.view(tensor, head).shape[-1]
-    o = c.record.case.options
     block = head  # the block of the weight's columns this head reads
     if head is not None and weight != "w_query" and o.kv_heads:  # grouped-query attention: a shared key/value head
         block = head // (o.heads // o.kv_heads)
@@ -100,6 +105,26 @@ def rotation(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) 
              *warning)  # fmt: skip
     unrotated = f"{tensor}_unrotated"
     return Derivation(title, lines, {unrotated: ((i,), (2 * p, 2 * p + 1)), tensor: ((i,), (col,))}, head)
+
+
+def normalization(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -> Derivation:
+    """Qwen3's q/k norm: a number of step 3 over the root mean square of its token's query (key) in the head, times
+    the model's weight γ for its dim."""
+    i, col = index
+    o, kind, letter = c.record.case.options, tensor.split("_")[0], tensor[0]
+    before = c.view(f"{kind}_unnormed", head)[i].tolist()  # (d,): the token's query (key) in this head
+    d, u, gamma = len(before), before[col], (o.q_norm if kind == "queries" else o.k_norm)[col]
+    mean = math.fsum(b * b for b in before) / d
+    root = math.sqrt(mean + o.norm_eps)
+    value = c.view(tensor, head)[i, col].item()
+    title = msg("explain.norm.title", tensor=tensor, at=place(head, c.token(i), str(col + 1)), token=c.token(i))
+    root_line = msg("explain.norm.root", token=c.token(i), letter=letter, d=d, mean=approx(mean),
+                    eps=approx(o.norm_eps), root=approx(root))  # fmt: skip
+    expression = f"{factor(c.num(gamma))}·{factor(c.num(u))} / {approx(root)}"
+    end, warning = c.ending(tensor, gamma * u / root, value, c.tol(4 * math.sqrt(d) + 8, value))  # d squares summed
+    lhs = prefixed(head, f"{letter}{sub(i, col)}")
+    lines = (root_line, msg("explain.equation", lhs=lhs, expression=expression, end=end), *warning)
+    return Derivation(title, lines, {f"{kind}_unnormed": ((i,), None), tensor: ((i,), (col,))}, head)
 
 
 # Step 4: scores --------------------------------------------------------------------------------------------------

@@ -14,7 +14,8 @@ CHUNK_CELLS = 1 << 22  # weights nn.MultiheadAttention makes at once (16 MiB in 
 
 def fused_outputs(case: Case) -> torch.Tensor:
     """The case's exact attention (no override) by scaled_dot_product_attention, a key/value head at a time (with
-    enable_gqa where query heads share it), then concat and w_out. RoPE is applied here as a complex rotation."""
+    enable_gqa where query heads share it), then concat and w_out. RoPE is applied here as a complex rotation, a
+    q/k norm by F.rms_norm."""
     o, h = case.options, case.options.heads
     g = o.kv_heads or h
     dtype = getattr(torch, o.dtype)
@@ -22,6 +23,9 @@ def fused_outputs(case: Case) -> torch.Tensor:
     q, k, v = (x @ torch.tensor(w, dtype=dtype) for w in (case.w_query, case.w_key, case.w_value))
     q = q.unflatten(-1, (h, -1)).transpose(0, 1)  # (h, n, d/h)
     k, v = (m.unflatten(-1, (g, -1)).transpose(0, 1) for m in (k, v))  # (g, n, d/h): g = h without grouping
+    if o.q_norm is not None:  # Qwen3's q/k norm: torch's own RMSNorm
+        gamma_q, gamma_k = (torch.tensor(w, dtype=dtype) for w in (o.q_norm, o.k_norm))
+        q, k = F.rms_norm(q, (q.shape[-1],), gamma_q, o.norm_eps), F.rms_norm(k, (k.shape[-1],), gamma_k, o.norm_eps)
     if o.rope_base is not None:
         q, k = _rotate_complex(q, case), _rotate_complex(k, case)
     mask = None

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import inspect
+import re
 
 from ..base import tolerance as rule
 from ..base.case import Case, Matrix
 from .compute import scale_factor, step_names
-from .steps import LABELS, ROPE, TITLES
+from .steps import LABELS, NORM, ROPE, TITLES
 
 MAX_LABEL_CHARS = 80  # a label in a comment is cut here (labels are user text; the case limits them to 40)
 SHOWN_ROWS = 16  # rows of a matrix a page shows in a step's code (the exported script has them all)
@@ -29,7 +30,8 @@ def to_script(case: Case) -> str:
     return "\n".join([*lines, "", "", *check_lines(case)]) + "\n"
 
 
-RULE = (rule.rounding, rule.product_error, rule.heads_of, rule.turned_error, rule.attention_tolerance, rule.within)
+RULE = (rule.rounding, rule.product_error, rule.heads_of, rule.turned_error, rule.normed_error,
+        rule.attention_tolerance, rule.within)  # fmt: skip
 
 
 def rule_lines(functions: tuple = RULE) -> list[str]:
@@ -56,8 +58,9 @@ def tolerance_call(case: Case, projected: bool = False) -> str:
     o = case.options
     multiplier, turned = scale_factor(case) / o.temperature, o.rope_base is not None
     w_out = "w_out" if o.w_out is not None else "None"
+    norm = ", (queries_unnormed, keys_unnormed, gamma_q, gamma_k, norm_eps)" if o.q_norm is not None else ""
     return (f"tolerance = attention_tolerance(x, w_query, w_key, w_value, queries, keys, values, weights, "
-            f"{multiplier!r}, {turned}, {w_out}, {projected})  # (n, d_out)")  # fmt: skip
+            f"{multiplier!r}, {turned}, {w_out}, {projected}{norm})  # (n, d_out)")  # fmt: skip
 
 
 def check_lines(case: Case) -> list[str]:
@@ -79,7 +82,8 @@ def blocks(case: Case) -> dict[str, list[str]]:
 
 def shown(case: Case, step: str) -> str:
     """One step's block as a page shows it beside the step: the script's own lines, a matrix of more than
-    SHOWN_ROWS rows or SHOWN_COLUMNS columns cut short (the exported script has them all)."""
+    SHOWN_ROWS rows or SHOWN_COLUMNS columns, or a list of more than SHOWN_COLUMNS numbers, cut short (the exported
+    script has them all)."""
     out, rows = [], None  # rows: of the matrix literal being written, or None outside one
     for line in BLOCKS[step](case):
         if rows is not None and line != "]":
@@ -89,9 +93,21 @@ def shown(case: Case, step: str) -> str:
                     out.append("    # … the other rows are in the exported script")
                 continue
             line = _cut_row(line)
+        elif rows is None:
+            line = LIST.sub(_cut_list, line)  # a model's γ or θ_p, one number per dim or pair
         rows = 0 if line.endswith(" = [") else None if line == "]" else rows
         out.append(line)
     return "\n".join(out)
+
+
+LIST = re.compile(r"\[([-+0-9.e]+(?:, [-+0-9.e]+)+)\]")  # a list of numbers written in a line
+
+
+def _cut_list(found: re.Match) -> str:
+    numbers = found.group(1).split(", ")
+    if len(numbers) <= SHOWN_COLUMNS:
+        return found.group(0)
+    return f"[{', '.join([*numbers[: SHOWN_COLUMNS - 2], '...', numbers[-1]])}]"
 
 
 def _cut_row(line: str) -> str:
@@ -130,7 +146,10 @@ def _qkv(case: Case) -> list[str]:
     o, h = case.options, case.options.heads
     g = o.kv_heads or h
     d_key = case.d_head * g  # w_key's width: fewer columns when query heads share key/value heads
-    rotated = f" (turned by RoPE in step {LABELS[ROPE]})" if o.rope_base is not None else ""
+    later = [f"normed in step {LABELS[NORM]}"] * (o.q_norm is not None) + [f"turned by RoPE in step {LABELS[ROPE]}"] * (
+        o.rope_base is not None
+    )
+    rotated = f" ({', then '.join(later)})" if later else ""
     lines = [
         f"keys = x @ w_key  # (n, d_k) = ({case.n}, {d_key})",
         f"queries = x @ w_query  # (n, d_k) = ({case.n}, {case.d_k})",
@@ -157,6 +176,34 @@ def _qkv(case: Case) -> list[str]:
         *lines, f'print("keys{rotated}:\\n", keys)', f'print("queries{rotated}:\\n", queries)',
         'print("values:\\n", values)',
     ]  # fmt: skip
+
+
+def _norm(case: Case) -> list[str]:
+    return [
+        "# Qwen3's q/k norm: each head's query (and key) of a token divided by its root mean square",
+        "# √(mean(q²) + ε), then each dim times the model's weight γ for it (γ_Q for queries, γ_K for keys)",
+        *norm_lines(case),
+        "queries_unnormed, keys_unnormed = queries, keys  # step 3's, which the check's tolerance reads",
+        "queries, keys = rms_norm(queries, gamma_q), rms_norm(keys, gamma_k)",
+        'print("queries after the norm:\\n", queries)',
+        'print("keys after the norm:\\n", keys)',
+    ]
+
+
+def norm_lines(case: Case) -> list[str]:
+    """The q/k norm's weights, ε and function, in the case's dtype (the forward and decoding scripts' own)."""
+    o = case.options
+    return [
+        f"gamma_q = torch.tensor({list(o.q_norm)!r}, dtype=torch.{o.dtype})  # (d,): γ_Q, a dim each",
+        f"gamma_k = torch.tensor({list(o.k_norm)!r}, dtype=torch.{o.dtype})  # (d,): γ_K",
+        f"norm_eps = {o.norm_eps!r}",
+        "",
+        "",
+        "def rms_norm(t, gamma):",
+        "    return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + norm_eps) * gamma",
+        "",
+        "",
+    ]
 
 
 def _rope(case: Case) -> list[str]:
@@ -250,8 +297,8 @@ def _repeat(case: Case) -> list[str]:
 
 
 BLOCKS = {
-    "inputs": _inputs, "weights": _weights, "qkv": _qkv, ROPE: _rope, "scores": _scores, "softmax": _softmax,
-    "weighted": _weighted, "outputs": _outputs, "repeat": _repeat,
+    "inputs": _inputs, "weights": _weights, "qkv": _qkv, NORM: _norm, ROPE: _rope, "scores": _scores,
+    "softmax": _softmax, "weighted": _weighted, "outputs": _outputs, "repeat": _repeat,
 }  # fmt: skip
 
 

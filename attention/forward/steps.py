@@ -14,8 +14,11 @@ STEP_NAMES = ("inputs", "weights", "qkv", "scores", "softmax", "weighted", "outp
 # RoPE (rotary position embedding, as in Llama-style models) happens between step 3's projections and step 4's
 # scores: a case with rope_base gets this step there, numbered 3 like the projections it turns (the article has none)
 ROPE = "rope"
-# Each step's label, as the article counts them: RoPE is part of step 3 ("3b"), the steps after it keep theirs
-LABELS = {name: str(number) for number, name in enumerate(STEP_NAMES, start=1)} | {ROPE: "3b"}
+# Qwen3's q/k norm: each head's queries and keys RMS-normed before RoPE turns them (a case with q_norm and k_norm)
+NORM = "norm"
+# Each step's label, as the article counts them: the norm and RoPE are part of step 3 ("3a", "3b"), the steps after
+# them keep theirs
+LABELS = {name: str(number) for number, name in enumerate(STEP_NAMES, start=1)} | {NORM: "3a", ROPE: "3b"}
 
 # What each axis of a recorded tensor is; with heads > 1, the tensors in PER_HEAD have the head axis first.
 AXES = {
@@ -23,6 +26,8 @@ AXES = {
     "w_query": ("feature", "query dim"),
     "w_key": ("feature", "key dim"),
     "w_value": ("feature", "value dim"),
+    "queries_unnormed": ("token", "query dim"),
+    "keys_unnormed": ("token", "key dim"),
     "queries_unrotated": ("token", "query dim"),
     "keys_unrotated": ("token", "key dim"),
     "queries": ("token", "query dim"),
@@ -40,6 +45,7 @@ AXES = {
 }
 PER_HEAD = {"queries", "keys", "values", "scores_raw", "scores", "weights_exact", "weights", "weighted", "head_outputs"}
 PER_HEAD |= {"queries_unrotated", "keys_unrotated"}  # with RoPE, step 3's queries and keys before they are turned
+PER_HEAD |= {"queries_unnormed", "keys_unnormed"}  # with a q/k norm, step 3's before it
 
 # What each tensor is made from (its parents): what its step read. Step 7's concat and outputs are made from the
 # first of theirs that the step has (the heads joined, or the one head's sum over the keys), and the outputs from the
@@ -49,6 +55,8 @@ MADE_FROM = {
     "keys": ("x", "w_key"),
     "queries_unrotated": ("x", "w_query"),
     "keys_unrotated": ("x", "w_key"),
+    "queries_unnormed": ("x", "w_query"),
+    "keys_unnormed": ("x", "w_key"),
     "values": ("x", "w_value"),
     "scores_raw": ("queries", "keys"),
     "scores": ("scores_raw",),
@@ -61,19 +69,20 @@ MADE_FROM = {
     "outputs_by_query": ("queries", "keys", "values"),
 }
 TURNED = {"queries": ("queries_unrotated",), "keys": ("keys_unrotated",)}  # the RoPE step's
+NORMED = {f"{m}{after}": (f"{m}_unnormed",) for m in ("queries", "keys") for after in ("", "_unrotated")}  # the norm's
 
 # The article's step titles and a line on each, in English (the CLI, trace files); pages show the catalogue's
 # step.<name>.title / step.<name>.explanation in the reader's language.
-TITLES = {name: text("en", f"step.{name}.title") for name in (*STEP_NAMES, ROPE)}
-EXPLANATIONS = {name: text("en", f"step.{name}.explanation") for name in (*STEP_NAMES, ROPE)}
+TITLES = {name: text("en", f"step.{name}.title") for name in (*STEP_NAMES, NORM, ROPE)}
+EXPLANATIONS = {name: text("en", f"step.{name}.explanation") for name in (*STEP_NAMES, NORM, ROPE)}
 
 
 def step_names(case: Case) -> tuple[str, ...]:
-    """The steps a case's trace holds, in order: the article's eight, and RoPE after step 3 when the case has it."""
-    if case.options.rope_base is None:
-        return STEP_NAMES
-    after = STEP_NAMES.index("qkv") + 1
-    return (*STEP_NAMES[:after], ROPE, *STEP_NAMES[after:])
+    """The steps a case's trace holds, in order: the article's eight, and the q/k norm and RoPE after step 3 when the
+    case has them."""
+    o, after = case.options, STEP_NAMES.index("qkv") + 1
+    extra = (NORM,) * (o.q_norm is not None) + (ROPE,) * (o.rope_base is not None)
+    return (*STEP_NAMES[:after], *extra, *STEP_NAMES[after:])
 
 
 def step_of(case: Case, said: str) -> str | None:
@@ -82,29 +91,30 @@ def step_of(case: Case, said: str) -> str | None:
     names = step_names(case)
     if said in names:
         return said
-    if said == LABELS[ROPE]:
-        return ROPE if ROPE in names else None
+    if said in (LABELS[NORM], LABELS[ROPE]):
+        part = NORM if said == LABELS[NORM] else ROPE
+        return part if part in names else None
     if said.isascii() and said.isdigit() and len(said) < 3 and 1 <= int(said) <= len(names):  # not "²", not 9⁵⁰⁰⁰
         return names[int(said) - 1]
     return None
 
 
 def step_near(case: Case, name: str, by: int = 0, wrap: bool = False) -> str:
-    """The case's step `by` steps from `name` (one it lacks, RoPE after a case with it, counts as the step it is part
-    of): at the ends it stays, or with `wrap` goes round from the last to the first."""
+    """The case's step `by` steps from `name` (one it lacks, the norm or RoPE after a case with them, counts as the
+    step it is part of): at the ends it stays, or with `wrap` goes round from the last to the first."""
     names = step_names(case)
-    here = names.index(name) if name in names else names.index("qkv") if name == ROPE else 0
+    here = names.index(name) if name in names else names.index("qkv") if name in (NORM, ROPE) else 0
     return names[(here + by) % len(names) if wrap else min(len(names) - 1, max(0, here + by))]
 
 
 def number(name: str) -> int:
-    """A step's number as the article counts its eight (RoPE is part of step 3)."""
-    return STEP_NAMES.index("qkv" if name == ROPE else name) + 1
+    """A step's number as the article counts its eight (the norm and RoPE are part of step 3)."""
+    return STEP_NAMES.index("qkv" if name in (NORM, ROPE) else name) + 1
 
 
 def step(case: Case, name: str, tensors: Mapping, device: str, seconds: float, notes: tuple = ()) -> Step:
     """A step of the trace, with its formula and what each of its tensors was made from."""
-    table, reads = MADE_FROM | (TURNED if name == ROPE else {}), {}
+    table, reads = MADE_FROM | {ROPE: TURNED, NORM: NORMED}.get(name, {}), {}
     for tensor in tensors:
         parents = table.get(tensor, ())
         if tensor in ("concat", "outputs"):  # the heads joined, or the one head's sum over the keys
@@ -136,6 +146,13 @@ def formula(name: str, case: Case, lang: str = "en") -> str:
         split = rf",\quad {words('heads', heads=h)}\ {sizes}\ {words('columns')}" if h > 1 else ""
         shared = rf",\quad {words('kv_heads', kv_heads=g, group=h // g)}" if g < h else ""
         return rf"Q = X W_Q,\quad K = X W_K,\quad V = X W_V{split}{shared}"
+    if name == NORM:  # each head's query (key) over its root mean square, then times the model's weights γ
+        mantissa, _, power = f"{o.norm_eps:.3g}".partition("e")  # 1e-06 → 10^{-6}
+        times = "" if mantissa == "1" else mantissa + r" \cdot "
+        eps = mantissa if not power else rf"{times}10^{{{int(power)}}}"
+        root = rf"\sqrt{{\tfrac{{1}}{{{case.d_head}}} \textstyle\sum_c q_c^2 + \varepsilon}}"
+        likewise = rf"k\ {words('likewise')}\ (\gamma_K)"
+        return rf"q \leftarrow \gamma_Q \odot \frac{{q}}{{{root}}},\quad {likewise},\quad \varepsilon = {eps}"
     if name == ROPE:  # the rotation R_t turns pair p of a query or key at position t by the angle t·θ_p
         theta = rf"\theta_p = {o.rope_base:g}^{{-2p/{case.d_head}}}"
         if o.rope_frequencies is not None:  # a model's scaled RoPE: its own θ_p, the paper's rescaled

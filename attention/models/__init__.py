@@ -25,7 +25,6 @@ from .model import (
     head_case,
     head_weights,
     layer_case,
-    not_steps,
 )
 from .shipped import INSTALL, MINILM, SMOLLM2, SPECS, ModelMissing, files, install_message, load, missing
 
@@ -83,14 +82,6 @@ def problem(id: str) -> Message | None:
     return None
 
 
-def walk_problem(id: str) -> Message | None:
-    """Why the model's heads cannot be walked here: it cannot be loaded, or its heads are not the eight steps."""
-    if (found := problem(id)) is not None:
-        return found
-    error = not_steps(spec(id))
-    return None if error is None else msg("notice.model_refused", model=title(id), error=error.problem)
-
-
 def title(id: str) -> str:
     """The model as people name it: a shipped one's title, another's id without its kind ("org/name")."""
     return SPECS[id].title if id in SPECS else id.partition(":")[2] or id
@@ -98,7 +89,7 @@ def title(id: str) -> str:
 
 def default_id() -> str:
     """The model a person sees first: the first offered one whose heads open, the first shipped one otherwise."""
-    return next((id for id in ids() if walk_problem(id) is None), next(iter(SPECS)))
+    return next((id for id in ids() if problem(id) is None), next(iter(SPECS)))
 
 
 def causal_id(id: str | None = None) -> str | None:
@@ -193,5 +184,5 @@ __all__ = [
     "EXAMPLES", "INSTALL", "MAX_SENTENCE_CHARS", "MAX_SENTENCE_TOKENS", "MINILM", "SMOLLM2", "SPECS", "Model",
     "ModelMissing", "Run", "Spec", "about", "causal_id", "default_id", "files", "head_case", "head_weights", "home",
     "ids", "install_message", "label", "layer_case", "load", "loaded", "missing", "offers", "open", "problem", "size",
-    "sizes", "spec", "title", "walk_problem",
+    "sizes", "spec", "title",
 ]  # fmt: skip

@@ -44,6 +44,10 @@ class Bert:
     def weights(self, s, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         return tensors  # read as stored
 
+    def norms(self, weights: dict, layer: int) -> None:
+        """No q/k norm (Qwen3's alone)."""
+        return None
+
     def projections(self, weights: dict, layer: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         """The layer's q, k, v weights (out, in) and biases (out,)."""
         out = {}

@@ -50,6 +50,10 @@ class Gpt2:
                 out[name] = t.T.contiguous() if conv else t
         return out
 
+    def norms(self, weights: dict, layer: int) -> None:
+        """No q/k norm (Qwen3's alone)."""
+        return None
+
     def projections(self, weights: dict, layer: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         """The layer's q, k, v weights (out, in) and biases (out,)."""
         p = f"h.{layer}.attn."

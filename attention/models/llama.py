@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..forward.compute import rope, rope_theta
+from ..forward.compute import rms_norm, rope, rope_theta
 from .model import Edit, KVCache, Pass, attend_heads, linear
 
 
@@ -18,7 +18,7 @@ class Llama:
     """A causal decoder with RoPE. Its q and k rows are kept as GGUF files hold them: each head's dims in the
     interleaved pairs (2p, 2p+1) the core's RoPE turns (Hugging Face's files pair p with p + d/2: reordered on load)."""
 
-    qk_norm: bool = False  # Qwen3: each head's q and k RMS-normed before RoPE (not one of the eight steps)
+    qk_norm: bool = False  # Qwen3: each head's q and k RMS-normed before RoPE (the case's step 3a)
 
     def sizes(self, config: dict) -> dict:
         """The spec's numbers from a Hugging Face config.json."""
@@ -72,6 +72,11 @@ class Llama:
         return {name: (weights[p + f"{part}_proj.weight"], weights.get(p + f"{part}_proj.bias"))
                 for name, part in (("w_query", "q"), ("w_key", "k"), ("w_value", "v"))}  # fmt: skip
 
+    def norms(self, weights: dict, layer: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Qwen3's q/k norm weights γ_Q and γ_K of the layer (head_dim,) each, in q's and k's interleaved order."""
+        p = f"layers.{layer}.self_attn."
+        return (weights[p + "q_norm.weight"], weights[p + "k_norm.weight"]) if self.qk_norm else None
+
     def forward(self, model, ids: torch.Tensor, cache: KVCache | None = None, edit: Edit | None = None) -> Pass:
         """The tokens ids (at positions cache.length, … with a cache: its keys and values appended) through every
         layer; the logits of the last one."""
@@ -86,9 +91,8 @@ class Llama:
             x = rms_norm(h, w[p + "input_layernorm.weight"], s.norm_eps)  # (m, d): what the attention reads
             q, k, v = (linear(x, w, p + f"self_attn.{part}_proj").unflatten(-1, (-1, s.head_dim)).transpose(0, 1)
                        for part in "qkv")  # (h, m, hd), (g, m, hd), (g, m, hd)  # fmt: skip
-            if self.qk_norm:
-                q = rms_norm(q, w[p + "self_attn.q_norm.weight"], s.norm_eps)
-                k = rms_norm(k, w[p + "self_attn.k_norm.weight"], s.norm_eps)
+            if (norms := self.norms(w, layer)) is not None:
+                q, k = rms_norm(q, norms[0], s.norm_eps), rms_norm(k, norms[1], s.norm_eps)
             q, k = rope(q, at, theta), rope(k, at, theta)  # the core's RoPE
             if s.rope_attention != 1.0:  # YaRN's factor on cos and sin: both q and k grow by it
                 q, k = q * s.rope_attention, k * s.rope_attention
@@ -151,7 +155,3 @@ def scaled_rope(kind: str, rope: dict, base: float, d: int, config: dict) -> tup
 def interleaved(t: torch.Tensor, heads: int) -> torch.Tensor:
     """A head's dims p and p + d/2 (rows of a weight, or a bias's numbers) made neighbours 2p and 2p + 1."""
     return t.unflatten(0, (heads, 2, -1)).transpose(1, 2).flatten(0, 2)
-
-
-def rms_norm(h: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * weight

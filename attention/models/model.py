@@ -201,18 +201,12 @@ def _x(model: Model, run: Run, layer: int) -> torch.Tensor:
     return torch.cat([x, torch.ones(len(x), 1)], dim=1) if model.spec.bias else x
 
 
-def not_steps(spec) -> CaseError | None:
-    """Why the model's heads are not cases of the eight steps (its forward pass and generation work), or None."""
-    if getattr(spec.family, "qk_norm", False):  # the model's own output of a head would differ from the eight steps'
-        return CaseError(spec.title, msg("error.model_not_steps", detail="q/k RMSNorm"))
-    return None
-
-
-def _options(spec, heads: int = 1) -> dict:
-    """The model's attention, as the case's options: 1/√head_dim, its mask, RoPE, its grouped heads."""
-    if (error := not_steps(spec)) is not None:
-        raise error
+def _options(model: Model, layer: int, heads: int = 1) -> dict:
+    """The layer's attention, as the case's options: 1/√head_dim, its mask, RoPE, its grouped heads, a q/k norm."""
+    spec = model.spec
     options = {"scale": "sqrt_dk", "heads": heads, "bias": spec.bias}  # the ones column travels with the case
+    if (norms := spec.family.norms(model.weights, layer)) is not None:  # Qwen3's: the layer's γ_Q and γ_K
+        options |= {"q_norm": tuple(norms[0].tolist()), "k_norm": tuple(norms[1].tolist()), "norm_eps": spec.norm_eps}
     if spec.causal:
         options["mask"] = "causal"
     if spec.rope_base is not None:
@@ -228,7 +222,7 @@ def _options(spec, heads: int = 1) -> dict:
 
 def head_case(model: Model, run: Run, layer: int, head: int) -> Case:
     """One head of one layer (0-based) on the run's sentence, as a case: x, the head's weights, the model's options."""
-    return _as_case(run.tokens, _x(model, run, layer), head_weights(model, layer, head), _options(model.spec))
+    return _as_case(run.tokens, _x(model, run, layer), head_weights(model, layer, head), _options(model, layer))
 
 
 def layer_case(model: Model, run: Run, layer: int) -> Case:
@@ -238,7 +232,7 @@ def layer_case(model: Model, run: Run, layer: int) -> Case:
     if len(x[0]) * s.heads * s.head_dim > MAX_WIDE_CELLS:  # a wide model's W_Q alone: the case's limit is a head's
         numbers = f"{len(x[0]):,} × {s.heads * s.head_dim:,}"
         raise CaseError(s.title, msg("error.layer_too_wide", numbers=numbers, limit=f"{MAX_WIDE_CELLS:,}"))
-    return _as_case(run.tokens, x, head_weights(model, layer), _options(s, heads=s.heads))
+    return _as_case(run.tokens, x, head_weights(model, layer), _options(model, layer, heads=s.heads))
 
 
 def _as_case(tokens: tuple[str, ...], x: torch.Tensor, weights: dict[str, torch.Tensor], options: dict) -> Case:

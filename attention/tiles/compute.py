@@ -14,7 +14,7 @@ from ..base.case import Case, CaseError, with_options
 from ..base.device import resolve_device, synchronize
 from ..base.i18n import excerpt, msg
 from ..base.record import Check, Record, Step, compare
-from ..forward.compute import Trace, positions, rope, rope_theta, scale_factor, tolerance
+from ..forward.compute import Trace, positions, qk_normed, rope, rope_theta, scale_factor, tolerance
 
 MAX_TILES = 4096  # tile visits of one run (a Python loop): n = 1024 in blocks of 16, about a second on one core
 KEEP_ALL_MAX_N = 64  # up to this n every visit is recorded; past it only the query tiles asked for (the page's one)
@@ -208,7 +208,7 @@ def tiled(case: Case, block_q: int | None = None, block_k: int | None = None, ke
 
 
 def _qkv(case: Case, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Steps 1-3 (and RoPE) as the eight steps make them, each with a head axis: (h, n, d/h)."""
+    """Steps 1-3 (and the q/k norm, RoPE) as the eight steps make them, each with a head axis: (h, n, d/h)."""
     o, dtype = case.options, getattr(torch, case.options.dtype)
     h, g = o.heads, o.kv_heads or o.heads
     x = torch.tensor(case.x, dtype=dtype, device=device)  # (n, d_in)
@@ -218,6 +218,7 @@ def _qkv(case: Case, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, 
     queries = (x @ w_query).unflatten(-1, (h, -1)).transpose(0, 1)  # (h, n, d_k/h)
     keys, values = ((x @ w).unflatten(-1, (g, -1)).transpose(0, 1) for w in (w_key, w_value))  # (g, n, d/g)
     keys, values = keys.repeat_interleave(h // g, dim=0), values.repeat_interleave(h // g, dim=0)  # (h, n, d/h)
+    queries, keys = qk_normed(o, queries, keys)  # a q/k norm's step 3a, where the case has it
     if o.rope_base is not None:
         t, theta = positions(case).to(device), rope_theta(o, case.d_head)
         queries, keys = rope(queries, t, theta), rope(keys, t, theta)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..forward.compute import rope, rope_theta
+from ..forward.compute import rms_norm, rope, rope_theta
 from ..models.kinds import KINDS, PROBE, Kind, induction, kinds, probe
 
 HOWS = ("zero", "mean")  # a head switched off: its output zeroed, or replaced by its mean over the positions
@@ -160,10 +160,10 @@ class Whole:
 
 def weights(model, run) -> torch.Tensor:
     """Every head's weights on the run's sentence (layers, heads, n, n), from each layer's recorded input: its q and
-    k projections, RoPE, the scores and the softmax, without the MLPs and output projections a new forward pass
-    would repeat. A model whose attention is not the eight steps' (q/k RMSNorm, YaRN's factor) is run again instead."""
+    k projections, a q/k norm, RoPE, the scores and the softmax, without the MLPs and output projections a new
+    forward pass would repeat. A model whose scores YaRN's factor grows is run again instead."""
     s = model.spec
-    if getattr(s.family, "qk_norm", False) or s.rope_attention != 1.0:
+    if s.rope_attention != 1.0:
         with torch.inference_mode():
             return s.family.forward(model, torch.tensor(run.ids, device=model.device)).weights.cpu()
     n, g = len(run.ids), s.heads // s.kv_heads
@@ -176,6 +176,8 @@ def weights(model, run) -> torch.Tensor:
             # (h, n, hd) and (g, n, hd): no copy of the weights (a case's (d_in, head_dim) would transpose them)
             q = torch.nn.functional.linear(x, *w["w_query"]).unflatten(-1, (s.heads, s.head_dim)).transpose(0, 1)
             k = torch.nn.functional.linear(x, *w["w_key"]).unflatten(-1, (s.kv_heads, s.head_dim)).transpose(0, 1)
+            if (norms := s.family.norms(model.weights, layer)) is not None:  # Qwen3's q/k norm
+                q, k = rms_norm(q, norms[0], s.norm_eps), rms_norm(k, norms[1], s.norm_eps)
             if s.rope_base is not None:
                 at, theta = torch.arange(n, device=q.device), rope_theta(s, s.head_dim)
                 q, k = rope(q, at, theta), rope(k, at, theta)

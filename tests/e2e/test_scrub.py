@@ -50,6 +50,8 @@ OPTIONS = {
     "RoPE, positions": (6, 4, 4, 4, {"rope_base": 100.0, "positions": (5, 1, 2, 9, 3, 0)}),
     "scaled RoPE (a model's frequencies)": (5, 4, 8, 4, {"heads": 2, "rope_base": 500.0,
                                                          "rope_frequencies": (0.7, 0.02)}),
+    "Qwen3's q/k norm, RoPE": (5, 4, 8, 4, {"heads": 2, "rope_base": 500.0, "q_norm": (1.5, 0.5, -1.0, 2.0),
+                                           "k_norm": (0.8, 1.2, 1.0, -0.6)}),
     "w_out, one head": (5, 4, 4, 3, {"w_out": "random"}),
     "weights override": (3, 4, 3, 3, {"weights_override": ARTICLE_ROUNDED_WEIGHTS}),
     "16 × 16, every option": (16, 16, 16, 16, {"heads": 4, "kv_heads": 1, "rope_base": 10_000.0, "mask": "causal",
@@ -108,6 +110,14 @@ def tolerances(trace: Trace) -> dict[str, torch.Tensor]:
     e_k = rule.heads_of(rule.product_error(x, w_key, F32), h, width_k)
     e_v = rule.heads_of(rule.product_error(x, w_value, F32), h, width_v)
     out = {name: torch.zeros_like(trace[name].double()) for name in ("x", "w_query", "w_key", "w_value")}
+    norm = None
+    if o.q_norm is not None:  # step 3a: the q/k norm
+        norm = (trace["queries_unnormed"], trace["keys_unnormed"], o.q_norm, o.k_norm, o.norm_eps)
+        out |= {"queries_unnormed": e_q, "keys_unnormed": e_k}
+        e_q, e_k = (
+            rule.normed_error(e, m, gamma, o.norm_eps, F32)
+            for e, m, gamma in zip((e_q, e_k), norm[:2], norm[2:4], strict=True)
+        )
     if o.rope_base is not None:
         out |= {"queries_unrotated": e_q, "keys_unrotated": e_k}
         e_q, e_k = rule.turned_error(e_q, q, F32), rule.turned_error(e_k, k, F32)
@@ -138,10 +148,10 @@ def tolerances(trace: Trace) -> dict[str, torch.Tensor]:
     reads = (x, w_query, w_key, w_value, trace["queries"], trace["keys"], trace["values"], trace["weights"])
     rope = o.rope_base is not None
     w_out = None if o.w_out is None else torch.tensor(o.w_out, dtype=torch.float64)
-    concat = rule.attention_tolerance(*reads, multiplier, rope, None, True)  # (n, d_v·h/g)
+    concat = rule.attention_tolerance(*reads, multiplier, rope, None, True, norm)  # (n, d_v·h/g)
     out["concat"] = concat
     out["head_outputs"] = concat.unflatten(-1, (h, -1)).transpose(0, 1)
-    out["outputs"] = rule.attention_tolerance(*reads, multiplier, rope, w_out, True)
+    out["outputs"] = rule.attention_tolerance(*reads, multiplier, rope, w_out, True, norm)
     return {name: e + 16 * TINY for name, e in out.items()}  # (h, …): one head's lose the axis in differences
 
 

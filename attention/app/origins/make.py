@@ -116,7 +116,7 @@ def choose_model(session: Session, loader: Loader, **changes: object) -> None:
     base = last.choice if last is not None else Choice.default()
     model = changes.get("model", base.model)
     model = model if model in models.ids() else base.model
-    if model != base.model and (problem := models.walk_problem(model)) is not None:
+    if model != base.model and (problem := models.problem(model)) is not None:
         session.notices.append(problem)
         return
     accepted = {}
@@ -167,7 +167,7 @@ def open_model(session: Session, params: Mapping[str, str | None]) -> bool:
     if name not in models.ids():
         session.notices.append(msg("notice.bad_model", model=excerpt(name), models=", ".join(models.ids())))
         return True
-    if (problem := models.walk_problem(name)) is not None:  # offered, but its heads cannot open: said, article stays
+    if (problem := models.problem(name)) is not None:  # offered, but its heads cannot open: said, article stays
         session.notices.append(problem)
         return True
     spec = models.spec(name)

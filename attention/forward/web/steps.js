@@ -19,6 +19,9 @@ const DEFAULTS = {
   rope_base: null, // RoPE with this base, or null
   positions: null, // each token's position for RoPE; null: 0, 1, …, n − 1
   rope_frequencies: null, // each pair's θ_p (a model's scaled RoPE); null: base^(−2p/d)
+  q_norm: null, // Qwen3's q/k norm: γ_Q (d_head numbers), with k_norm γ_K; null: no norm
+  k_norm: null,
+  norm_eps: 1e-6, // the norm's ε
 };
 
 /** Run the eight steps on a case ({x, w_query, w_key, w_value, options}, plain arrays) and return their tensors. */
@@ -33,7 +36,14 @@ export function attend(kase) {
   let queries = heads(matmul(x, w_query), h, h); // (h, n, d_k/h)
   let keys = heads(matmul(x, w_key), g, h); // (h, n, d_k/h)
   const values = heads(matmul(x, w_value), g, h); // (h, n, d_v/h)
-  if (o.rope_base !== null && o.rope_base !== undefined) {
+  const turned = o.rope_base !== null && o.rope_base !== undefined;
+  if (o.q_norm) {
+    // step 3a: norm — each head's query (key) over its root mean square, times γ
+    Object.assign(out, { queries_unnormed: queries, keys_unnormed: keys });
+    queries = rmsNorm(queries, o.q_norm, o.norm_eps);
+    keys = rmsNorm(keys, o.k_norm, o.norm_eps);
+  }
+  if (turned) {
     // step 3b: rope — pair p of token i turned by the angle t_i · θ_p
     Object.assign(out, { queries_unrotated: queries, keys_unrotated: keys });
     const t = o.positions || Array.from({ length: n }, (_, i) => i);
@@ -74,8 +84,8 @@ export function attend(kase) {
   return out;
 }
 
-const PER_HEAD = ["queries", "keys", "values", "queries_unrotated", "keys_unrotated", "scores_raw", "scores",
-  "weights_exact", "weights", "weighted"];
+const PER_HEAD = ["queries", "keys", "values", "queries_unrotated", "keys_unrotated", "queries_unnormed",
+  "keys_unnormed", "scores_raw", "scores", "weights_exact", "weights", "weighted"];
 
 function scaleFactor(scale, dHead) {
   if (scale === "none") return 1;
@@ -173,6 +183,18 @@ function maxGap(a, b) {
   let gap = 0;
   for (let k = 0; k < a.data.length; k++) gap = Math.max(gap, Math.abs(a.data[k] - b.data[k]));
   return gap;
+}
+
+function rmsNorm(m, gamma, eps) {
+  // (h, n, d): each row times 1/√(mean of its squares + ε), then each dim times γ (float32 at each operation)
+  const [h, n, d] = m.shape, out = tensor(m.shape);
+  for (let row = 0; row < h * n; row++) {
+    let squares = 0;
+    for (let c = 0; c < d; c++) squares = Math.fround(squares + Math.fround(m.data[row * d + c] ** 2));
+    const inverse = Math.fround(1 / Math.sqrt(Math.fround(squares / d) + eps));
+    for (let c = 0; c < d; c++) out.data[row * d + c] = Math.fround(m.data[row * d + c] * inverse) * gamma[c];
+  }
+  return out;
 }
 
 function rope(m, positions, theta) {

@@ -170,12 +170,11 @@ def test_a_broken_model_says_why_and_the_case_stays(picked, words):
     assert at.selectbox(key="real_model").value == "local:tiny-gpt2"
 
 
-def test_a_qwen3_head_walks_its_q_k_norm_as_step_3a_and_the_model_generates():
+def test_a_qwen3_head_walks_its_q_k_norm_as_step_3a():
     at = opened("local:tiny-qwen3", layer="2", head="3")
     assert_checked(at, "local:tiny-qwen3")
     case = session(at).case
     assert case.options.q_norm is not None and step_names(case)[3:5] == ("norm", "rope")
-    assert models.causal_id("local:tiny-qwen3") == "local:tiny-qwen3"
 
 
 def test_a_model_past_the_budget_is_marked_and_refused_with_both_numbers_before_it_is_read(monkeypatch):
@@ -198,19 +197,20 @@ def test_a_link_to_a_model_not_offered_here_says_so_and_opens_the_article():
     assert "layer '3' is not a number from 1 to 2" in warned and "head '9' is not a number from 0 to 4" in warned
 
 
-def test_a_causal_model_on_disk_generates_on_the_decoding_page():
-    at = opened("local:tiny-llama")
+@pytest.mark.parametrize("family", ["llama", "qwen3"])
+def test_a_causal_model_on_disk_generates_on_the_decoding_page(family):
+    at = opened(f"local:tiny-{family}")
     at.switch_page("pages/decoding.py").run()
     at.radio(key="decoding_source").set_value("generation").run()
-    assert "Generates with tiny-llama" in said(at)
+    assert f"Generates with tiny-{family}" in said(at)
     at.number_input(key="decoding_new_tokens").set_value(3).run()
     at.button(key="decoding_go").click().run()
     assert not at.exception, at.exception
     view = session(at).view(DecodingView)
-    assert view.generation.run.model == "local:tiny-llama" and len(view.generation.new_ids) == 3
+    assert view.generation.run.model == f"local:tiny-{family}" and len(view.generation.new_ids) == 3
     n = len(view.generation.run.ids)
     assert view.uncached_same and f"Step {n} of {n}" in at.success[0].value
-    assert any("tiny-llama: 2 layers, 4 query heads sharing 2" in m.value for m in at.markdown)
+    assert any(f"tiny-{family}: 2 layers, 4 query heads sharing 2" in m.value for m in at.markdown)
     at.number_input(key="decoding_head").set_value(4).run()
     assert session(at).view(DecodingView).head == 4 and "Step" in at.success[0].value
 
@@ -223,13 +223,13 @@ def test_an_encoder_hands_generation_to_a_causal_model():
     assert "Generates with tiny-bert" not in said(at) and "Generates with" in said(at)
 
 
-@pytest.mark.parametrize("head", ["3", "0"])
-def test_the_exported_script_of_a_model_on_disk_runs_where_its_folder_is(shelf, tmp_path, head):
-    at = opened("local:tiny-gpt2", layer="2", head=head)
+@pytest.mark.parametrize(("family", "head"), [("gpt2", "3"), ("gpt2", "0"), ("qwen3", "0")])
+def test_the_exported_script_of_a_model_on_disk_runs_where_its_folder_is(shelf, tmp_path, family, head):
+    at = opened(f"local:tiny-{family}", layer="2", head=head)
     script = session(at).origin.script(session(at).case)
-    assert script == real_script("local:tiny-gpt2", "The cat sat on the mat because it was tired", 2, head,
-                                 where="tiny-gpt2")  # fmt: skip
-    assert "MODEL = 'tiny-gpt2'  # set this" in script
+    assert script == real_script(f"local:tiny-{family}", "The cat sat on the mat because it was tired", 2, head,
+                                 where=f"tiny-{family}")  # fmt: skip
+    assert f"MODEL = 'tiny-{family}'  # set this" in script
     path = tmp_path / "head.py"
     path.write_text(script)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -35,7 +35,7 @@ if HEAD:  # x, the head's W_Q, W_K, W_V and the model's options
 else:  # head 0: every head of the layer as one multi-head case, and the model's heads side by side
     case = models.layer_case(model, run, LAYER - 1)
     own = run.head_outputs[LAYER - 1].permute(1, 0, 2).flatten(1)
-trace = attend(case)  # the eight steps (with RoPE after step 3 for a model that rotates q and k)
+trace = attend(case)  # the eight steps (a q/k norm and RoPE after step 3 where the model has them)
 print("tokens:", case.tokens)
 print("outputs:", trace.outputs)
 # each number within float rounding's tolerance: the app's one rule (attention/base/tolerance.py), as its check

@@ -91,9 +91,9 @@ def step_of(case: Case, said: str) -> str | None:
     names = step_names(case)
     if said in names:
         return said
-    if said in (LABELS[NORM], LABELS[ROPE]):
-        part = NORM if said == LABELS[NORM] else ROPE
-        return part if part in names else None
+    parts = {LABELS[NORM]: NORM, LABELS[ROPE]: ROPE}  # "3a", "3b"
+    if said in parts:
+        return parts[said] if parts[said] in names else None
     if said.isascii() and said.isdigit() and len(said) < 3 and 1 <= int(said) <= len(names):  # not "²", not 9⁵⁰⁰⁰
         return names[int(said) - 1]
     return None

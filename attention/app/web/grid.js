@@ -42,11 +42,7 @@ class Editor {
     this.waiting = false; // a value went to Python and the run it started has not ended
     this.queued = false; // a dragged value waits for that run's end, so that every step is drawn whole
     this.drag = null;
-    // A drag's preview draws at once, then no more until the next animation frame (requestAnimationFrame, its id
-    // here), which draws the moves that came in between: one drawing a frame however fast the pointer moves, and
-    // none a frame late (a drawing deferred to the next frame would miss every other one where moves come each frame)
-    this.frame = 0;
-    this.late = false; // a move came after this frame's drawing
+    this.frame = 0; // the preview's next drawing (requestAnimationFrame), one a frame however fast the pointer moves
     this.note = ""; // the editor's own message (a block that does not fit), until the next edit
     this.ended = () => this.runEnded();
     window.addEventListener(RUN_ENDED, this.ended);
@@ -277,7 +273,6 @@ class Editor {
     const start = this.isNumber(text) ? Number(text.trim()) : null;
     this.drag = { input, x: e.clientX, id: e.pointerId, start, step: this.stepOf(text), steps: 0, moved: false };
     input.setPointerCapture(e.pointerId);
-    input.blur(); // focused (the last drag's release selects it), each new value would halve the redraws a second
   }
 
   pointermove(e) {
@@ -314,8 +309,7 @@ class Editor {
   previewed() {
     const p = this.data.preview;
     if (!p || !window.Plotly?.restyle || !this.charts().length) return false;
-    if (this.frame) this.late = true;
-    else this.redraw();
+    if (!this.frame) this.frame = requestAnimationFrame(() => this.redraw());
     return true;
   }
 
@@ -335,11 +329,7 @@ class Editor {
   // last value, drawn on release with the cells' numbers a big chart's preview left out.
   redraw(final = false) {
     cancelAnimationFrame(this.frame);
-    this.late = false;
-    this.frame = final ? 0 : requestAnimationFrame(() => {
-      this.frame = 0;
-      if (this.late) this.redraw();
-    });
+    this.frame = 0;
     const p = this.data.preview;
     const kase = structuredClone(p.case);
     const inOptions = p.grid === "mask" || p.grid === "weights_override";

@@ -15,8 +15,10 @@ const PREVIEW_TEXT_CELLS = 32;
 
 export default function ({ data, parentElement, setStateValue }) {
   let editor = parentElement.__matrixEditor;
-  if (!editor || editor.gone) {
+  if (!editor) {
     editor = parentElement.__matrixEditor = new Editor(parentElement);
+  } else if (editor.gone) {
+    editor.revive(); // mounted again in the same element: its box (and the cell in focus) kept, never a second one
   }
   editor.setState = setStateValue;
   editor.update(typeof data === "string" ? JSON.parse(data) : data); // grid.py sends it as JSON text
@@ -64,6 +66,11 @@ class Editor {
     window.removeEventListener(RUN_ENDED, this.ended);
     clearTimeout(this.timer);
     cancelAnimationFrame(this.frame);
+  }
+
+  revive() {
+    this.gone = false;
+    window.addEventListener(RUN_ENDED, this.ended);
   }
 
   update(data) {

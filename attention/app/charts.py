@@ -33,10 +33,15 @@ def figure(make: Callable[..., go.Figure], trace: Trace, *args, **kwargs) -> go.
     return tab.current().derived.get(key, lambda: make(trace, *args, **kwargs, lang=lang()))
 
 
-def chart(fig: go.Figure, key: str, where=st, clickable: bool = False) -> tuple[int, int] | None:
+def chart(
+    fig: go.Figure, key: str, where=st, clickable: bool = False, shows: tuple[str, int | None] | None = None
+) -> tuple[int, int] | None:
     """A Plotly chart (in `where`, a column say), full width, named for screen readers by its summary; under it,
     its text version, made only while it is open (closed, it costs one element a chart). A clickable one returns
-    the cell (row, column of its z) a click picked in this run (clicks.py), or None."""
+    the cell (row, column of its z) a click picked in this run (clicks.py), or None. `shows`: the session's trace
+    tensor (and head) it draws, which a drag redraws in the browser (web/preview.js) before the release's run."""
+    if shows is not None and "tensor" not in (meta := fig.layout.meta or {}):  # (a kept figure is tagged once)
+        fig.layout.meta = meta | {"tensor": shows[0], "head": shows[1]}
     config = {
         "toImageButtonOptions": {"format": tab.current().image_format, "filename": key.removeprefix("chart_")},
         "displaylogo": False,

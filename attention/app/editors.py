@@ -55,11 +55,9 @@ def is_big(session: Session, name: str) -> bool:
     return len(matrix) * len(matrix[0]) > EDITOR_MAX_CELLS
 
 
-def matrix_editor(
-    session: Session, name: str, title: str = "", hint: bool = False, previewed: Mapping[str, str] | None = None
-) -> None:
+def matrix_editor(session: Session, name: str, title: str = "", hint: bool = False, previewed: bool = False) -> None:
     """A grid of the session's inputs to edit cell by cell, under its title (`hint`: with the line that says how;
-    `previewed`: {title: tensor} of the charts a drag redraws in the browser); a big one as an image with a picked
+    `previewed`: a drag redraws the charts in view in the browser); a big one as an image with a picked
     cell."""
     if is_big(session, name):
         _big(session, name, title)

@@ -21,9 +21,10 @@ from .session import OPTION_GRIDS, Session, place
 
 WEB = Path(__file__).with_name("web")
 STEPS_JS = Path(__file__).parents[1] / "forward" / "web" / "steps.js"  # the eight steps in the browser
-# One module, inline: the steps first (grid.js calls their attend while a number is dragged), then the editor
+# What a component that previews a drag starts with, inline: the steps, then the preview that draws their tensors
+PREVIEW_JS = STEPS_JS.read_text() + (WEB / "preview.js").read_text()
 _editor = st.components.v2.component(
-    "attention.matrix", css=(WEB / "grid.css").read_text(), js=STEPS_JS.read_text() + (WEB / "grid.js").read_text()
+    "attention.matrix", css=(WEB / "grid.css").read_text(), js=PREVIEW_JS + (WEB / "grid.js").read_text()
 )
 _pace = st.components.v2.component("attention.pace", js=(WEB / "pace.js").read_text())
 OPTION_NAMES = {v: k.removeprefix("where.") for k, v in OPTION_GRIDS.items()}  # rounded: weights_override
@@ -50,16 +51,16 @@ def draw(
     window: Window | None = None,
     title: str = "",
     hint: bool = False,
-    previewed: Mapping[str, str] | None = None,
+    previewed: bool = False,
 ):
     """The editor for a grid of the session's inputs, or for a window of it (top, left, bottom, right), under its
     title (drawn by the editor: a heading element of the page's costs a live page's every rerun in the browser);
-    `hint` adds the line that says how to use it (once a page); `previewed` ({chart title: tensor}), the charts beside
-    it that a drag redraws in the browser (preview)."""
+    `hint` adds the line that says how to use it (once a page); `previewed`: a drag redraws the charts in view in the
+    browser (preview)."""
     # As JSON text: a dict is scanned key by key for dataframes to send apart (~3 ms an editor, every run)
     shown = data(session, name, window, hint) | {"title": title}
     if previewed and window is None:
-        shown["preview"] = preview(session, name, previewed)
+        shown["preview"] = preview(session, name)
     payload = json.dumps(shown)
     _editor(key=key, data=payload, on_edits_change=_ignore, width="stretch")
 
@@ -99,23 +100,34 @@ def data(session: Session, name: str, window: Window | None = None, hint: bool =
     }
 
 
-def preview(session: Session, name: str, charts: Mapping[str, str]) -> dict | None:
-    """What a drag on this grid computes in the browser (steps.js's attend): the session's case as numbers, where
-    the grid lies in it, and the charts to redraw ({title: tensor}); None where the browser leaves it to the server
-    (an error shown, a case past PREVIEW_MAX, a grid that does not reach the outputs now)."""
+def preview_case(session: Session) -> dict | None:
+    """The session's case as a drag's preview computes it in the browser (steps.js's attend): its numbers, with the
+    article's rounded softmax and the distance past which it stops applying while it is chosen; None where the
+    browser leaves a drag to the server (an error shown, a case past PREVIEW_MAX)."""
     case, inputs = session.case, session.inputs
-    if session.error is not None or name not in PREVIEWED or max(case.n, case.d_in, case.d_k, case.d_v) > PREVIEW_MAX:
+    if session.error is not None or max(case.n, case.d_in, case.d_k, case.d_v) > PREVIEW_MAX:
         return None
     numbers = case_to_dict(case)
-    options = numbers["options"]
+    chosen = session.controls.use_rounded and case.options.heads == 1 and inputs.rounded == ARTICLE_ROUNDED_WEIGHTS
+    if chosen:  # the article's rounded softmax, while it is within ROUNDED_WITHIN (session.py)
+        numbers["options"] |= {
+            "weights_override": [list(row) for row in inputs.rounded],
+            "rounded_within": ROUNDED_WITHIN,
+        }
+    return numbers
+
+
+def preview(session: Session, name: str) -> dict | None:
+    """What a drag on this grid computes in the browser: the case (preview_case) and where the grid lies in it; None
+    where the browser leaves it to the server (as preview_case, or a grid that does not reach the outputs now)."""
+    case = session.case
+    if name not in PREVIEWED or (numbers := preview_case(session)) is None:
+        return None
     if name == "mask" and not isinstance(case.options.mask, tuple):
         return None
     if name == "rounded" and case.options.weights_override is None:
         return None  # the rounded softmax is not used: a drag of it changes no output
-    chosen = session.controls.use_rounded and case.options.heads == 1 and inputs.rounded == ARTICLE_ROUNDED_WEIGHTS
-    if chosen and name != "rounded":  # the article's rounded softmax, while it is within ROUNDED_WITHIN (session.py)
-        options |= {"weights_override": [list(row) for row in inputs.rounded], "rounded_within": ROUNDED_WITHIN}
-    return {"case": numbers, "grid": PREVIEWED[name], "charts": dict(charts)}
+    return {"case": numbers, "grid": PREVIEWED[name]}
 
 
 def is_number(value: object) -> bool:

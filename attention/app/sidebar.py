@@ -10,7 +10,7 @@ from ..base.case import DTYPES, MAX_HEADS, MAX_SCALE, MAX_TEMPERATURE, MIN_SCALE
 from ..base.device import available_devices, gpu_unavailable_reason
 from ..base.i18n import LANGUAGES
 from ..models import room as model_room
-from . import origins
+from . import origins, slider
 from .choices import CONTROLS, FILLS, MASKS, MAX_SEED, SCALES, SIZES
 from .language import t
 from .origins import make
@@ -28,6 +28,8 @@ def read(session: Session) -> None:
     make.forget_gone_model(session)  # before anything asks for its spec
     s, shown = st.session_state, session.widgets
     changed = {key: s[key] for key in (LANGUAGE, *CONTROLS) if key in s and s[key] != shown.get(key, s[key])}
+    if (dragged := slider.released()) is not None and dragged != shown.get("temperature"):
+        changed["temperature"] = dragged  # the slider under the number box, released (make.choose checks it)
     if changed.get(LANGUAGE) in LANGUAGES:
         session.lang = changed.pop(LANGUAGE)
     make.choose(session, **{k: v for k, v in changed.items() if k != LANGUAGE})
@@ -104,6 +106,7 @@ def _options(session: Session, language: str) -> None:
         t("sidebar.temperature"), MIN_TEMPERATURE, MAX_TEMPERATURE, c.temperature, step=0.1, key="temperature",
         format="%g", help=t("sidebar.temperature_help"),
     )  # fmt: skip
+    slider.draw(session)
     st.number_input(t("sidebar.heads"), 1, MAX_HEADS, c.heads, step=1, key="heads", help=t("sidebar.heads_help"))
 
 

@@ -39,7 +39,7 @@ def overview() -> None:
         exercise_room.ready_made(tab.current(), trace)
     with right:
         st.header(t("overview.result"))
-        charts.chart(charts.figure(figures.tensor_heatmap, trace, "outputs"), "chart_outputs")
+        charts.chart(charts.figure(figures.tensor_heatmap, trace, "outputs"), "chart_outputs", shows=("outputs", None))
         if trace.case.options.weights_override is not None:
             st.caption(t("overview.rounded"))
         models_room.next_tokens(tab.current())
@@ -82,7 +82,7 @@ def _walkthrough(trace: Trace) -> None:
         numbers = charts.table(trace, name, h)
         chart, table = charts.beside(numbers)  # a wide table under its chart, not beside it
         figure = charts.figure(figures.tensor_heatmap, trace, name, h)
-        if cell := charts.chart(figure, f"chart_{name}", where=chart, clickable=True):
+        if cell := charts.chart(figure, f"chart_{name}", where=chart, clickable=True, shows=(name, h)):
             explain_room.go_explain(trace, name, h, cell)
         if numbers is not None:
             charts.numbers(numbers, f"table_{name}", where=table)
@@ -116,12 +116,11 @@ def _inputs(trace: Trace) -> None:
     st.header(t("inputs.header"))
     st.write(t("inputs.intro"))
     left, right = st.columns([3, 2])  # x and the outputs side by side: a drag on x is seen where it lands
-    previewed = {"outputs": "outputs"}  # the chart titled outputs, redrawn by the browser while a number is dragged
     with left:  # each editor draws its title (a cheaper rerun)
-        editors.matrix_editor(s, "x", t("inputs.x"), hint=True, previewed=previewed)
+        editors.matrix_editor(s, "x", t("inputs.x"), hint=True, previewed=True)
     right.subheader(t("inputs.outputs"))
     outputs = charts.figure(figures.tensor_heatmap, trace, "outputs")
-    if cell := charts.chart(outputs, "chart_outputs", where=right, clickable=True):
+    if cell := charts.chart(outputs, "chart_outputs", where=right, clickable=True, shows=("outputs", None)):
         explain_room.go_explain(trace, "outputs", None, cell)  # a click on a cell: its explanation
     # Up to 16 × 16 the numbers are in the heatmap's cells (and its text version): a table only past that
     numbers = charts.table(trace, "outputs") if max(trace.outputs.shape) > TEXT_MAX_SIDE else None
@@ -129,13 +128,13 @@ def _inputs(trace: Trace) -> None:
         charts.numbers(numbers, "table_outputs", where=right)
     for column, name in zip(st.columns(3), ("w_query", "w_key", "w_value"), strict=True):
         with column:
-            editors.matrix_editor(s, name, t("inputs.weight", name=name), previewed=previewed)
+            editors.matrix_editor(s, name, t("inputs.weight", name=name), previewed=True)
     if s.controls.mask == "custom":
-        editors.matrix_editor(s, "mask", t("editor.mask_title"), previewed=previewed)
+        editors.matrix_editor(s, "mask", t("editor.mask_title"), previewed=True)
     if s.inputs.rounded is not None:
         if not s.controls.use_rounded:
             st.caption(t("editor.rounded_off"))
-        editors.matrix_editor(s, "rounded", t("editor.rounded_title"), previewed=previewed)
+        editors.matrix_editor(s, "rounded", t("editor.rounded_title"), previewed=True)
     if any(editors.is_big(s, name) for name in ("x", "w_query", "w_key", "w_value")):
         editors.uploader(s)
 
@@ -246,14 +245,16 @@ def _multi_head(trace: Trace) -> None:
         for head, column in zip(range(shown), st.columns(min(shown, 4)) * ((shown + 3) // 4), strict=False):
             title = t("multi_head.head_weights", head=head + 1)
             charts.chart(charts.figure(figures.tensor_heatmap, trace, "weights", head, title), f"chart_weights_{head}",
-                         where=column)  # fmt: skip
+                         where=column, shows=("weights", head))  # fmt: skip
         st.subheader(t("multi_head.scores"))
         head = pickers.head_picker(trace, "multi_head_head")
-        charts.chart(charts.figure(figures.tensor_heatmap, trace, "scores", head), "chart_scores")
+        charts.chart(
+            charts.figure(figures.tensor_heatmap, trace, "scores", head), "chart_scores", shows=("scores", head)
+        )
         st.subheader(t("multi_head.concat"))
-        charts.chart(charts.figure(figures.tensor_heatmap, trace, "concat"), "chart_concat")
+        charts.chart(charts.figure(figures.tensor_heatmap, trace, "concat"), "chart_concat", shows=("concat", None))
     st.subheader("outputs")
-    charts.chart(charts.figure(figures.tensor_heatmap, trace, "outputs"), "chart_outputs")
+    charts.chart(charts.figure(figures.tensor_heatmap, trace, "outputs"), "chart_outputs", shows=("outputs", None))
     check = traces.check(tab.current(), trace)  # with the exact softmax: the rounding is not attention
     if check.oracle != "nn.MultiheadAttention":
         st.caption(t("multi_head.no_oracle"))

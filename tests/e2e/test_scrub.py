@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -325,3 +326,98 @@ def wait_for_server_outputs(page) -> list:
         .find(g => (g.layout?.title?.text ?? '').replace(/<[^>]*>/g, '') === 'outputs');
         return gd && !Array.isArray(gd.data[0].z); }""")
     return heatmaps(page, "outputs")[0].tolist()
+
+
+SLIDER = "[data-testid=stSidebar] .st-key-temperature_slider"
+# Every chart that shows one of the trace's tensors (charts.chart's `shows`): its tensor, head, numbers as Plotly
+# holds them now (an empty cell: null) and cell texts; and how many times they have been redrawn (restyled) since
+# first asked (a chart whose numbers a drag does not change is not redrawn)
+TAGGED = """() => {
+    const charts = [...document.querySelectorAll('.js-plotly-plot')].filter(g => g.layout?.meta?.tensor);
+    window.__restyles ??= 0;
+    for (const g of charts.filter(g => !g.__counted)) {
+        g.__counted = true; g.on('plotly_restyle', () => window.__restyles++);
+    }
+    const rows = g => g._fullData[0].z.map(row => Array.from(row, v => Number.isFinite(v) ? v : null));
+    return {restyles: window.__restyles, charts: charts.map(g => ({tensor: g.layout.meta.tensor,
+        head: g.layout.meta.head, z: rows(g), texts: g.data[0].texttemplate}))};
+}"""
+FADED = """() => [...document.querySelectorAll('[data-testid=stDataFrame]')].map(t => t.style.opacity)"""
+
+
+def within_rule(trace: Trace, name: str, head: int | None, z: list) -> bool:
+    """Whether a chart's numbers are the trace's tensor (one head's) within the rule, an empty cell (None) only
+    where the trace's is −inf (a masked score) or 0 (a masked weight, which the server's figure draws empty)."""
+    expected, bound = trace[name].double(), tolerances(trace)[name]
+    if head is not None:
+        expected, bound = expected[head], bound[head]
+    elif bound.dim() == expected.dim() + 1:
+        bound = bound[0]
+    got = torch.tensor([[torch.nan if v is None else v for v in row] for row in z], dtype=torch.float64)
+    empty, infinite = torch.isnan(got), torch.isinf(expected)
+    if not (infinite <= empty).all() or not ((expected == 0) | infinite)[empty].all():
+        return False
+    return bool(((got - expected).abs().where(~empty, 0) <= bound).all())
+
+
+@pytest.mark.parametrize(("start", "step"), [("article", 5), ("linked", 4), ("linked", 5)])
+def test_a_temperature_drag_redraws_the_steps_tensors_in_the_browser_and_is_sent_on_release(page, start, step):
+    """The sidebar's temperature slider dragged on the walkthrough (the article's case with its rounded softmax, which
+    the session drops as it drops it; a case with 2 heads and a causal mask): each frame the step's charts are drawn
+    by the browser within the rule of the torch trace at the temperature the slider shows, their masked cells'
+    texts and the tables beside them set aside, with no run on the server; on release one run, after which the
+    temperature box holds that temperature and the charts are the server's."""
+    linked = start == "linked"
+    open_page(page, f"/walkthrough?step={step}" + (f"&case={case_to_link(LINKED)}" if linked else ""))
+    track = page.locator(f"{SLIDER} input[type=range]")
+    track.scroll_into_view_if_needed()
+    box = track.bounding_box()
+    y = box["y"] + box["height"] / 2
+    runs = page.evaluate("window.__e2eRuns.end")
+    seen = page.evaluate(TAGGED)["restyles"]
+    page.mouse.move(box["x"] + box["width"] / 2, y)
+    page.mouse.down()
+    for fraction in (0.4, 0.25, 0.6, 0.75):
+        page.mouse.move(box["x"] + box["width"] * fraction, y)
+        page.wait_for_function(f"() => ({TAGGED})().restyles > {seen}")
+        now = page.evaluate(TAGGED)
+        seen = now["restyles"]
+        temperature = float(page.locator(f"{SLIDER} output").text_content())
+        trace = attend(at_temperature(LINKED if linked else None, temperature))
+        for chart in now["charts"]:
+            assert within_rule(trace, chart["tensor"], chart["head"], chart["z"]), (temperature, chart)
+            assert chart["texts"] != "%{text}", chart  # masked cells' own texts: set aside while dragged
+        assert set(page.evaluate(FADED)) <= {"0.3"}
+    assert page.evaluate("window.__e2eRuns.end") == runs  # no run while the mouse is down
+    page.mouse.up()
+    wait_ready(page)
+    assert page.evaluate("window.__e2eRuns.end") > runs
+    assert float(page.locator("[data-testid=stSidebar] .st-key-temperature input").input_value()) == temperature
+    assert float(page.locator(f"{SLIDER} output").text_content()) == temperature
+    assert set(page.evaluate(FADED)) <= {""}
+    trace = attend(at_temperature(LINKED if linked else None, temperature))
+    name = "weights" if step == 5 else "scores"
+    expected = trace[name][0] if linked else trace[name]  # the head picker's first head
+    got = wait_for_server_heatmap(page, name)
+    finite = np.isfinite(got)  # a masked score and a masked weight: empty cells
+    np.testing.assert_allclose(got[finite], expected.double().numpy()[finite], rtol=0, atol=1e-6)
+
+
+def at_temperature(case: Case | None, temperature: float) -> Case:
+    """The session's case (the article's, or `case` as a link brings it) at a temperature, by the session's rule."""
+    if case is not None:
+        return with_options(case, temperature=temperature)
+    session = Session.start()
+    session.choose(temperature=temperature)
+    return session.case
+
+
+def wait_for_server_heatmap(page, title: str) -> np.ndarray:
+    """The chart titled `title` once the server's figure is drawn (Plotly 7 sends its numbers typed: bdata)."""
+    page.wait_for_function(
+        """(title) => { const gd = [...document.querySelectorAll('.js-plotly-plot')]
+        .find(g => (g.layout?.title?.text ?? '').replace(/<[^>]*>/g, '') === title);
+        return gd && !Array.isArray(gd.data[0].z); }""",
+        arg=title,
+    )
+    return heatmaps(page, title)[0]

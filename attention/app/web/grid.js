@@ -8,10 +8,6 @@ const DRAG_START_PX = 4; // a press that moves less than this is a click into th
 const PX_PER_STEP = 6; // a drag's pixels per step
 const RUN_ENDED = "attention:run-ended"; // said by pace.js, the last element of every run
 const UNHEARD_MS = 3000; // a dragged value goes anyway when no run's end is heard (a page run outside the frame)
-// A drag's preview writes the cells' numbers into a chart this small; a bigger one is previewed in colour alone, its
-// numbers back on release: Plotly redraws each cell's text (a 16 × 16 heatmap restyled: ~200 ms with its texts,
-// ~20 ms without, measured in headless Chromium on two busy cores), which would make the preview a few frames a second
-const PREVIEW_TEXT_CELLS = 32;
 
 export default function ({ data, parentElement, setStateValue }) {
   let editor = parentElement.__matrixEditor;
@@ -44,7 +40,7 @@ class Editor {
     this.waiting = false; // a value went to Python and the run it started has not ended
     this.queued = false; // a dragged value waits for that run's end, so that every step is drawn whole
     this.drag = null;
-    this.frame = 0; // the preview's next drawing (requestAnimationFrame), one a frame however fast the pointer moves
+    this.preview = new Preview(() => this.edited()); // a drag's steps drawn by the browser (preview.js)
     this.note = ""; // the editor's own message (a block that does not fit), until the next edit
     this.ended = () => this.runEnded();
     window.addEventListener(RUN_ENDED, this.ended);
@@ -65,7 +61,7 @@ class Editor {
     this.gone = true;
     window.removeEventListener(RUN_ENDED, this.ended);
     clearTimeout(this.timer);
-    cancelAnimationFrame(this.frame);
+    cancelAnimationFrame(this.preview.frame);
   }
 
   revive() {
@@ -287,6 +283,8 @@ class Editor {
     if (!drag || e.pointerId !== drag.id) return;
     const dx = e.clientX - drag.x;
     if (!drag.moved && Math.abs(dx) < DRAG_START_PX) return;
+    // focused (the last drag's release selects it), the cell's new value each frame would halve the redraws a second
+    if (!drag.moved) drag.input.blur();
     drag.moved = true;
     this.box.classList.add("dragging");
     const steps = Math.round(dx / PX_PER_STEP) * (e.shiftKey ? 10 : 1);
@@ -306,70 +304,32 @@ class Editor {
     this.drag = null;
     this.box.classList.remove("dragging");
     if (this.queued || drag.previewed) this.send(); // the value the drag ended on goes now
-    if (drag.previewed) this.redraw(true); // and is drawn, whole, while Python runs
+    if (drag.previewed) this.preview.draw(true); // and is drawn, whole, while Python runs
     drag.input.focus();
     drag.input.select(); // a click selects the number, which typing replaces (a double click or F2: the caret)
   }
 
-  // A drag's step drawn by the browser: true when the charts to redraw are on the page and Plotly (which
-  // Streamlit's chart puts on window) can restyle them; false, and the step goes to Python as before, otherwise.
+  // A drag's step drawn by the browser: true when there is a chart to redraw and Plotly can (preview.js); false,
+  // and the step goes to Python as before, otherwise.
   previewed() {
-    const p = this.data.preview;
-    if (!p || !window.Plotly?.restyle || !this.charts().length) return false;
-    if (!this.frame) this.frame = requestAnimationFrame(() => this.redraw());
+    if (!this.data.preview || !Preview.ready()) return false;
+    this.preview.ask();
     return true;
   }
 
-  // The charts named in the preview, found by their titles (Streamlit's frontend wraps a redrawn title in <b>).
-  charts() {
-    const titles = this.data.preview.charts;
-    const found = [];
-    for (const chart of document.querySelectorAll(".js-plotly-plot")) {
-      const title = (chart.layout?.title?.text ?? "").replace(/<[^>]*>/g, "");
-      if (title in titles && chart.data?.length) found.push([chart, titles[title]]);
-    }
-    return found;
-  }
-
-  // The case with this editor's edits, through the eight steps, into the charts: a preview of the run the release
-  // starts (the same numbers within float32's rounding: tests/e2e/test_scrub.py), never kept. `final`: the drag's
-  // last value, drawn on release with the cells' numbers a big chart's preview left out.
-  redraw(final = false) {
-    cancelAnimationFrame(this.frame);
-    this.frame = 0;
+  // The case with this editor's edits (null while a cell holds no number: Python says why, on release)
+  edited() {
     const p = this.data.preview;
     const kase = structuredClone(p.case);
     const inOptions = p.grid === "mask" || p.grid === "weights_override";
     const grid = inOptions ? kase.options[p.grid] : kase[p.grid];
-    let numbers = true;
     for (const [key, text] of Object.entries(this.edits.cells)) {
-      if (!this.isNumber(text)) numbers = false; // a cell that holds no number: Python says why, on release
-      else grid[key.split(",")[0]][key.split(",")[1]] = Number(text.trim());
+      if (!this.isNumber(text)) return null;
+      const [r, c] = key.split(",");
+      grid[r][c] = Number(text.trim());
     }
     if (p.grid === "weights_override") delete kase.options.rounded_within; // edited: no longer the article's
-    try {
-      const tensors = numbers ? attend(kase) : null;
-      for (const [chart, name] of this.charts()) {
-        const update = {};
-        if (tensors) {
-          const t = tensors[name];
-          const [rows, columns] = t.shape;
-          const row = (i) => Array.from(t.data.subarray(i * columns, (i + 1) * columns));
-          update.z = [Array.from({ length: rows }, (_, i) => row(i))];
-          if (!final && rows * columns > PREVIEW_TEXT_CELLS && chart.data[0].texttemplate) {
-            chart.__texts = chart.data[0].texttemplate;
-            update.texttemplate = "";
-          }
-        }
-        if (final && chart.__texts !== undefined) {
-          update.texttemplate = chart.__texts;
-          delete chart.__texts;
-        }
-        if (Object.keys(update).length) window.Plotly.restyle(chart, update, [0]);
-      }
-    } catch (error) {
-      console.error("attention grid.js: a drag's preview was not drawn", error); // the release's run draws it
-    }
+    return kase;
   }
 
   caret(input) {

@@ -11,6 +11,7 @@ python bench/decoding.py  # SmolLM2 generating with the app's KV cache, transfor
 python bench/models.py  # every family loaded by the app and by transformers; one head's case against their forward
 python bench/whole.py  # the whole-model view against a walkthrough step; ranking heads against one pass
 python bench/app.py
+python bench/threads.py  # torch on one intra-op thread against the default, quiet and busy cores
 python bench/browser.py
 python bench/scrub.py  # a dragged number computed in the browser: redraws a second, latency, server CPU
 python bench/server.py

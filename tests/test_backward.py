@@ -21,6 +21,7 @@ from attention.base.numbers import brief
 from attention.base.presets import article, random_case
 from attention.forward.files import trace_to_dict
 from attention.forward.teach import with_options
+from tests.cases import QK_NORM
 
 W_OUT = [[0.5, -1.0, 0.25], [1.5, 0.0, -0.5], [-2.0, 1.0, 0.75], [0.1, 0.2, -0.3]]  # (d_v = 4, d_out = 3)
 BLOCKED_ROW = [[1, 0, 1], [0, 0, 0], [1, 1, 1]]  # query 2 may attend to nothing
@@ -51,8 +52,7 @@ CASES = {
         heads=2,
         rope_base=500.0,
         mask="causal",
-        q_norm=[1.5, 0.5, -1.0, 2.0],
-        k_norm=[0.8, 1.2, 1.0, -0.6],
+        **QK_NORM,
     ),
     "q/k norm without RoPE, float64, a cell's loss": random_case(
         n=4,
@@ -60,8 +60,7 @@ CASES = {
         d_v=2,
         seed=11,
         dtype="float64",
-        q_norm=[1.5, 0.5, -1.0, 2.0],
-        k_norm=[0.8, 1.2, 1.0, -0.6],
+        **QK_NORM,
         norm_eps=0.01,
     ),
     "n = 24, bigger": random_case(n=24, d_in=8, d_k=8, d_v=8, seed=8, heads=2, temperature=2.0),

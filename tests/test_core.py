@@ -14,6 +14,7 @@ from attention.forward.files import trace_to_dict
 from attention.forward.oracle import check
 from attention.forward.script import blocks, shown
 from attention.forward.steps import LABELS, step_names, step_of
+from tests.cases import QK_NORM
 
 # The seed's printed numbers (../shared/seed/): PyTorch code and its output, verbatim.
 SEED_KEYS = [[0.0, 1.0, 1.0], [4.0, 4.0, 0.0], [2.0, 3.0, 1.0]]
@@ -187,7 +188,7 @@ def test_rope_turns_pairs_as_complex_numbers_and_equals_fused_attention(seed):
 def test_the_q_k_norm_is_torchs_rms_norm_and_the_check_catches_a_missing_one(seed):
     """Qwen3's step 3a: each head's rows over their root mean square times γ, as torch.nn.functional.rms_norm; the
     check against fused attention (which norms with F.rms_norm) fails when the trace's norm is left out."""
-    gamma = {"q_norm": [1.5, 0.5, -1.0, 2.0], "k_norm": [0.8, 1.2, 1.0, -0.6], "norm_eps": 10.0 ** -(seed + 3)}
+    gamma = QK_NORM | {"norm_eps": 10.0 ** -(seed + 3)}
     rope = {"rope_base": 100.0} if seed % 2 else {}
     case = random_case(5, 4, 8, 4, seed=seed, heads=2, dtype="float64", **gamma, **rope)
     trace = attend(case)

@@ -36,6 +36,7 @@ from attention.decoding.script import decoding_script
 from attention.decoding.state import DecodingView, link
 from attention.models import SMOLLM2
 from tests.apptest import APP, charts, session
+from tests.cases import QK_NORM
 
 W_OUT = [[0.5, -1.0, 0.25], [1.5, 0.0, -0.5], [-2.0, 1.0, 0.75], [0.1, 0.2, -0.3]]  # (d_v = 4, d_out = 3)
 CASES = {
@@ -61,8 +62,7 @@ CASES = {
         kv_heads=1,
         rope_base=100.0,
         mask="causal",
-        q_norm=[1.5, 0.5, -1.0, 2.0],
-        k_norm=[0.8, 1.2, 1.0, -0.6],
+        **QK_NORM,
     ),
     "n = 40, 8 heads sharing 2": random_case(n=40, d_in=16, d_k=32, d_v=32, seed=8, heads=8, kv_heads=2),
 }

@@ -18,6 +18,7 @@ from attention.base.presets import article, random_case
 from attention.forward import explain as forward_explain
 from attention.forward import figures
 from attention.forward.compute import AXES, Trace, attend
+from tests.cases import QK_NORM
 
 EXPLAIN_MODULES = (engine, forward_explain)  # the engine and the forward pass's explainers (one module before)
 
@@ -137,12 +138,8 @@ CASES = {
     "scaled RoPE, 2 heads": lambda: random_case(
         d_k=8, d_v=4, heads=2, rope_base=500.0, rope_frequencies=[0.7, 0.02], seed=9
     ),
-    "q/k norm, RoPE, 2 heads": lambda: random_case(
-        d_k=8, d_v=4, heads=2, rope_base=500.0, q_norm=[1.5, 0.5, -1.0, 2.0], k_norm=[0.8, 1.2, 1.0, -0.6], seed=10
-    ),
-    "q/k norm alone": lambda: random_case(
-        d_k=4, q_norm=[1.5, 0.5, -1.0, 2.0], k_norm=[0.8, 1.2, 1.0, -0.6], norm_eps=0.5, seed=11
-    ),
+    "q/k norm, RoPE, 2 heads": lambda: random_case(d_k=8, d_v=4, heads=2, rope_base=500.0, **QK_NORM, seed=10),
+    "q/k norm alone": lambda: random_case(d_k=4, **QK_NORM, norm_eps=0.5, seed=11),
 }
 
 

@@ -17,6 +17,7 @@ from attention.base.case import with_options
 from attention.base.presets import article, random_case
 from attention.forward.script import shown, to_script
 from attention.forward.steps import TITLES, step_names
+from tests.cases import QK_NORM
 
 ARTICLE_OUTPUTS = [[2.0, 7.0, 1.5], [2.0, 8.0, 0.0], [2.0, 7.8, 0.3]]
 ARTICLE_BROADCAST = "weighted = values[:, None] * weights.T[:, :, None]"
@@ -60,8 +61,7 @@ CASES = {
         kv_heads=1,
         rope_base=500.0,
         mask="causal",
-        q_norm=[1.5, 0.5, -1.0, 2.0],
-        k_norm=[0.8, 1.2, 1.0, -0.6],
+        **QK_NORM,
     ),
     # Labels straight into the dataclass: to_script must be safe even for a case that skipped validation
     "hostile labels": replace(random_case(n=len(HOSTILE), seed=5), tokens=HOSTILE),

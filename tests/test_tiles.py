@@ -27,6 +27,7 @@ from attention.tiles.compute import check, check_blocks, default_block, estimate
 from attention.tiles.script import to_script
 from attention.tiles.state import Tiling, default_blocks, first_rescale, link
 from tests.apptest import APP, session
+from tests.cases import QK_NORM
 
 BLOCKED = [[1, 0, 1, 0, 0], [0, 0, 0, 0, 0], [1, 1, 1, 0, 0], [0, 0, 0, 0, 0], [1, 1, 1, 1, 1]]  # rows 2, 4: nothing
 CASES = {
@@ -54,8 +55,7 @@ CASES = {
         heads=2,
         rope_base=500.0,
         mask="causal",
-        q_norm=[1.5, 0.5, -1.0, 2.0],
-        k_norm=[0.8, 1.2, 1.0, -0.6],
+        **QK_NORM,
     ),
     "big scores (exp would overflow without the running maximum)": random_case(n=6, seed=8, scale=60.0),
 }

@@ -1,5 +1,5 @@
-"""Once per server process: glibc's mmap threshold fixed; the heavy imports warmed up, then everything alive frozen
-out of the cycle collector.
+"""Once per server process: glibc's mmap threshold fixed; torch's intra-op threads set to one; the heavy imports
+warmed up, then everything alive frozen out of the cycle collector.
 
 Streamlit runs a full gc.collect() after every script run (runner.postScriptGC). In a process holding torch,
 plotly and pandas that full collection walks millions of objects which live as long as the process, and was most
@@ -14,6 +14,8 @@ import ctypes
 import ctypes.util
 import gc
 
+import torch
+
 from ..base.presets import article
 from ..forward.compute import attend
 from ..forward.figures import tensor_heatmap
@@ -21,6 +23,9 @@ from ..show.tables import table
 
 MMAP_THRESHOLD = 131072  # bytes: glibc's starting mmap threshold, which MALLOC_MMAP_THRESHOLD_=131072 also fixes
 M_MMAP_THRESHOLD = -3  # mallopt's parameter number for it (glibc's malloc.h)
+# Each run on one thread: the sessions' runs share the cores, and a run of this app's sizes gains little from a
+# second thread and pays for it in CPU (bench/threads.md: as fast or faster on quiet cores, less CPU per action)
+TORCH_THREADS = 1
 
 
 def return_big_blocks() -> bool:
@@ -40,6 +45,7 @@ def return_big_blocks() -> bool:
 
 def settle() -> None:
     """Make once what the first run would make (Plotly's validators, torch's kernels), then freeze (see above)."""
+    torch.set_num_threads(TORCH_THREADS)
     trace = attend(article())
     tensor_heatmap(trace, "scores", None, lang="en")
     table(trace, "scores", None, lang="en")

@@ -63,8 +63,13 @@ def loss(session: Session, trace: Trace) -> Loss:
     elif view.default_target is not None:  # training: the target stays where the first step saw it
         candidate = Loss(target=view.default_target)
     else:
-        return default_loss(trace)
-    return candidate if fits(candidate, trace) else default_loss(trace)  # a resize: the default again
+        return kept_default_loss(session, trace)
+    return candidate if fits(candidate, trace) else kept_default_loss(session, trace)  # a resize: the default again
+
+
+def kept_default_loss(session: Session, trace: Trace) -> Loss:
+    """default_loss, kept while the case is (its target writes every output number: 65,536 of them at the limits)."""
+    return session.derived.get(("default loss", trace.case, trace.device), lambda: default_loss(trace))
 
 
 def result(session: Session, trace: Trace) -> Backward:
@@ -146,7 +151,7 @@ def edit_target(session: Session, trace: Trace, row: int, column: int, text: obj
     editor's message, and the last valid target stays."""
     view = session.view(Learned)
     current = loss(session, trace)
-    target = current.target if current.target is not None else default_loss(trace).target
+    target = current.target if current.target is not None else kept_default_loss(session, trace).target
     n, d = len(target), len(target[0])
     if not (0 <= row < n and 0 <= column < d):
         return

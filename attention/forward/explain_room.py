@@ -6,7 +6,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from ..app import clicks, tab, traces
+from ..app import charts, clicks, tab, traces
 from ..app.language import lang, t
 from ..app.pickers import KEEP
 from ..base.explain import explainable
@@ -72,10 +72,11 @@ def split_head(trace: Trace, name: str, index: tuple[int, ...]) -> tuple[int | N
 
 
 def view(trace: Trace, name: str, head: int | None) -> go.Figure:
-    """The tensor's 2-D view (one head's), as the pages draw it: step 6's rows are (key, query) pairs."""
+    """The tensor's 2-D view (one head's), as the pages draw it: step 6's rows are (key, query) pairs. A copy of the
+    figure kept for the trace (at n = 1024 a new one was most of a rerun), for its cells to be outlined."""
     if name == "weighted":
-        return figures.weighted_heatmap(trace, head, lang())
-    return figures.tensor_heatmap(trace, name, head, lang=lang())
+        return go.Figure(charts.figure(figures.weighted_heatmap, trace, head))
+    return go.Figure(charts.figure(figures.tensor_heatmap, trace, name, head))
 
 
 def explained_figure(trace: Trace, name: str, index: tuple[int, ...]) -> go.Figure:

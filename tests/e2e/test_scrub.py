@@ -18,6 +18,7 @@ from attention.base.case import Case, case_to_dict, parse_case, with_options
 from attention.base.files import case_to_link
 from attention.base.presets import ARTICLE_ROUNDED_WEIGHTS, random_case
 from attention.forward.compute import ROUNDED_WITHIN, Trace, scale_factor
+from tests.cases import QK_NORM
 from tests.e2e.test_browser import cell, heatmaps, open_page, wait_ready
 
 pytestmark = pytest.mark.e2e
@@ -51,8 +52,7 @@ OPTIONS = {
     "RoPE, positions": (6, 4, 4, 4, {"rope_base": 100.0, "positions": (5, 1, 2, 9, 3, 0)}),
     "scaled RoPE (a model's frequencies)": (5, 4, 8, 4, {"heads": 2, "rope_base": 500.0,
                                                          "rope_frequencies": (0.7, 0.02)}),
-    "Qwen3's q/k norm, RoPE": (5, 4, 8, 4, {"heads": 2, "rope_base": 500.0, "q_norm": (1.5, 0.5, -1.0, 2.0),
-                                           "k_norm": (0.8, 1.2, 1.0, -0.6)}),
+    "Qwen3's q/k norm, RoPE": (5, 4, 8, 4, {"heads": 2, "rope_base": 500.0, **QK_NORM}),
     "w_out, one head": (5, 4, 4, 3, {"w_out": "random"}),
     "weights override": (3, 4, 3, 3, {"weights_override": ARTICLE_ROUNDED_WEIGHTS}),
     "16 × 16, every option": (16, 16, 16, 16, {"heads": 4, "kv_heads": 1, "rope_base": 10_000.0, "mask": "causal",

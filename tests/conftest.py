@@ -1,9 +1,15 @@
 """Fixtures shared by the AppTest suites."""
 
 import pytest
+import torch
 from streamlit.testing.v1 import AppTest
 
+from attention.app.process import TORCH_THREADS
 from tests.apptest import APP
+
+# The app runs torch on TORCH_THREADS intra-op threads; the tests' own computations too, so that a number a page shows
+# and a test's computation of it sum in the same order (a thread already started keeps the count it began with)
+torch.set_num_threads(TORCH_THREADS)
 
 
 @pytest.fixture

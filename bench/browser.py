@@ -17,7 +17,7 @@ from playwright.sync_api import expect, sync_playwright
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the app is not installed; the e2e helpers live here
 from attention import attend
 from attention.app.session import Session
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, ROOT, START_TIMEOUT, VIEWPORT, _free_port, _healthy
+from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, ROOT, START_TIMEOUT, _free_port, _healthy, new_context
 from tests.e2e.test_browser import READY, TIMEOUT_MS, cell, heatmaps, wait_ready
 
 FLOOR_APP = 'import streamlit as st\n\nx = st.number_input("x", value=1)\nst.write(x * 2)\n'
@@ -123,8 +123,8 @@ def server(script: Path):
 
 
 def new_page(browser, url: str):
-    context = browser.new_context(viewport=VIEWPORT, base_url=url)
-    context.set_default_timeout(TIMEOUT_MS)  # every Playwright wait is bounded
+    """A page in a new context that records when runs end (wait_ready reads it), every Playwright wait bounded."""
+    context = new_context(browser, base_url=url)
     return context, context.new_page()
 
 
@@ -284,6 +284,8 @@ def editor_sizes(browser, url: str, sizes=((16, 16), (32, 32), (32, 64)), runs: 
     for n, d in sizes:
         for label, value in (("n · tokens", 3), ("d_in", d)):  # from 3 tokens: n set last always makes a new grid
             field = sidebar.get_by_label(label, exact=True)
+            if field.input_value() == str(value):
+                continue  # no change, no run to wait for
             field.fill(str(value))
             field.press("Enter")
             wait_ready(page)

@@ -31,14 +31,14 @@ EVERY_OPTION = random_case(16, 16, 16, 16, seed=0, heads=4, kv_heads=1, rope_bas
                            scale="sqrt_dk", temperature=0.7)  # fmt: skip
 OUTPUTS = """[...document.querySelectorAll('.js-plotly-plot')]
     .find(g => (g.layout?.title?.text ?? '').replace(/<[^>]*>/g, '') === 'outputs')"""
-# After a real mouse down on x[2][2]: a pointer move every animation frame for `seconds` (a triangle wave over 240
-# px, 6 px a step), dispatched in the page (Playwright's own moves come ~13 a second on two busy cores); each
-# restyle of the outputs chart timed from the move that led to it.
-DRIVE = f"""async ({{x, y, seconds}}) => {{
-  const input = [...document.querySelectorAll('[data-testid=stBidiComponentIsolated]')]
-    .flatMap(h => [...(h.shadowRoot?.querySelectorAll('input.number') ?? [])])
-    .find(i => /^x, row 2\\b.*column 2$/.test(i.getAttribute('aria-label')));
-  const gd = {OUTPUTS};
+
+
+def driven(args: str, target: str, chart: str, move: str) -> str:
+    """A page function that makes a move every animation frame for `seconds` (`move`, on `input`, given the move's
+    count in `moves`) and times each restyle of `chart` from the move that led to it."""
+    return f"""async ({{{args}}}) => {{
+  const input = {target};
+  const gd = {chart};
   let moved = null; const latencies = [], draws = [];
   const heard = () => {{ draws.push(performance.now()); if (moved !== null) latencies.push(performance.now() - moved);
     moved = null; }};
@@ -47,14 +47,26 @@ DRIVE = f"""async ({{x, y, seconds}}) => {{
   await new Promise(done => {{ (function frame() {{
     if (performance.now() - start > seconds * 1000) return done();
     moves++;
-    const dx = 240 - Math.abs(moves % 80 * 6 - 240);
     if (moved === null) moved = performance.now();
-    input.dispatchEvent(new PointerEvent('pointermove', {{pointerId: 1, clientX: x + 5 + dx, clientY: y,
-      bubbles: true, composed: true}}));
+    {move}
     requestAnimationFrame(frame); }})(); }});
   gd.removeListener('plotly_restyle', heard);
   return {{seconds: (performance.now() - start) / 1000, moves, draws: draws.length, latencies}};
 }}"""
+
+
+# After a real mouse down on x[2][2]: a pointer move every animation frame for `seconds` (a triangle wave over 240
+# px, 6 px a step), dispatched in the page (Playwright's own moves come ~13 a second on two busy cores); each
+# restyle of the outputs chart timed from the move that led to it.
+DRIVE = driven(
+    "x, y, seconds",
+    """[...document.querySelectorAll('[data-testid=stBidiComponentIsolated]')]
+    .flatMap(h => [...(h.shadowRoot?.querySelectorAll('input.number') ?? [])])
+    .find(i => /^x, row 2\\b.*column 2$/.test(i.getAttribute('aria-label')))""",
+    OUTPUTS,
+    """input.dispatchEvent(new PointerEvent('pointermove', {pointerId: 1,
+      clientX: x + 5 + 240 - Math.abs(moves % 80 * 6 - 240), clientY: y, bubbles: true, composed: true}));""",
+)
 # The floor: the same chart restyled every animation frame from two sets of numbers it already has, as the preview
 # restyles it (without its cells' numbers past 32 cells)
 FLOOR = f"""async ({{seconds, texts}}) => {{
@@ -79,24 +91,12 @@ FLOOR = f"""async ({{seconds, texts}}) => {{
 SLIDER = """document.querySelector('.st-key-temperature_slider [data-testid=stBidiComponentIsolated]')
     .shadowRoot.querySelector('input[type=range]')"""
 TAGGED = "[...document.querySelectorAll('.js-plotly-plot')].filter(g => g.layout?.meta?.tensor)"
-SLIDE = f"""async ({{seconds}}) => {{
-  const input = {SLIDER};
-  const gd = {TAGGED}[0];
-  let moved = null; const latencies = [], draws = [];
-  const heard = () => {{ draws.push(performance.now()); if (moved !== null) latencies.push(performance.now() - moved);
-    moved = null; }};
-  gd.on('plotly_restyle', heard);
-  let moves = 0; const start = performance.now();
-  await new Promise(done => {{ (function frame() {{
-    if (performance.now() - start > seconds * 1000) return done();
-    moves++;
-    if (moved === null) moved = performance.now();
-    input.value = String(150 + Math.abs(moves % 100 - 50));
-    input.dispatchEvent(new Event('input', {{bubbles: true}}));
-    requestAnimationFrame(frame); }})(); }});
-  gd.removeListener('plotly_restyle', heard);
-  return {{seconds: (performance.now() - start) / 1000, moves, draws: draws.length, latencies}};
-}}"""
+SLIDE = driven(
+    "seconds",
+    SLIDER,
+    f"{TAGGED}[0]",
+    "input.value = String(150 + Math.abs(moves % 100 - 50)); input.dispatchEvent(new Event('input', {bubbles: true}));",
+)
 # Its floor: every chart that shows a trace tensor restyled every animation frame from numbers it already has
 SLIDE_FLOOR = f"""async ({{seconds, texts}}) => {{
   const charts = {TAGGED};

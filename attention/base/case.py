@@ -29,9 +29,16 @@ MAX_HEAD_CELLS = 1 << 24  # heads × n² in float32 (half in float64): each n ×
 MAX_ABS = 1e6  # |every input number|: keeps every product finite in float32 (see check_bounds_keep_float32_finite)
 MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 100.0
 MIN_SCALE, MAX_SCALE = 0.001, 100.0
+MIN_SOFTCAP, MAX_SOFTCAP = 0.1, 1000.0  # Gemma 2 caps attention scores at 50 (and its final logits at 30)
+MAX_SLOPE = 100.0  # |an ALiBi slope|: the paper's are 2^(−8k/h), at most 1/2
+MAX_SINK = 100.0  # |a sink logit|: gpt-oss's learned ones lie within a few units of 0
 MAX_TOKEN_CHARS = 40
 DTYPES = ("float32", "float64")
 DEVICE_PATTERN = re.compile(r"cpu|cuda|cuda:\d{1,2}|mps|auto")
+
+
+# The options of today's models (Options' last five): plain attention when each is None
+MODERN = ("window", "softcap", "alibi", "sinks", "rope_fraction")
 
 
 class CaseError(ValueError):
@@ -71,6 +78,14 @@ class Options:
     q_norm: tuple[float, ...] | None = None
     k_norm: tuple[float, ...] | None = None
     norm_eps: float = 1e-6  # the norm's ε: x / √(mean(x²) + ε)
+    # The attention of the models people run today (the Variants page); None: the plain attention of the article.
+    # Token i's place is its index i here (RoPE's positions are RoPE's alone).
+    window: int | None = None  # sliding window (Mistral, Gemma 2/3, gpt-oss): query i sees keys i − window < j ≤ i
+    softcap: float | None = None  # Gemma 2's cap: scores S → cap · tanh(S / cap), after the scale and any bias
+    alibi: tuple[float, ...] | None = None  # ALiBi (BLOOM, MPT): head h's slope m_h, scores − m_h · (i − j)
+    sinks: tuple[float, ...] | None = None  # gpt-oss: head h's sink logit s_h; e^s_h joins each softmax's denominator
+    rope_fraction: float | None = None  # partial rotary (GPT-NeoX, Phi): RoPE turns each head's first
+    # rope_fraction · d_head dims (pairs with θ_p = base^(−2p/d_rot)) and leaves the rest; None: all of them
 
 
 @dataclass(frozen=True)
@@ -126,6 +141,16 @@ class Case:
     def d_head(self) -> int:
         """A query (and key) head's width: d_k split over the heads."""
         return self.d_k // self.options.heads
+
+    @property
+    def d_rot(self) -> int:
+        """How many of a head's dims RoPE turns: all, or partial rotary's first fraction of them."""
+        return rotary_dims(self.d_head, self.options.rope_fraction)
+
+
+def rotary_dims(d_head: int, fraction: float | None) -> int:
+    """Partial rotary's turned dims, as transformers counts them: int(d_head · fraction) (all of them for None)."""
+    return d_head if fraction is None else int(d_head * fraction)
 
 
 def default_tokens(n: int) -> tuple[str, ...]:
@@ -357,13 +382,13 @@ def _options(value: object, n: int, widths: Widths, tokens: tuple[str, ...]) -> 
 
     if not isinstance(o.device, str) or not DEVICE_PATTERN.fullmatch(o.device):
         raise CaseError(_at("device"), msg("error.device_spec", value=excerpt(o.device)))
-    rope_base, positions = _rope(o.rope_base, o.positions, n, widths.d_k // heads, tokens)
-    frequencies = _frequencies(o.rope_frequencies, rope_base, widths.d_k // heads)
-    norms = _norms(o.q_norm, o.k_norm, o.norm_eps, widths.d_k // heads)
-    return replace(
-        o, temperature=temperature, mask=mask, w_out=w_out, weights_override=override, rope_base=rope_base,
-        positions=positions, rope_frequencies=frequencies, kv_heads=kv_heads, bias=_flag(o.bias, _at("bias")), **norms,
-    )  # fmt: skip
+    modern = _modern(o, heads, widths.d_k // heads)
+    d_rot = rotary_dims(widths.d_k // heads, modern["rope_fraction"])
+    rope_base, positions = _rope(o.rope_base, o.positions, n, d_rot, tokens)
+    modern |= {"rope_base": rope_base, "positions": positions, "rope_frequencies": _frequencies(o.rope_frequencies,
+               rope_base, d_rot)} | _norms(o.q_norm, o.k_norm, o.norm_eps, widths.d_k // heads)  # fmt: skip
+    return replace(o, temperature=temperature, mask=mask, w_out=w_out, weights_override=override, kv_heads=kv_heads,
+                   bias=_flag(o.bias, _at("bias")), **modern)  # fmt: skip
 
 
 def _at(option: str) -> Message:
@@ -478,6 +503,57 @@ def _norms(q_norm: object, k_norm: object, eps: object, d_head: int) -> dict:
             tuple(_number(v, msg("where.norm_weight", name=_at(name), dim=i + 1)) for i, v in enumerate(weights))
         )
     return {"q_norm": out[0], "k_norm": out[1], "norm_eps": eps}
+
+
+def _bounded(value: object, option: str, low: float, high: float) -> float:
+    """A number of an option within [low, high]: its place and both limits said when it is not."""
+    number = _number(value, _at(option), high)
+    if number < low:
+        raise CaseError(_at(option), msg("error.at_least", low=low, value=number))
+    return number
+
+
+def _modern(o: Options, heads: int, d_head: int) -> dict:
+    """The options of today's models (MODERN), checked: the window, the cap, a number per head, the fraction."""
+    return {
+        "window": _window(o.window),
+        "softcap": None if o.softcap is None else _bounded(o.softcap, "softcap", MIN_SOFTCAP, MAX_SOFTCAP),
+        "alibi": _per_head(o.alibi, "alibi", heads, MAX_SLOPE),
+        "sinks": _per_head(o.sinks, "sinks", heads, MAX_SINK),
+        "rope_fraction": _fraction(o.rope_fraction, o.rope_base, d_head),
+    }
+
+
+def _window(window: object) -> int | None:
+    """A sliding window: how many keys each query sees, itself included (a whole number, at least 1)."""
+    if window is None:
+        return None
+    if isinstance(window, bool) or not isinstance(window, int) or not 1 <= window <= MAX_N:
+        raise CaseError(_at("window"), msg("error.window", high=MAX_N, value=excerpt(window)))
+    return window
+
+
+def _per_head(values: object, option: str, heads: int, bound: float) -> tuple[float, ...] | None:
+    """One number per head (ALiBi's slopes, the sink logits), each within ±bound."""
+    if values is None:
+        return None
+    if not isinstance(values, list | tuple) or len(values) != heads:
+        count = len(values) if isinstance(values, list | tuple) else excerpt(values)
+        raise CaseError(_at(option), msg("error.per_head", heads=heads, count=count))
+    return tuple(_number(v, msg("where.of_head", name=_at(option), head=i + 1), bound) for i, v in enumerate(values))
+
+
+def _fraction(fraction: object, base: object, d_head: int) -> float | None:
+    """Partial rotary's fraction of a head's dims: in (0, 1], with RoPE, turning an even number of at least 2 dims."""
+    if fraction is None:
+        return None
+    if base is None:
+        raise CaseError(_at("rope_fraction"), msg("error.fraction_no_rope"))
+    fraction = _number(fraction, _at("rope_fraction"), 1.0)
+    d_rot = rotary_dims(d_head, fraction)
+    if fraction <= 0 or d_rot < 2 or d_rot % 2:
+        raise CaseError(_at("rope_fraction"), msg("error.fraction", value=fraction, d=d_head, dims=d_rot))
+    return None if fraction == 1 else fraction
 
 
 def _zero_one(value: object, where: str | Callable[[], str]) -> float:

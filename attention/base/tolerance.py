@@ -45,20 +45,25 @@ def normed_error(error: torch.Tensor, m: torch.Tensor, gamma, norm_eps: float, d
 
 
 def attention_tolerance(
-    x, w_query, w_key, w_value, queries, keys, values, weights, multiplier, rope, w_out, projected, norm=None
-):
+    x, w_query, w_key, w_value, queries, keys, values, weights, multiplier, rope, w_out, projected, norm=None,
+    scores=None,
+):  # fmt: skip
     """How far two float computations of attention's outputs (n_q, d_out) may be apart, number by number: the
     weighted sum over the n keys, the scores' rounding shifting the weights, and where the two sides project x
     their own ways (projected), the projections' rounding.
 
     queries, keys, values and weights as the eight steps make them ((h, n, d) or one head's (n, d)); the first n_q
     queries of x; rope: whether RoPE turned queries and keys; norm: a q/k norm's (queries, keys before it, γ_Q,
-    γ_K, ε), or None. Float64, on the CPU, a head's weights at a time."""
+    γ_K, ε), or None; scores: step 4's scores where something came after the scale (ALiBi's bias added, a softcap's
+    tanh: each rounds a score once more, a few eps of it; the tanh's slope ≤ 1 carries the rest), else None.
+    Float64, on the CPU, a head's weights at a time."""
     dtype, eps = queries.dtype, torch.finfo(queries.dtype).eps
     q, k, v = (t.detach().cpu().double() for t in (queries, keys, values))
     q, k, v, w = (t if t.dim() == 3 else t[None] for t in (q, k, v, weights.detach().cpu()))  # (h, n, d): a head axis
     n_q, h, n = q.shape[1], q.shape[0], k.shape[1]
     x, w_query, w_key, w_value = (t.detach().cpu().double() for t in (x, w_query, w_key, w_value))
+    s = None if scores is None else scores.detach().cpu().double().abs().nan_to_num(posinf=0.0)  # masked: −∞, unused
+    s = s if s is None or s.dim() == 3 else s[None]
     # step 3: q = x W_Q rounds a sum of d_in products; split into heads (and turned by RoPE) as the steps do
     e_q = heads_of(product_error(x[:n_q], w_query, dtype), h, q.shape[-1]) * projected  # (h, n_q, d_k/h)
     e_k = heads_of(product_error(x, w_key, dtype), h, k.shape[-1]) * projected  # (h, n, d_k/h)
@@ -77,12 +82,15 @@ def attention_tolerance(
     q_norm, k_norm = q.norm(dim=-1), k.norm(dim=-1)  # (h, n_q), (h, n)
     u = abs(multiplier) * ((rounding(q.shape[-1], dtype) + 2 * eps) * q_norm + e_q.norm(dim=-1))  # (h, n_q)
     # step 5: an error δs_ij moves output i by Σ_j w_ij δs_ij (v_j − o_i): at most √(Σ_j w_ij σ_ij²) times the
-    # weighted spread √(Σ_j w_ij (v_j − o_i)²) (Cauchy–Schwarz), with (a + b + c)² ≤ 3 (a² + b² + c²)
+    # weighted spread √(Σ_j w_ij (v_j − o_i)²) (Cauchy–Schwarz), with (a + b + c + e)² ≤ 4 (a² + b² + c² + e²); with
+    # sinks a row's weights sum to less than 1, and Σ_j w_ij v_j² − o_i² only grows
     error, o = (torch.empty(h, n_q, v.shape[-1], dtype=torch.float64) for _ in range(2))  # (h, n_q, d_v/h)
     for i in range(h):  # a head at a time: one n_q × n matrix in float64, never every head's
         w_i = w[i].double()
-        spread_s = 3 * (u[i] ** 2 * (w_i @ k_norm[i] ** 2) + 16 * eps**2)  # (n_q,)
-        spread_s += 3 * multiplier**2 * q_norm[i] ** 2 * (w_i @ e_k[i].norm(dim=-1) ** 2)
+        spread_s = 4 * (u[i] ** 2 * (w_i @ k_norm[i] ** 2) + 16 * eps**2)  # (n_q,)
+        spread_s += 4 * multiplier**2 * q_norm[i] ** 2 * (w_i @ e_k[i].norm(dim=-1) ** 2)
+        if s is not None:  # the bias's sum and the cap's tanh, division and product: a few eps of each score
+            spread_s += 4 * (w_i * (4 * eps * s[i]) ** 2).sum(-1)
         o[i] = w_i @ v[i]  # (n_q, d_v/h)
         spread_v = ((w_i @ v[i] ** 2) - o[i] ** 2).clamp(min=0)  # Σ_j w_ij (v_jc − o_ic)², in float64
         # steps 6-7: the sum over n keys of w_ij v_jc (twice: the softmax's own sum over n scales a row as a

@@ -65,8 +65,8 @@ def attend(case: Case) -> Trace:
     o = case.options
     device, dtype = resolve_device(o.device), getattr(torch, o.dtype)
     n, h, g = case.n, o.heads, o.kv_heads or o.heads
-    scale, temperature = scale_factor(case), o.temperature
-    allowed, override, w_out = option_tensors(case, device)  # (n, n) bool, (n, n), (d_v, d_out), or None each
+    options = score_options(case, device)  # steps 4-5's: the scale, the mask and window, ALiBi, the cap, the sinks
+    w_out = option_tensors(case, device)[2]  # (d_v, d_out) or None
     warm_up(str(device))  # the first run of an operation in a process is slow: not a step's time
     recorder = Recorder(step_names(case), device)
     record = recorder.record
@@ -94,22 +94,18 @@ def attend(case: Case) -> Trace:
         record("norm", **named(o, "norm", queries=queries, keys=keys))
     if o.rope_base is not None:
         # step 3b: rope
-        t, theta = positions(case), rope_theta(o, case.d_head)  # (n,): each token's position; (d_head/2,)
+        t, theta = positions(case), rope_theta(o, case.d_rot)  # (n,): each token's position; (d_rot/2,)
         queries = rope(queries, t, theta)  # (h?, n, d_k): pair p of token i turned by the angle t_i · θ_p
         keys = rope(keys, t, theta)  # the same turns: a score then depends on t_i − t_j alone
         record("rope", queries=queries, keys=keys)
     # steps 4-7, for all queries at once (each step's comment is inside steps_4_to_7)
-    options = {"scale": scale, "temperature": temperature, "w_out": w_out}
     whole = n * n * case.d_v <= WHOLE_MAX_NUMBERS  # step 6 held whole, or made slice by slice when looked at
-    outputs = steps_4_to_7(
-        queries, keys, values, allowed=allowed, override=override, record=record, whole=whole, **options
-    )
+    outputs = steps_4_to_7(queries, keys, values, **options, w_out=w_out, record=record, whole=whole)
     # step 8: repeat
     by_query = []
     for i in range(min(n, REPEAT_MAX_N)):
         query_i = queries[..., i : i + 1, :]  # (h?, 1, d_k)
-        rows_i = {"allowed": _row(allowed, i), "override": _row(override, i)}  # its rows of the mask and override
-        by_query.append(steps_4_to_7(query_i, keys, values, **rows_i, **options))
+        by_query.append(steps_4_to_7(query_i, keys, values, **at_rows(options, i), w_out=w_out))  # its rows of each
     outputs_by_query = torch.cat(by_query)  # (min(n, REPEAT_MAX_N), d_out): the rows stacked
     record("repeat", outputs_by_query=outputs_by_query)
     return _trace(case, device, recorder.records, outputs)
@@ -128,22 +124,38 @@ def steps_4_to_7(
     allowed: Tensor | None,
     override: Tensor | None,
     w_out: Tensor | None,
+    position_bias: Tensor | None = None,
+    softcap: float | None = None,
+    sinks: Tensor | None = None,
     record: Callable[..., None] = lambda step, **tensors: None,
     whole: bool = True,
 ) -> Tensor:
-    """Steps 4-7 for a block of queries: all of them (the matrix form) or one at a time (step 8)."""
+    """Steps 4-7 for a block of queries: all of them (the matrix form) or one at a time (step 8). The options of
+    today's models, in FlexAttention's terms: position_bias and softcap its score_mod, a window its mask_mod (in
+    `allowed`), sinks a logit per head that joins each softmax's denominator."""
     # step 4: scores
     scores_raw = queries @ keys.mT  # (h?, n_q, n_k)
     scores = scores_raw * (scale / temperature)  # a new tensor: changed in place below (at the limits each is 64 MiB)
-    if allowed is not None:  # a 0 in the mask: the query may not attend to that key
+    parts = {}
+    if position_bias is not None:  # ALiBi: − m_h (i − j), the further back a key the lower its score
+        scores, parts["position_bias"] = scores + position_bias, position_bias
+    if softcap is not None:  # Gemma 2: the scores squashed into (−cap, cap), the same order kept
+        parts["scores_uncapped"] = scores
+        scores = softcap * torch.tanh(scores / softcap)
+    if allowed is not None:  # a 0 in the mask, or a key outside the window: the query may not attend to it
         scores.masked_fill_(~allowed, float("-inf"))
-    record("scores", scores_raw=scores_raw, scores=scores)
+    record("scores", scores_raw=scores_raw, **parts, scores=scores)
     # step 5: softmax
-    weights_exact = torch.softmax(scores, dim=-1)  # (h?, n_q, n_k)
+    if sinks is None:
+        weights_exact = torch.softmax(scores, dim=-1)  # (h?, n_q, n_k)
+        sink = {}
+    else:  # gpt-oss: e^s_h in each row's denominator, so a row's weights may sum to less than 1
+        weights_exact, weights_sink = softmax_with_sink(scores, sinks)  # (h?, n_q, n_k), (h?, n_q, 1)
+        sink = {"weights_sink": weights_sink}
     if allowed is not None:  # a fully masked row is all NaN: zeros instead, as fused attention gives
         weights_exact.nan_to_num_(nan=0.0)
     weights = weights_exact if override is None else override  # (h?, n_q, n_k)
-    record("softmax", weights_exact=weights_exact, weights=weights)
+    record("softmax", weights_exact=weights_exact, **sink, weights=weights)
     # step 6: weighted
     if whole:  # every product at once: (h?, n_k, 1, d_v) * (h?, n_k, n_q, 1) -> (h?, n_k, n_q, d_v)
         weighted = values[..., :, None, :] * weights.mT[..., :, :, None]
@@ -169,19 +181,68 @@ def matrix(case: Case, name: str, dtype: torch.dtype, device: torch.device) -> T
 
 def rope(m: Tensor, positions: Tensor, theta: Tensor) -> Tensor:
     """Rotary position embedding of (h?, n, d): dims 2p and 2p+1 of the token at position t turned by the angle
-    t · θ_p (interleaved pairs, as in the RoPE paper and GGUF files). Angles in float64, then m's dtype."""
-    angles = positions.to(torch.float64)[:, None] * theta  # (n, d/2)
+    t · θ_p (interleaved pairs, as in the RoPE paper and GGUF files), for the pairs θ has (partial rotary: the first
+    d_rot dims; the rest pass unturned). Angles in float64, then m's dtype."""
+    d_rot = 2 * theta.numel()
+    angles = positions.to(torch.float64)[:, None] * theta  # (n, d_rot/2)
     cos, sin = (f.to(dtype=m.dtype, device=m.device) for f in (angles.cos(), angles.sin()))
-    even, odd = m[..., 0::2], m[..., 1::2]  # (h?, n, d/2) each
-    return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
+    even, odd = m[..., 0:d_rot:2], m[..., 1:d_rot:2]  # (h?, n, d_rot/2) each
+    turned = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
+    return turned if d_rot == m.shape[-1] else torch.cat((turned, m[..., d_rot:]), dim=-1)
 
 
 def rope_theta(o, d: int) -> Tensor:
-    """θ_p, the angle per position of each pair p of a head's d dims (float64): the paper's base^(−2p/d), or the
-    frequencies given (a model's scaled RoPE). `o`: a case's options or a model's spec (both name the two)."""
+    """θ_p, the angle per position of each pair p of the d dims RoPE turns (float64; a case's d_rot): the paper's
+    base^(−2p/d), or the frequencies given (a model's scaled RoPE). `o`: a case's options or a model's spec (both
+    name the two)."""
     if o.rope_frequencies is not None:
         return torch.tensor(o.rope_frequencies, dtype=torch.float64)
     return o.rope_base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+
+
+def softmax_with_sink(scores: Tensor, sinks: Tensor) -> tuple[Tensor, Tensor]:
+    """Step 5 with gpt-oss's sinks (sinks broadcast to (h?, 1, 1)): A_ij = e^S_ij / (e^s_h + Σ_k e^S_ik), and the
+    weight the sink took, e^s_h over the same sum; each exponent less the row's largest logit, the sink's included."""
+    top = torch.maximum(scores.amax(dim=-1, keepdim=True), sinks)  # (h?, n_q, 1): never −∞, a sink is finite
+    e, e_sink = (scores - top).exp(), (sinks - top).exp()
+    denominator = e.sum(dim=-1, keepdim=True) + e_sink  # (h?, n_q, 1)
+    return e / denominator, e_sink / denominator
+
+
+def score_options(case: Case, device: torch.device) -> dict:
+    """Steps 4-5's options as steps_4_to_7 takes them, for every query: the scale and temperature, which keys each
+    query may see (the mask and the sliding window), the weights override, ALiBi's position bias, the cap, and the
+    sink logits (shaped to broadcast over a head's scores)."""
+    o, dtype, h = case.options, getattr(torch, case.options.dtype), case.options.heads
+    allowed, override, _ = option_tensors(case, device)
+
+    def per_head(values):  # (h, 1, 1), or a 0-d tensor for one head
+        tensor = torch.tensor(values, dtype=dtype, device=device)
+        return tensor[:, None, None] if h > 1 else tensor[0]
+
+    bias = None
+    if o.alibi is not None:
+        i = torch.arange(case.n, device=device)
+        bias = -per_head(o.alibi) * (i[:, None] - i[None, :]).to(dtype)  # (h?, n, n): − m_h (i − j)
+    sinks = None if o.sinks is None else per_head(o.sinks)
+    return {
+        "scale": scale_factor(case), "temperature": o.temperature, "allowed": allowed, "override": override,
+        "position_bias": bias, "softcap": o.softcap, "sinks": sinks,
+    }  # fmt: skip
+
+
+def at_rows(options: dict, i: int) -> dict:
+    """score_options for query i alone: its rows of the mask, the override and the position bias."""
+    return options | {name: _row(options[name], i) for name in ("allowed", "override", "position_bias")}
+
+
+def of_head(options: dict, head: int, heads: int) -> dict:
+    """score_options for one head of several: its own slice of the per-head ones (ALiBi's bias, the sinks)."""
+    if heads == 1:
+        return options
+    return options | {
+        name: None if options[name] is None else options[name][head] for name in ("position_bias", "sinks")
+    }
 
 
 def named(o, step: str, **tensors: Tensor) -> dict[str, Tensor]:
@@ -253,13 +314,12 @@ def _step_7_parts(head_outputs: Tensor, concat: Tensor, w_out: Tensor | None) ->
 
 def one_query(trace: Trace, i: int) -> dict[str, Tensor]:
     """Steps 4-7 for query i alone, as step 8 runs them, with every tensor recorded (on the CPU)."""
-    case, o = trace.case, trace.case.options
-    allowed, override, w_out = option_tensors(case, torch.device("cpu"))
+    case, cpu = trace.case, torch.device("cpu")
+    options, w_out = at_rows(score_options(case, cpu), i), option_tensors(case, cpu)[2]
     recorded: dict[str, Tensor] = {}
     query_i = trace["queries"][..., i : i + 1, :]
     steps_4_to_7(
-        query_i, trace["keys"], trace["values"], scale=scale_factor(case), temperature=o.temperature,
-        allowed=_row(allowed, i), override=_row(override, i), w_out=w_out,
+        query_i, trace["keys"], trace["values"], **options, w_out=w_out,
         record=lambda step, **tensors: recorded.update(tensors),
     )  # fmt: skip
     return recorded
@@ -270,9 +330,10 @@ def variant_outputs(trace: Trace, case: Case) -> Tensor:
     queries, keys and values: steps 4-7 one head at a time, nothing recorded. It needs one head's n × n scores at a
     time, where a whole trace holds every head's four (the variants page shows five variants)."""
     queries, keys, values = (_with_head(trace, name) for name in ("queries", "keys", "values"))  # (h, n, d/h)
-    options = _options_of(case)
+    options, h = score_options(case, torch.device("cpu")), case.options.heads
     heads = [
-        steps_4_to_7(q, k, v, **options, w_out=None, whole=False) for q, k, v in zip(queries, keys, values, strict=True)
+        steps_4_to_7(q, k, v, **of_head(options, i, h), w_out=None, whole=False)
+        for i, (q, k, v) in enumerate(zip(queries, keys, values, strict=True))
     ]
     concat = torch.cat(heads, dim=-1)  # (n, d_v): the heads side by side
     w_out = case.options.w_out
@@ -284,7 +345,8 @@ def variant_weights(trace: Trace, case: Case, head: int = 0) -> Tensor:
     q, k, v = (_with_head(trace, name)[head] for name in ("queries", "keys", "values"))
     recorded: dict[str, Tensor] = {}
     record = lambda step, **tensors: recorded.update(tensors)  # noqa: E731
-    steps_4_to_7(q, k, v, **_options_of(case), w_out=None, record=record, whole=False)
+    options = of_head(score_options(case, torch.device("cpu")), head, case.options.heads)
+    steps_4_to_7(q, k, v, **options, w_out=None, record=record, whole=False)
     return recorded["weights"]
 
 
@@ -293,32 +355,31 @@ def _with_head(trace: Trace, name: str) -> Tensor:
     return trace[name] if trace.case.options.heads > 1 else trace[name][None]
 
 
-def _options_of(case: Case) -> dict:
-    """Steps 4-7's options for a case, on the CPU, without w_out (which comes after the heads are joined)."""
-    allowed, override, _ = option_tensors(case, torch.device("cpu"))
-    options = {"scale": scale_factor(case), "temperature": case.options.temperature}
-    return options | {"allowed": allowed, "override": override}
-
-
 def option_tensors(case: Case, device: torch.device) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
     """The options that are matrices, as tensors on the device: which keys each query may attend to (the mask),
     the weights override and w_out; None for each the case does not have."""
     o, dtype = case.options, getattr(torch, case.options.dtype)
     override = None if o.weights_override is None else torch.tensor(o.weights_override, dtype=dtype, device=device)
     w_out = None if o.w_out is None else torch.tensor(o.w_out, dtype=dtype, device=device)
-    return _allowed(o.mask, case.n, device), override, w_out
+    return _allowed(o.mask, case.n, device, o.window), override, w_out
 
 
 def _row(matrix: torch.Tensor | None, i: int) -> torch.Tensor | None:
-    return None if matrix is None else matrix[i : i + 1]
+    return None if matrix is None else matrix[..., i : i + 1, :]
 
 
-def _allowed(mask, n: int, device: torch.device) -> torch.Tensor | None:
-    if mask is None:
-        return None
+def _allowed(mask, n: int, device: torch.device, window: int | None = None) -> torch.Tensor | None:
+    """Which keys each query may see (n, n): the mask's, and within a sliding window the last `window` keys up to
+    the query itself; None: every key."""
+    allowed = None
     if mask == "causal":  # query i may attend to keys 1..i
-        return torch.ones(n, n, dtype=torch.bool, device=device).tril()
-    return torch.tensor(mask, device=device) != 0
+        allowed = torch.ones(n, n, dtype=torch.bool, device=device).tril()
+    elif mask is not None:
+        allowed = torch.tensor(mask, device=device) != 0
+    if window is not None:  # keys i − window < j ≤ i: the window ends at the query, so it is causal too
+        inside = torch.ones(n, n, dtype=torch.bool, device=device).tril().triu(1 - window)
+        allowed = inside if allowed is None else allowed & inside
+    return allowed
 
 
 def scale_factor(case: Case) -> float:

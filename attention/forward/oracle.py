@@ -1,21 +1,24 @@
-"""PyTorch's own attention as the oracle: scaled_dot_product_attention, and nn.MultiheadAttention where it fits."""
+"""PyTorch's own attention as the oracle: scaled_dot_product_attention, nn.MultiheadAttention where it fits, and
+FlexAttention (its score_mod, mask_mod and log-sum-exp) for the attention of today's models."""
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 import torch.nn.functional as F
+from torch.nn.attention.flex_attention import AuxRequest, create_block_mask, flex_attention
 
-from ..base.case import Case
+from ..base.case import MODERN, Case
 from ..base.record import Check, compare
 from .compute import Trace, scale_factor, tolerance
 
 CHUNK_CELLS = 1 << 22  # weights nn.MultiheadAttention makes at once (16 MiB in float32), a block of queries at a time
 
 
-def fused_outputs(case: Case) -> torch.Tensor:
-    """The case's exact attention (no override) by scaled_dot_product_attention, a key/value head at a time (with
-    enable_gqa where query heads share it), then concat and w_out. RoPE is applied here as a complex rotation, a
-    q/k norm by F.rms_norm."""
+def projected(case: Case) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Step 3 as the oracles take it: q (h, n, d/h), k and v (g, n, d/h) with g key/value heads; a q/k norm by
+    F.rms_norm, RoPE as a complex rotation."""
     o, h = case.options, case.options.heads
     g = o.kv_heads or h
     dtype = getattr(torch, o.dtype)
@@ -28,6 +31,16 @@ def fused_outputs(case: Case) -> torch.Tensor:
         q, k = F.rms_norm(q, (q.shape[-1],), gamma_q, o.norm_eps), F.rms_norm(k, (k.shape[-1],), gamma_k, o.norm_eps)
     if o.rope_base is not None:
         q, k = _rotate_complex(q, case), _rotate_complex(k, case)
+    return q, k, v
+
+
+def fused_outputs(case: Case) -> torch.Tensor:
+    """The case's exact attention (no override) by scaled_dot_product_attention, a key/value head at a time (with
+    enable_gqa where query heads share it), then concat and w_out."""
+    o, h = case.options, case.options.heads
+    g = o.kv_heads or h
+    dtype = getattr(torch, o.dtype)
+    q, k, v = projected(case)
     mask = None
     if o.mask == "causal":
         mask = torch.ones(case.n, case.n, dtype=torch.bool).tril()
@@ -45,15 +58,58 @@ def fused_outputs(case: Case) -> torch.Tensor:
 
 
 def _rotate_complex(m: torch.Tensor, case: Case) -> torch.Tensor:
-    """RoPE as the paper writes it: each pair of dims a complex number, times e^(i·t·θ_p)."""
-    d = m.shape[-1]
+    """RoPE as the paper writes it: each pair of dims a complex number, times e^(i·t·θ_p); with partial rotary only
+    the first d_rot dims' pairs (θ_p = base^(−2p/d_rot)), the others kept."""
+    d = case.d_rot
     t = torch.arange(case.n) if case.options.positions is None else torch.tensor(case.options.positions)
     theta = case.options.rope_base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
     if case.options.rope_frequencies is not None:  # a model's scaled RoPE: its own θ_p, as given
         theta = torch.tensor(case.options.rope_frequencies, dtype=torch.float64)
     turn = torch.polar(torch.ones(case.n, d // 2, dtype=torch.float64), t[:, None].double() * theta)  # (n, d/2)
-    pairs = torch.view_as_complex(m.double().unflatten(-1, (d // 2, 2)).contiguous())  # (h, n, d/2)
-    return torch.view_as_real(pairs * turn).flatten(-2).to(m.dtype)
+    pairs = torch.view_as_complex(m[..., :d].double().unflatten(-1, (d // 2, 2)).contiguous())  # (h, n, d/2)
+    return torch.cat((torch.view_as_real(pairs * turn).flatten(-2).to(m.dtype), m[..., d:]), dim=-1)
+
+
+def flex_outputs(case: Case) -> torch.Tensor:
+    """The case's exact attention by FlexAttention, as today's models write theirs: ALiBi and the softcap in its
+    score_mod, the mask and the sliding window in its mask_mod, and gpt-oss's sinks from its log-sum-exp (a row's
+    output times Σe^S / (Σe^S + e^s_h) = sigmoid(lse − s_h)); then concat and w_out. Eager on the CPU (flex_attention
+    without torch.compile: every score made, no fused kernel)."""
+    o, n = case.options, case.n
+    dtype = getattr(torch, o.dtype)
+    q, k, v = projected(case)
+    slopes = None if o.alibi is None else torch.tensor(o.alibi, dtype=dtype)
+    explicit = None if not isinstance(o.mask, tuple) else torch.tensor(o.mask) != 0
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        if slopes is not None:  # ALiBi
+            score = score - slopes[h] * (q_idx - kv_idx)
+        if o.softcap is not None:  # Gemma 2
+            score = o.softcap * torch.tanh(score / o.softcap)
+        return score
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        allowed = q_idx >= kv_idx if o.mask == "causal" or o.window is not None else q_idx == q_idx
+        if explicit is not None:
+            allowed = allowed & explicit[q_idx, kv_idx]
+        if o.window is not None:  # Mistral's and Gemma's sliding window
+            allowed = allowed & (q_idx - kv_idx < o.window)
+        return allowed
+
+    masked = o.mask is not None or o.window is not None
+    block_mask = create_block_mask(mask_mod, None, None, n, n, device="cpu") if masked else None
+    with warnings.catch_warnings():  # "flex_attention called without torch.compile()": meant, on the CPU
+        warnings.simplefilter("ignore", UserWarning)
+        out, aux = flex_attention(
+            q[None], k[None], v[None], score_mod=score_mod, block_mask=block_mask,
+            scale=scale_factor(case) / o.temperature, enable_gqa=k.shape[0] < q.shape[0],
+            return_aux=AuxRequest(lse=True),
+        )  # fmt: skip
+    out = out[0]  # (h, n, d_v/g)
+    if o.sinks is not None:  # gpt-oss: e^s_h in the denominator takes its share of each row
+        out = out * torch.sigmoid(aux.lse[0] - torch.tensor(o.sinks, dtype=aux.lse.dtype)[:, None])[..., None]
+    out = out.transpose(0, 1).flatten(1)  # (n, h · d_v/g): heads side by side
+    return out if o.w_out is None else out @ torch.tensor(o.w_out, dtype=dtype)
 
 
 def mha_outputs(case: Case) -> torch.Tensor | None:
@@ -66,6 +122,7 @@ def mha_outputs(case: Case) -> torch.Tensor | None:
     e = case.d_in
     fits = case.d_k == case.d_v == e and (o.w_out is None or len(o.w_out[0]) == e)
     fits = fits and o.rope_base is None and o.kv_heads is None  # it has neither RoPE nor grouped key/value heads
+    fits = fits and not any(getattr(o, name) is not None for name in MODERN)  # nor today's changes to the scores
     explicit = isinstance(o.mask, tuple)
     if not fits or (explicit and not all(any(row) for row in o.mask)):
         return None
@@ -94,9 +151,12 @@ def check(trace: Trace) -> Check:
     """Compare a trace's exact outputs (one without the override) with PyTorch's attention for the same case, each
     number within the one rule's tolerance (base/tolerance.py)."""
     case = trace.case
-    reference = mha_outputs(case) if case.options.heads > 1 else None
-    oracle = "nn.MultiheadAttention" if reference is not None else "scaled_dot_product_attention"
-    reference = fused_outputs(case) if reference is None else reference
+    if any(getattr(case.options, name) is not None for name in MODERN):
+        oracle, reference = "flex_attention", flex_outputs(case)
+    else:
+        reference = mha_outputs(case) if case.options.heads > 1 else None
+        oracle = "nn.MultiheadAttention" if reference is not None else "scaled_dot_product_attention"
+        reference = fused_outputs(case) if reference is None else reference
     # nn.MultiheadAttention projects x its own way (one in_proj matrix, W_Q pre-scaled); SDPA is given x @ W's
     projected = oracle == "nn.MultiheadAttention"
     return compare(oracle, trace.outputs, reference, tolerance(case, trace.__getitem__, projected=projected))

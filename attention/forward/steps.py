@@ -3,7 +3,7 @@ tensor is made from, and their formulas."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from ..base.case import Case
@@ -34,8 +34,11 @@ AXES = {
     "keys": ("token", "key dim"),
     "values": ("token", "value dim"),
     "scores_raw": ("query", "key"),
+    "position_bias": ("query", "key"),
+    "scores_uncapped": ("query", "key"),
     "scores": ("query", "key"),
     "weights_exact": ("query", "key"),
+    "weights_sink": ("query", "sink"),
     "weights": ("query", "key"),
     "weighted": ("key", "query", "value dim"),
     "head_outputs": ("query", "value dim"),
@@ -46,6 +49,7 @@ AXES = {
 PER_HEAD = {"queries", "keys", "values", "scores_raw", "scores", "weights_exact", "weights", "weighted", "head_outputs"}
 PER_HEAD |= {"queries_unrotated", "keys_unrotated"}  # with RoPE, step 3's queries and keys before they are turned
 PER_HEAD |= {"queries_unnormed", "keys_unnormed"}  # with a q/k norm, step 3's before it
+PER_HEAD |= {"position_bias", "scores_uncapped", "weights_sink"}  # ALiBi's bias, before a softcap, a sink's weight
 
 # What each tensor is made from (its parents): what its step read. Step 7's concat and outputs are made from the
 # first of theirs that the step has (the heads joined, or the one head's sum over the keys), and the outputs from the
@@ -59,8 +63,11 @@ MADE_FROM = {
     "keys_unnormed": ("x", "w_key"),
     "values": ("x", "w_value"),
     "scores_raw": ("queries", "keys"),
-    "scores": ("scores_raw",),
-    "weights_exact": ("scores",),
+    "position_bias": ("options.alibi",),
+    "scores_uncapped": ("scores_raw", "position_bias"),
+    "scores": ("scores_uncapped", "scores_raw", "position_bias"),
+    "weights_exact": ("scores", "options.sinks"),
+    "weights_sink": ("scores", "options.sinks"),
     "weights": ("weights_exact",),
     "weighted": ("weights", "values"),
     "head_outputs": ("weighted",),
@@ -121,6 +128,11 @@ def step(case: Case, name: str, tensors: Mapping, device: str, seconds: float, n
             parents = next(((p,) for p in parents if p in tensors), parents[-1:])
         if tensor == "outputs" and case.options.w_out is not None:  # projected by the case's own w_out
             parents += ("options.w_out",)
+        if tensor in ("scores", "scores_uncapped"):  # the scores before the cap, else the raw ones and any bias
+            parents = tuple(p for p in parents if p in tensors)
+            parents = ("scores_uncapped",) if "scores_uncapped" in parents else parents
+        if tensor in ("weights_exact", "weights_sink") and case.options.sinks is None:
+            parents = ("scores",)
         reads[tensor] = parents
     return Step(number(name), name, LABELS[name], TITLES[name], EXPLANATIONS[name], formula(name, case), tensors,
                 MappingProxyType(reads), device, seconds, notes)  # fmt: skip
@@ -160,15 +172,16 @@ def formula(name: str, case: Case, lang: str = "en") -> str:
         q = r"\begin{pmatrix} q_{2p} \\ q_{2p+1} \end{pmatrix}"
         turn = r"\begin{pmatrix} \cos t\theta_p & -\sin t\theta_p \\ \sin t\theta_p & \cos t\theta_p \end{pmatrix}"
         pair = rf"{q} \leftarrow {turn} {q}"
+        if case.d_rot < case.d_head:  # partial rotary: the pairs of the first d_rot dims, the rest as they are
+            theta = theta.replace(f"/{case.d_head}", f"/{case.d_rot}")
+            pair += rf",\ p < {case.d_rot // 2}\ ({words('rotary_part', d_rot=case.d_rot, d=case.d_head)})"
         return rf"{pair},\quad {theta},\quad k\ {words('likewise')}"
     if name == "scores":
-        scale = {"none": "", "sqrt_dk": rf"\frac{{1}}{{\sqrt{{{case.d_head}}}}}\,"}.get(o.scale)
-        scale = rf"{o.scale:g}\," if scale is None else scale
-        temperature = "" if o.temperature == 1 else rf" \,/\, {o.temperature:g}"
-        mask = rf",\quad S_{{ij}} = -\infty\ {words('where')}\ M_{{ij}} = 0" if o.mask is not None else ""
-        return rf"S = {scale}Q K^\top{temperature}{mask}"
+        return _scores(case, words)
     if name == "softmax":
         exact = r"A_{ij} = \frac{e^{S_{ij}}}{\sum_k e^{S_{ik}}}"
+        if o.sinks is not None:  # the sink's e^s_h in the denominator, no value in the sum after
+            exact = r"A_{ij} = \frac{e^{S_{ij}}}{e^{s_h} + \sum_k e^{S_{ik}}}"
         return exact + (rf",\quad A := \tilde{{A}}\ {words('rounded')}" if o.weights_override is not None else "")
     if name == "weighted":
         return r"\mathcal{W}_{j,i,:} = A_{ij}\, V_{j,:}"
@@ -177,3 +190,18 @@ def formula(name: str, case: Case, lang: str = "en") -> str:
         project = r",\quad O \leftarrow O\, W_O" if o.w_out is not None else ""
         return r"O_{i,:} = \sum_j \mathcal{W}_{j,i,:} = (A V)_{i,:}" + heads + project
     return rf"o_i = {words('with')}\ q_i\ {words('alone')} = O_{{i,:}} \quad {words('each_query')}\ i"
+
+
+def _scores(case: Case, words: Callable[..., str]) -> str:
+    """Step 4's formula: the scale and temperature, then what today's models add (ALiBi, a softcap, a window)."""
+    o = case.options
+    scale = {"none": "", "sqrt_dk": rf"\frac{{1}}{{\sqrt{{{case.d_head}}}}}\,"}.get(o.scale)
+    scale = rf"{o.scale:g}\," if scale is None else scale
+    temperature = "" if o.temperature == 1 else rf" \,/\, {o.temperature:g}"
+    mask = rf",\quad S_{{ij}} = -\infty\ {words('where')}\ M_{{ij}} = 0" if o.mask is not None else ""
+    bias = r" - m_h\,(i - j)" if o.alibi is not None else ""
+    cap = rf",\quad S \leftarrow {o.softcap:g} \tanh(S / {o.softcap:g})" if o.softcap is not None else ""
+    window = ""
+    if o.window is not None:  # the keys outside the window: after the query, or window or more before it
+        window = rf",\quad S_{{ij}} = -\infty\ {words('where')}\ j > i\ {words('or')}\ i - j \ge {o.window}"
+    return rf"S = {scale}Q K^\top{temperature}{bias}{cap}{mask}{window}"

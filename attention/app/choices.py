@@ -14,12 +14,15 @@ from ..base.case import (
     MAX_HEADS,
     MAX_N,
     MAX_SCALE,
+    MAX_SINK,
+    MAX_SOFTCAP,
     MAX_TEMPERATURE,
     MIN_SCALE,
     MIN_TEMPERATURE,
     Case,
     Widths,
     head_counts,
+    rotary_dims,
 )
 from ..base.i18n import excerpt
 
@@ -31,6 +34,8 @@ SCALES = ("none", "sqrt_dk", "custom")
 MASKS = ("none", "causal", "custom")
 FILLS = ("zeros", "random")
 IMAGE_FORMATS = ("png", "svg")
+ROPE_FRACTIONS = (1.0, 0.5, 0.25)  # partial rotary: Phi-2 turns 0.4 of a head, GPT-NeoX and Pythia 0.25
+ROPE_BASE = 10000.0  # RoPE's base when a person turns it on (the paper's); a model's or a file's own base is kept
 PRESETS = ("article", "random", "real")  # the sidebar's presets, each the kind of origin it makes (origins.PRESETS)
 MAX_SEED = 2**31 - 1
 
@@ -54,6 +59,14 @@ class Controls:
     heads: int = 1
     dtype: str = "float32"
     device: str = "cpu"
+    # today's models' attention (the Variants page; each off by default, the article's plain attention)
+    window: int = 0  # a sliding window of this many keys; 0: none
+    softcap: float = 0.0  # Gemma 2's cap on the scores; 0: none
+    alibi: bool = False  # ALiBi's linear bias, with the paper's slopes (or a loaded case's own)
+    sinks: bool = False  # gpt-oss's sink logits, each head's `sink` (or a loaded case's own)
+    sink: float = 0.0
+    rope: bool = False  # RoPE (off: NoPE, as SmolLM3's and Llama 4's every fourth layer)
+    rope_fraction: float = 1.0  # partial rotary: the share of each head RoPE turns
 
     @classmethod
     def of(cls, case: Case, keep: Controls) -> Controls:
@@ -63,7 +76,10 @@ class Controls:
             keep, n=case.n, d_in=case.d_in, d_k=case.d_k, d_v=case.d_v, use_rounded=o.weights_override is not None,
             scale=o.scale if isinstance(o.scale, str) else "custom",
             scale_value=1.0 if isinstance(o.scale, str) else o.scale, temperature=o.temperature, heads=o.heads,
-            dtype=o.dtype, mask="custom" if isinstance(o.mask, tuple) else o.mask or "none",
+            dtype=o.dtype, mask="custom" if isinstance(o.mask, tuple) else o.mask or "none", window=o.window or 0,
+            softcap=o.softcap or 0.0, alibi=o.alibi is not None, sinks=o.sinks is not None,
+            sink=o.sinks[0] if o.sinks else keep.sink, rope=o.rope_base is not None,
+            rope_fraction=o.rope_fraction or 1.0,
         )  # fmt: skip
 
     @property
@@ -97,11 +113,15 @@ def allowed(name: str, value: object) -> bool:
     whole = {**{k: (1, v) for k, v in SIZES.items()}, "heads": (1, MAX_HEADS), "seed": (0, MAX_SEED)}
     if name in whole:
         return type(value) is int and whole[name][0] <= value <= whole[name][1]
+    if name == "window":
+        return type(value) is int and 0 <= value <= MAX_N
     ranges = {"scale_value": (MIN_SCALE, MAX_SCALE), "temperature": (MIN_TEMPERATURE, MAX_TEMPERATURE)}
+    # a cap under MIN_SOFTCAP, or a fraction that turns an odd number of dims, is the case's to refuse, saying why
+    ranges |= {"softcap": (0.0, MAX_SOFTCAP), "sink": (-MAX_SINK, MAX_SINK), "rope_fraction": (0.01, 1.0)}
     if name in ranges:
         number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
         return number and ranges[name][0] <= value <= ranges[name][1]
-    if name == "use_rounded":
+    if name in ("use_rounded", "alibi", "sinks", "rope"):
         return isinstance(value, bool)
     if name == "device":
         return isinstance(value, str) and DEVICE_PATTERN.fullmatch(value) is not None
@@ -133,6 +153,9 @@ class Inputs:
     k_norm: tuple[float, ...] | None = None
     norm_eps: float = 1e-6
     bias: bool = False  # x's last column brings in the weights' biases (a model's): its label says so
+    # a loaded case's own ALiBi slopes and sink logits, one per head (a control turns each on or off)
+    alibi: tuple[float, ...] | None = None
+    sinks: tuple[float, ...] | None = None
 
     @classmethod
     def of(cls, case: Case) -> Inputs:
@@ -141,7 +164,7 @@ class Inputs:
             case.x, case.w_query, case.w_key, case.w_value, case.tokens,
             w_out=o.w_out, mask=o.mask if isinstance(o.mask, tuple) else None, rounded=o.weights_override,
             rope_base=o.rope_base, positions=o.positions, rope_frequencies=o.rope_frequencies, kv_heads=o.kv_heads,
-            bias=o.bias, q_norm=o.q_norm, k_norm=o.k_norm, norm_eps=o.norm_eps,
+            bias=o.bias, q_norm=o.q_norm, k_norm=o.k_norm, norm_eps=o.norm_eps, alibi=o.alibi, sinks=o.sinks,
         )  # fmt: skip
 
     def with_cells(self, name: str, cells: dict[tuple[int, int], object]) -> Inputs:
@@ -170,7 +193,7 @@ class Inputs:
         w_out = grids["options"]["w_out"]
         kept = {} if c.n != len(self.x) else {"rounded": self.rounded, "mask": self.mask, "positions": self.positions}
         kept |= {"rope_base": self.rope_base, "kv_heads": self.kv_heads, "bias": self.bias and c.d_in == len(self.x[0])}
-        kept["norm_eps"] = self.norm_eps
+        kept |= {"norm_eps": self.norm_eps, "alibi": self.alibi, "sinks": self.sinks}
         if c.d_k == len(self.w_query[0]):  # a pair's frequency, a dim's norm weight each: the same head widths
             kept |= {"rope_frequencies": self.rope_frequencies, "q_norm": self.q_norm, "k_norm": self.k_norm}
         matrices = {name: _grid(grids[name]) for name in NUMBERS}
@@ -179,6 +202,9 @@ class Inputs:
 
 def options(c: Controls, i: Inputs) -> dict:
     """The case's options the controls and the inputs describe (perhaps invalid: a case checks them)."""
+    rope = c.rope  # off: NoPE, the case's positions and scaled frequencies set aside with its base
+    pairs = rotary_dims(c.d_k // c.heads, c.rope_fraction) // 2 if c.heads and c.d_k % c.heads == 0 else 0
+    frequencies = i.rope_frequencies if rope and len(i.rope_frequencies or ()) == pairs else None  # one per pair
     return {
         "scale": c.scale_value if c.scale == "custom" else c.scale,
         "temperature": c.temperature,
@@ -188,15 +214,34 @@ def options(c: Controls, i: Inputs) -> dict:
         "weights_override": i.rounded if c.use_rounded else None,
         "dtype": c.dtype,
         "device": c.device,
-        "rope_base": i.rope_base,
-        "positions": i.positions,
-        "rope_frequencies": i.rope_frequencies,
+        "rope_base": (i.rope_base or ROPE_BASE) if rope else None,
+        "positions": i.positions if rope else None,
+        "rope_frequencies": frequencies,
         "kv_heads": i.kv_heads,
         "bias": i.bias,
         "q_norm": i.q_norm,
         "k_norm": i.k_norm,
         "norm_eps": i.norm_eps,
+        "window": c.window or None,
+        "softcap": c.softcap or None,
+        "alibi": per_head(i.alibi, c.heads, alibi_slopes(c.heads)) if c.alibi else None,
+        "sinks": per_head(i.sinks, c.heads, (c.sink,) * c.heads) if c.sinks else None,
+        "rope_fraction": c.rope_fraction if rope and c.rope_fraction != 1 else None,
     }
+
+
+def alibi_slopes(heads: int) -> tuple[float, ...]:
+    """ALiBi's slopes as its paper sets them: a geometric sequence from 2^(−8/h), head k's 2^(−8k/h) (for a head
+    count that is no power of two, the paper's interleaving: BLOOM's build_alibi_tensor)."""
+    closest = 2 ** math.floor(math.log2(heads))
+    slopes = [2 ** (-8 * k / closest) for k in range(1, closest + 1)]
+    extra = [2 ** (-4 * k / closest) for k in range(1, 2 * (heads - closest), 2)]  # the odd powers of the next one
+    return tuple(slopes + extra)
+
+
+def per_head(given: tuple[float, ...] | None, heads: int, otherwise: tuple[float, ...]) -> tuple[float, ...]:
+    """A loaded case's own numbers per head while the heads are as many, else the controls' own."""
+    return given if given is not None and len(given) == heads else otherwise
 
 
 def causal(n: int) -> Grid:

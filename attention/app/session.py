@@ -120,6 +120,8 @@ class Session:
         self.controls = c = replace(before, **accepted)
         if c.mask == "custom" and self.inputs.mask is None:  # a mask to edit by hand, from the causal one
             self.inputs = replace(self.inputs, mask=choices.causal(c.n))
+        if "sink" in accepted:  # one sink logit for every head, in place of a loaded case's own
+            self.inputs = replace(self.inputs, sinks=None)
         if c.preset_choice != before.preset_choice:
             return True
         if any(name in SIZES for name in accepted):

@@ -6,12 +6,22 @@ from __future__ import annotations
 import streamlit as st
 
 from ..base import i18n
-from ..base.case import DTYPES, MAX_HEADS, MAX_SCALE, MAX_TEMPERATURE, MIN_SCALE, MIN_TEMPERATURE
+from ..base.case import (
+    DTYPES,
+    MAX_HEADS,
+    MAX_N,
+    MAX_SCALE,
+    MAX_SINK,
+    MAX_SOFTCAP,
+    MAX_TEMPERATURE,
+    MIN_SCALE,
+    MIN_TEMPERATURE,
+)
 from ..base.device import available_devices, gpu_unavailable_reason
 from ..base.i18n import LANGUAGES
 from ..models import room as model_room
 from . import origins, slider
-from .choices import CONTROLS, FILLS, MASKS, MAX_SEED, SCALES, SIZES
+from .choices import CONTROLS, FILLS, MASKS, MAX_SEED, ROPE_FRACTIONS, SCALES, SIZES
 from .language import t
 from .origins import make
 from .session import Session
@@ -63,6 +73,8 @@ def draw(session: Session) -> None:
             room[1](session)
         st.subheader(t("sidebar.options"))  # what a learner changes first: next, under the pages
         _options(session, language)
+        with st.expander(t("sidebar.modern"), expanded=False):
+            modern(session)
         with st.expander(t("sidebar.sizes"), expanded=False):
             _sizes(session, language)
         with st.expander(t("sidebar.precision"), expanded=False):
@@ -108,6 +120,23 @@ def _options(session: Session, language: str) -> None:
     )  # fmt: skip
     slider.draw(session)
     st.number_input(t("sidebar.heads"), 1, MAX_HEADS, c.heads, step=1, key="heads", help=t("sidebar.heads_help"))
+
+
+def modern(session: Session) -> None:
+    """The attention of today's models: a sliding window, a softcap, ALiBi, sinks, RoPE whole, in part or off."""
+    c = session.controls
+    st.number_input(t("sidebar.window"), 0, MAX_N, c.window, step=1, key="window", help=t("sidebar.window_help"))
+    st.number_input(t("sidebar.softcap"), 0.0, MAX_SOFTCAP, c.softcap, step=1.0, key="softcap", format="%g",
+                    help=t("sidebar.softcap_help"))  # fmt: skip
+    st.toggle(t("sidebar.alibi"), c.alibi, key="alibi", help=t("sidebar.alibi_help"))
+    st.toggle(t("sidebar.sinks"), c.sinks, key="sinks", help=t("sidebar.sinks_help"))
+    if c.sinks:
+        st.number_input(t("sidebar.sink"), -MAX_SINK, MAX_SINK, c.sink, step=0.5, key="sink", format="%g")
+    st.toggle(t("sidebar.rope"), c.rope, key="rope", help=t("sidebar.rope_help"))
+    if c.rope:
+        fractions = (*ROPE_FRACTIONS, c.rope_fraction) if c.rope_fraction not in ROPE_FRACTIONS else ROPE_FRACTIONS
+        st.selectbox(t("sidebar.rope_fraction"), fractions, _at(fractions, c.rope_fraction), key="rope_fraction",
+                     format_func=lambda f: f"{f:g}", help=t("sidebar.rope_fraction_help"))  # fmt: skip
 
 
 def _sizes(session: Session, language: str) -> None:

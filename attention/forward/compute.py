@@ -138,10 +138,10 @@ def steps_4_to_7(
     scores = scores_raw * (scale / temperature)  # a new tensor: changed in place below (at the limits each is 64 MiB)
     parts = {}
     if position_bias is not None:  # ALiBi: − m_h (i − j), the further back a key the lower its score
-        scores, parts["position_bias"] = scores + position_bias, position_bias
-    if softcap is not None:  # Gemma 2: the scores squashed into (−cap, cap), the same order kept
-        parts["scores_uncapped"] = scores
-        scores = softcap * torch.tanh(scores / softcap)
+        scores = scores.add_(position_bias) if scores.shape == position_bias.shape else scores + position_bias
+        parts["position_bias"] = position_bias
+    if softcap is not None:  # Gemma 2: the scores squashed into (−cap, cap), the same order kept (in place: a copy)
+        parts["scores_uncapped"], scores = scores, scores.div(softcap).tanh_().mul_(softcap)
     if allowed is not None:  # a 0 in the mask, or a key outside the window: the query may not attend to it
         scores.masked_fill_(~allowed, float("-inf"))
     record("scores", scores_raw=scores_raw, **parts, scores=scores)
@@ -400,9 +400,10 @@ def tolerance(case: Case, tensor: Callable[[str], Tensor], rows: int | None = No
     norm = None
     if o.q_norm is not None:  # step 3's queries and keys, before the norm
         norm = (tensor("queries_unnormed")[..., :rows, :], tensor("keys_unnormed"), o.q_norm, o.k_norm, o.norm_eps)
-    rope = o.rope_base is not None
+    rope = case.d_rot if o.rope_base is not None else 0  # how many of a head's dims RoPE turned
+    scores = tensor("scores")[..., :rows, :] if o.alibi is not None or o.softcap is not None else None
     return attention_tolerance(
-        x, w_query, w_key, w_value, queries, keys, values, weights, multiplier, rope, w_out, projected, norm
+        x, w_query, w_key, w_value, queries, keys, values, weights, multiplier, rope, w_out, projected, norm, scores
     )
 
 

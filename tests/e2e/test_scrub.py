@@ -1,6 +1,7 @@
 """The browser's arithmetic (attention/forward/web/steps.js) in a real Chromium against the torch trace: random cases
-with every option, every tensor within the one tolerance rule at float32, and a wrong option caught (a blank page,
-no server); then a drag on /inputs, drawn by the browser step by step, and sent to the server only on release."""
+with every option (today's too, in random combinations), every tensor within the one tolerance rule at float32, and a
+wrong option caught (a blank page, no server); then a drag on /inputs, drawn by the browser step by step, and sent to
+the server only on release."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import torch
 from attention import attend
 from attention.app.session import Session
 from attention.base import tolerance as rule
-from attention.base.case import Case, case_to_dict, parse_case, with_options
+from attention.base.case import MODERN, Case, case_to_dict, parse_case, with_options
 from attention.base.files import case_to_link
 from attention.base.presets import ARTICLE_ROUNDED_WEIGHTS, random_case
 from attention.forward.compute import ROUNDED_WITHIN, Trace, scale_factor
@@ -57,8 +58,26 @@ OPTIONS = {
     "weights override": (3, 4, 3, 3, {"weights_override": ARTICLE_ROUNDED_WEIGHTS}),
     "16 × 16, every option": (16, 16, 16, 16, {"heads": 4, "kv_heads": 1, "rope_base": 10_000.0, "mask": "causal",
                                               "scale": "sqrt_dk", "temperature": 0.7, "w_out": "random"}),
+    # today's options (base/case.py's MODERN), alone and together
+    "sliding window 3": (7, 4, 4, 4, {"window": 3}),
+    "window 2 and a custom mask": (4, 3, 3, 3, {"window": 2, "mask": MASK}),
+    "softcap 1.5": (6, 4, 4, 4, {"softcap": 1.5}),
+    "ALiBi, 2 heads": (6, 4, 6, 4, {"heads": 2, "alibi": (0.5, 0.125), "scale": "sqrt_dk"}),
+    "sinks, a masked row": (4, 3, 3, 3, {"mask": MASK, "sinks": (0.7,)}),
+    "sinks, 4 heads, 2 kv heads": (6, 4, 8, 4, {"heads": 4, "kv_heads": 2, "sinks": (2.0, -1.0, 0.0, 3.5)}),
+    "partial rotary, positions": (5, 4, 8, 4, {"heads": 2, "rope_base": 100.0, "rope_fraction": 0.5,
+                                               "positions": (3, 0, 7, 1, 2)}),
+    "partial rotary of a model's frequencies": (5, 4, 6, 4, {"rope_base": 500.0, "rope_fraction": 0.4,
+                                                              "rope_frequencies": (0.3,)}),
+    "NoPE beside ALiBi and a cap": (5, 4, 4, 4, {"alibi": (0.25,), "softcap": 2.0, "temperature": 0.5}),
+    "16 × 16, every modern option": (16, 16, 16, 16, {"heads": 4, "kv_heads": 2, "rope_base": 10_000.0,
+                                                     "rope_fraction": 0.5, "window": 5, "softcap": 3.0,
+                                                     "alibi": (0.5, 0.25, 0.125, 0.0625),
+                                                     "sinks": (1.0, -0.5, 0.0, 2.0), "scale": "sqrt_dk",
+                                                     "w_out": "random"}),
 }  # fmt: skip
 SEEDS = (0, 1, 2)
+MODERN_SEEDS = range(20)  # random combinations of today's options: seed s always has MODERN[s % 5]
 
 
 def case_of(name: str, seed: int) -> Case:
@@ -72,6 +91,37 @@ def case_of(name: str, seed: int) -> Case:
         w_out = torch.randn(rows, 5, generator=generator, dtype=torch.float64).round(decimals=1)
         options["w_out"] = tuple(map(tuple, w_out.tolist()))
     return random_case(n, d_in, d_k, d_v, seed=seed, **options)
+
+
+def modern_case(seed: int) -> Case:
+    """A seeded random case with a random combination of today's options (MODERN: each on with chance 1/2, and
+    MODERN[seed % 5] always), at random sizes, heads, key/value heads, masks, scales and temperatures."""
+    generator = torch.Generator().manual_seed(1000 + seed)
+    draw = lambda: float(torch.rand((), generator=generator, dtype=torch.float64))  # noqa: E731
+    pick = lambda choices: choices[int(draw() * len(choices))]  # noqa: E731
+    on = {name for name in MODERN if draw() < 0.5} | {MODERN[seed % len(MODERN)]}
+    heads = pick((1, 2, 4))
+    kv_heads = pick([g for g in (1, 2, 4) if heads % g == 0])
+    n, d_head = 2 + int(draw() * 9), pick((4, 6, 8) if "rope_fraction" in on else (2, 4, 6))
+    mask = pick((None, "causal", tuple(tuple(int(draw() < 0.7) for _ in range(n)) for _ in range(n))))
+    options = {"heads": heads, "mask": mask, "scale": pick(("none", "sqrt_dk")), "temperature": pick((0.5, 1.0, 2.0))}
+    if kv_heads != heads:
+        options["kv_heads"] = kv_heads
+    if "window" in on:
+        options["window"] = 1 + int(draw() * n)
+    if "softcap" in on:
+        options["softcap"] = round(0.5 + 4.5 * draw(), 2)
+    if "alibi" in on:  # the paper's slopes are 2^(−8k/h): between 0 and 1/2
+        options["alibi"] = tuple(round(draw(), 3) for _ in range(heads))
+    if "sinks" in on:
+        options["sinks"] = tuple(round(6 * draw() - 3, 2) for _ in range(heads))
+    if "rope_fraction" in on or draw() < 0.3:  # partial rotary needs RoPE; NoPE the rest of the time
+        options["rope_base"] = pick((100.0, 10_000.0))
+    if "rope_fraction" in on:  # turning an even number of dims, 2 or more, fewer than all
+        turning = [f for f in (0.25, 0.5, 0.75) if int(d_head * f) in range(2, d_head, 2)]
+        options["rope_fraction"] = pick(turning)
+    d_in, d_v = 2 + int(draw() * 7), kv_heads * pick((1, 2, 3))
+    return random_case(n, d_in, heads * d_head, d_v, seed=seed, **options)
 
 
 @pytest.fixture(scope="module")
@@ -119,22 +169,20 @@ def tolerances(trace: Trace) -> dict[str, torch.Tensor]:
             rule.normed_error(e, m, gamma, o.norm_eps, F32)
             for e, m, gamma in zip((e_q, e_k), norm[:2], norm[2:4], strict=True)
         )
-    if o.rope_base is not None:
+    if o.rope_base is not None:  # partial rotary: the first d_rot dims turned, the rest as they were
         out |= {"queries_unrotated": e_q, "keys_unrotated": e_k}
-        e_q, e_k = rule.turned_error(e_q, q, F32), rule.turned_error(e_k, k, F32)
+        e_q, e_k = (
+            torch.cat((rule.turned_error(e[..., : case.d_rot], m[..., : case.d_rot], F32), e[..., case.d_rot :]), -1)
+            for e, m in ((e_q, q), (e_k, k))
+        )
     out |= {"queries": e_q, "keys": e_k, "values": e_v}
-    # step 4: a sum of d_head products, and q's and k's errors; then the multiplier's own rounding
+    # step 4: a sum of d_head products, and q's and k's errors
     multiplier = scale_factor(case) / o.temperature
     raw = rule.rounding(width_k, F32) * (q.abs() @ k.abs().mT) + e_q @ k.abs().mT + q.abs() @ e_k.mT
-    scores = with_head(trace["scores"])
-    sigma = abs(multiplier) * raw + 2 * EPS * scores.abs().nan_to_num(posinf=0.0)  # masked (−inf): exactly −inf
-    out |= {"scores_raw": raw, "scores": sigma}
-    # step 5: δs moves weight j by A_ij (δs_ij − Σ_k A_ik δs_ik); the softmax's exp, division and sum of n_k terms
-    a = with_head(trace["weights_exact"])
-    sigma = torch.where(torch.isinf(scores), 0.0, sigma + 4 * EPS)
-    n_k = a.shape[-1]
-    e_a = a * (sigma + (a * sigma).sum(-1, keepdim=True)) + rule.rounding(n_k, F32) * a
-    out["weights_exact"] = e_a
+    out |= score_errors(trace, with_head, raw, multiplier)
+    # step 5: the softmax (with a sink's share)
+    out |= softmax_errors(trace, with_head, out["scores"])
+    e_a = out["weights_exact"]
     override = o.weights_override is not None and not trace["weights"].equal(trace["weights_exact"])
     e_w = 2 * EPS * with_head(trace["weights"]).abs() if override else e_a
     out["weights"] = e_w
@@ -149,11 +197,55 @@ def tolerances(trace: Trace) -> dict[str, torch.Tensor]:
     reads = (x, w_query, w_key, w_value, trace["queries"], trace["keys"], trace["values"], trace["weights"])
     rope = o.rope_base is not None
     w_out = None if o.w_out is None else torch.tensor(o.w_out, dtype=torch.float64)
-    concat = rule.attention_tolerance(*reads, multiplier, rope, None, True, norm)  # (n, d_v·h/g)
+    # a bias or a cap rounds each score once more: the rule reads the final scores then (forward/compute.py's too)
+    scores = trace["scores"] if o.alibi is not None or o.softcap is not None else None
+    concat = rule.attention_tolerance(*reads, multiplier, rope, None, True, norm, scores=scores)  # (n, d_v·h/g)
     out["concat"] = concat
     out["head_outputs"] = concat.unflatten(-1, (h, -1)).transpose(0, 1)
-    out["outputs"] = rule.attention_tolerance(*reads, multiplier, rope, w_out, True, norm)
+    out["outputs"] = rule.attention_tolerance(*reads, multiplier, rope, w_out, True, norm, scores=scores)
     return {name: e + 16 * TINY for name, e in out.items()}  # (h, …): one head's lose the axis in differences
+
+
+def score_errors(trace: Trace, with_head, raw: torch.Tensor, multiplier: float) -> dict[str, torch.Tensor]:
+    """Step 4's tensors' tolerances (h, n_q, n_k), from the raw scores' (raw): the multiplier's own rounding, ALiBi's
+    bias (its product m_h (i − j)) and the sum, a softcap's c · tanh(S / c) (its slope, 1 − tanh², carries the
+    error; its division, tanh and product round: ≤ 4 eps of the capped score, as (1 − tanh² x) |x| ≤ |tanh x|)."""
+    o, out = trace.case.options, {"scores_raw": raw}
+    scaled = (with_head(trace["scores_raw"]) * multiplier).abs()
+    sigma = abs(multiplier) * raw + 2 * EPS * scaled
+    if o.alibi is not None:
+        bias = with_head(trace["position_bias"]).abs()
+        out["position_bias"] = 2 * EPS * bias
+        sigma = sigma + 3 * EPS * (scaled + bias)  # the bias's rounding and the sum's
+    if o.softcap is not None:
+        out["scores_uncapped"] = sigma
+        capped = with_head(trace["scores"]).abs().nan_to_num(posinf=0.0)  # masked (−inf): exactly −inf on both sides
+        slope = (1 - (capped / o.softcap) ** 2).clamp(min=0)
+        sigma = slope * sigma + 4 * EPS * capped
+    out["scores"] = sigma
+    return out
+
+
+def softmax_errors(trace: Trace, with_head, sigma: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Step 5's tolerances from the scores' (sigma): δs moves weight j by A_ij (δs_ij − Σ_k A_ik δs_ik), each exponent
+    rounds s − top (top: the row's largest logit, a sink's included), and the exp, division and sum of the n_k terms
+    (and the sink's e^s_h) round. With sinks, the sink's weight moves by the same rule (its logit exact)."""
+    o = trace.case.options
+    scores, a = with_head(trace["scores"]), with_head(trace["weights_exact"])  # (h, n_q, n_k)
+    sinks = None if o.sinks is None else torch.tensor(o.sinks, dtype=F32).double()[:, None, None]  # (h, 1, 1)
+    top = scores.amax(-1, keepdim=True)  # (h, n_q, 1)
+    top = top if sinks is None else torch.maximum(top, sinks)
+    masked = torch.isinf(scores)
+    sigma = torch.where(masked, 0.0, sigma + 4 * EPS + EPS * (scores - top).abs().where(~masked, 0.0))
+    row = (a * sigma).sum(-1, keepdim=True)  # (h, n_q, 1)
+    terms = a.shape[-1] + (sinks is not None)
+    out = {}
+    if sinks is not None:
+        w_sink, sigma_sink = with_head(trace["weights_sink"]), 4 * EPS + EPS * (sinks - top).abs()
+        row = row + w_sink * sigma_sink
+        out["weights_sink"] = w_sink * (sigma_sink + row) + rule.rounding(terms, F32) * w_sink
+    out["weights_exact"] = a * (sigma + row) + rule.rounding(terms, F32) * a
+    return out
 
 
 def differences(trace: Trace, got: dict) -> dict[str, float]:
@@ -193,18 +285,45 @@ def test_every_tensor_equals_the_trace_within_the_rule(steps_page, name, seed):
     assert all(ratio <= 1 for ratio in worst.values()), worst
 
 
+def test_the_random_combinations_turn_each_modern_option_on_and_off():
+    cases = [modern_case(seed) for seed in MODERN_SEEDS]
+    for name in MODERN:
+        on = sum(getattr(case.options, name) is not None for case in cases)
+        assert 0 < on < len(cases), (name, on)
+
+
+@pytest.mark.parametrize("seed", MODERN_SEEDS)
+def test_every_tensor_of_random_modern_cases_equals_the_trace_within_the_rule(steps_page, seed):
+    """Today's options (window, softcap, ALiBi, sinks, partial rotary) in random combinations with the others: the
+    module names every tensor the trace records (position_bias, scores_uncapped, weights_sink), each within the rule."""
+    case = modern_case(seed)
+    trace, got = attend(case), run_js(steps_page, case)
+    recorded = {t for step in trace.steps for t in step.tensors if t != "outputs_by_query"}
+    assert recorded <= set(got), recorded - set(got)
+    worst = differences(trace, got)
+    assert all(ratio <= 1 for ratio in worst.values()), (case_to_dict(case)["options"], worst)
+
+
+MODERN_16 = "16 × 16, every modern option"
+
+
 @pytest.mark.parametrize(
-    "wrong",
+    ("name", "wrong"),
     [
-        {"temperature": 1.01},  # the temperature a hundredth off
-        {"scale": "none"},  # the article's scale where the case asks 1/√d_k
-        {"mask": None},  # the mask forgotten
-        {"rope_base": 1000.0},  # another RoPE base
+        ("16 × 16, every option", {"temperature": 1.01}),  # the temperature a hundredth off
+        ("16 × 16, every option", {"scale": "none"}),  # the article's scale where the case asks 1/√d_k
+        ("16 × 16, every option", {"mask": None}),  # the mask forgotten
+        ("16 × 16, every option", {"rope_base": 1000.0}),  # another RoPE base
+        (MODERN_16, {"window": 6}),  # one key more in each window
+        (MODERN_16, {"softcap": 3.03}),  # the cap a hundredth off
+        (MODERN_16, {"alibi": (0.5, 0.25, 0.125, 0.0)}),  # one head's slope forgotten
+        (MODERN_16, {"sinks": (1.0, -0.5, 0.0, 2.02)}),  # one head's sink a hundredth off
+        (MODERN_16, {"rope_fraction": None}),  # every dim turned
     ],
     ids=str,
 )
-def test_a_wrong_option_is_caught(steps_page, wrong):
-    case = case_of("16 × 16, every option", 0)
+def test_a_wrong_option_is_caught(steps_page, name, wrong):
+    case = case_of(name, 0)
     worst = differences(attend(case), run_js(steps_page, with_options(case, **wrong)))
     assert any(ratio > 1 for ratio in worst.values()), worst
 
@@ -236,15 +355,16 @@ def test_the_articles_rounded_weights_stop_applying_where_the_session_drops_them
     assert all(ratio <= 1 for ratio in worst.values()), worst
 
 
-def test_a_16_by_16_case_takes_a_small_part_of_a_frame(steps_page):
+@pytest.mark.parametrize("name", ["16 × 16, every option", MODERN_16])
+def test_a_16_by_16_case_takes_a_small_part_of_a_frame(steps_page, name):
     """A drag's preview must leave most of a 16.7 ms frame to the drawing: the steps at 16 × 16, every option."""
-    kase = case_to_dict(case_of("16 × 16, every option", 0))
+    kase = case_to_dict(case_of(name, 0))
     ms = steps_page.evaluate(
         """(kase) => { const t0 = performance.now(); for (let i = 0; i < 200; i++) window.steps.attend(kase);
         return (performance.now() - t0) / 200; }""",
         kase,
     )
-    print(f"steps.js at 16 × 16 (4 heads, RoPE, causal, w_out): {ms:.3f} ms a run")
+    print(f"steps.js at {name}: {ms:.3f} ms a run")
     assert ms < 4, ms
 
 

@@ -22,6 +22,11 @@ const DEFAULTS = {
   q_norm: null, // Qwen3's q/k norm: γ_Q (d_head numbers), with k_norm γ_K; null: no norm
   k_norm: null,
   norm_eps: 1e-6, // the norm's ε
+  window: null, // a sliding window: query i sees keys i − window < j ≤ i (causal by itself); null: every key
+  softcap: null, // Gemma 2's cap c: scores S → c · tanh(S / c), after the scale and the bias, before the mask
+  alibi: null, // ALiBi: one slope m_h per head, scores − m_h (i − j), after the scale and the temperature
+  sinks: null, // gpt-oss: one sink logit s_h per head, e^s_h in each softmax's denominator
+  rope_fraction: null, // partial rotary: RoPE turns each head's first floor(d_head · fraction) dims; null: all
 };
 
 /** Run the eight steps on a case ({x, w_query, w_key, w_value, options}, plain arrays) and return their tensors. */
@@ -44,24 +49,19 @@ export function attend(kase) {
     keys = rmsNorm(keys, o.k_norm, o.norm_eps);
   }
   if (turned) {
-    // step 3b: rope — pair p of token i turned by the angle t_i · θ_p
+    // step 3b: rope — pair p of token i turned by the angle t_i · θ_p (the first d_rot dims)
     Object.assign(out, { queries_unrotated: queries, keys_unrotated: keys });
     const t = o.positions || Array.from({ length: n }, (_, i) => i);
-    const d = queries.shape[2];
-    const theta = o.rope_frequencies || Array.from({ length: d / 2 }, (_, p) => o.rope_base ** (-(2 * p) / d));
+    const dRot = rotaryDims(queries.shape[2], o.rope_fraction); // the dims turned, in pairs; the rest pass
+    const theta = o.rope_frequencies || Array.from({ length: dRot / 2 }, (_, p) => o.rope_base ** (-(2 * p) / dRot));
     queries = rope(queries, t, theta);
     keys = rope(keys, t, theta);
   }
   Object.assign(out, { queries, keys, values });
-  // step 4: scores, scaled and divided by the temperature; a 0 in the mask: -inf
+  // steps 4-5: scores (scaled, biased, capped, masked), then the softmax (with a sink's share)
   const multiplier = scaleFactor(o.scale, kase.w_query[0].length / h) / o.temperature;
-  const allowed = allowedOf(o.mask, n); // (i, j) -> bool, or null
-  const scores_raw = batched(queries, keys); // (h, n_q, n_k): queries @ keys.T
-  const scores = tensor(scores_raw.shape, scores_raw.data.map((s) => s * multiplier));
-  if (allowed) forEachCell(scores, (k, i, j) => { if (!allowed(i, j)) scores.data[k] = -Infinity; });
-  Object.assign(out, { scores_raw, scores });
-  // step 5: softmax over the keys (a fully masked row: zeros, as fused attention gives), or the override
-  const weights_exact = softmax(scores);
+  Object.assign(out, scoresOf(queries, keys, multiplier, o));
+  const { weights_exact, weights_sink } = softmaxOf(out.scores, o.sinks);
   let weights = weights_exact;
   if (o.weights_override) {
     const override = tensor(weights_exact.shape, Float32Array.from(o.weights_override.flat()));
@@ -69,7 +69,7 @@ export function attend(kase) {
     out.rounded_stale = o.rounded_within !== null && out.rounding_gap > o.rounded_within;
     if (!out.rounded_stale) weights = override;
   }
-  Object.assign(out, { weights_exact, weights });
+  Object.assign(out, { weights_exact }, weights_sink ? { weights_sink } : {}, { weights });
   // step 6: weighted — every product values[k, c] · weights[q, k]: (h, n_k, n_q, d_v/h)
   out.weighted = weightedOf(values, weights);
   // step 7: outputs — summed over the keys, heads side by side, then w_out
@@ -85,7 +85,33 @@ export function attend(kase) {
 }
 
 const PER_HEAD = ["queries", "keys", "values", "queries_unrotated", "keys_unrotated", "queries_unnormed",
-  "keys_unnormed", "scores_raw", "scores", "weights_exact", "weights", "weighted"];
+  "keys_unnormed", "scores_raw", "position_bias", "scores_uncapped", "scores", "weights_exact", "weights_sink",
+  "weights", "weighted"];
+
+function scoresOf(queries, keys, multiplier, o) {
+  // Step 4, as compute.py's steps_4_to_7 records it: scores_raw, position_bias (ALiBi), scores_uncapped (a cap),
+  // scores (−inf where the mask or the window hides a key). Each operation rounds to float32, as torch's do.
+  const n = queries.shape[1], recorded = {};
+  recorded.scores_raw = batched(queries, keys); // (h, n_q, n_k): queries @ keys.T
+  let scores = tensor(recorded.scores_raw.shape, recorded.scores_raw.data.map((s) => s * multiplier));
+  if (o.alibi) {
+    // ALiBi: − m_h (i − j), the further back a key the lower its score
+    const bias = tensor(scores.shape);
+    forEachCell(bias, (k, i, j, head) => { bias.data[k] = -Math.fround(o.alibi[head]) * (i - j); });
+    scores = tensor(scores.shape, scores.data.map((s, k) => s + bias.data[k]));
+    recorded.position_bias = bias;
+  }
+  if (o.softcap !== null && o.softcap !== undefined) {
+    // Gemma 2: squashed into (−c, c), the same order kept
+    recorded.scores_uncapped = scores;
+    const c = o.softcap;
+    scores = tensor(scores.shape, scores.data.map((s) => c * Math.tanh(s / c)));
+  }
+  const allowed = allowedOf(o.mask, n, o.window); // (i, j) -> bool, or null
+  if (allowed) forEachCell(scores, (k, i, j) => { if (!allowed(i, j)) scores.data[k] = -Infinity; });
+  recorded.scores = scores;
+  return recorded;
+}
 
 function scaleFactor(scale, dHead) {
   if (scale === "none") return 1;
@@ -93,10 +119,19 @@ function scaleFactor(scale, dHead) {
   return scale;
 }
 
-function allowedOf(mask, n) {
-  if (!mask) return null;
-  if (mask === "causal") return (i, j) => j <= i; // query i may attend to keys 1..i
-  return (i, j) => mask[i][j] !== 0;
+function allowedOf(mask, n, window) {
+  // which keys query i may see: the mask's, and within a sliding window the last `window` keys up to i itself
+  let masked = null;
+  if (mask === "causal") masked = (i, j) => j <= i; // query i may attend to keys 1..i
+  else if (mask) masked = (i, j) => mask[i][j] !== 0;
+  if (window === null || window === undefined) return masked;
+  const inside = (i, j) => i - window < j && j <= i; // the window ends at the query: causal too
+  return masked ? (i, j) => masked(i, j) && inside(i, j) : inside;
+}
+
+function rotaryDims(dHead, fraction) {
+  // partial rotary's turned dims, as transformers counts them: int(d_head · fraction); all of them for null
+  return fraction === null || fraction === undefined ? dHead : Math.floor(dHead * fraction);
 }
 
 // Tensors: a shape and float32 numbers. Sums run in JavaScript's float64 and are stored in float32: each number is
@@ -160,23 +195,28 @@ function batched(a, b) {
 }
 
 function forEachCell(t, f) {
-  // f(flat index, row, column) for each cell of (h, n_q, n_k)
+  // f(flat index, row, column, head) for each cell of (h, n_q, n_k)
   const [h, n, p] = t.shape;
   for (let head = 0; head < h; head++)
-    for (let i = 0; i < n; i++) for (let j = 0; j < p; j++) f((head * n + i) * p + j, i, j);
+    for (let i = 0; i < n; i++) for (let j = 0; j < p; j++) f((head * n + i) * p + j, i, j, head);
 }
 
-function softmax(scores) {
-  const [h, n, p] = scores.shape, w = tensor(scores.shape);
+function softmaxOf(scores, sinks) {
+  // Step 5 over the keys: {weights_exact, weights_sink}. With gpt-oss's sinks, e^s_h joins each row's denominator
+  // (weights_sink (h, n_q, 1): the weight the sink took), each exponent less max(row's largest, s_h). A fully
+  // masked row: zeros, as fused attention gives (with a sink: all the weight the sink's)
+  const [h, n, p] = scores.shape, w = tensor(scores.shape), sink = sinks ? tensor([h, n, 1]) : null;
   for (let row = 0; row < h * n; row++) {
     const s = scores.data.subarray(row * p, row * p + p);
-    const top = Math.max(...s);
-    if (top === -Infinity) continue; // every key masked: a row of zeros
-    let sum = 0;
+    const logit = sinks ? Math.fround(sinks[Math.floor(row / n)]) : -Infinity;
+    const top = Math.max(logit, ...s);
+    if (top === -Infinity) continue; // every key masked, no sink: a row of zeros
+    let sum = sinks ? Math.exp(logit - top) : 0;
     for (let j = 0; j < p; j++) sum += Math.exp(s[j] - top);
     for (let j = 0; j < p; j++) w.data[row * p + j] = Math.exp(s[j] - top) / sum;
+    if (sinks) sink.data[row] = Math.exp(logit - top) / sum;
   }
-  return w;
+  return { weights_exact: w, weights_sink: sink };
 }
 
 function maxGap(a, b) {
@@ -198,11 +238,12 @@ function rmsNorm(m, gamma, eps) {
 }
 
 function rope(m, positions, theta) {
-  // (h, n, d): dims 2p and 2p+1 of the token at position t turned by t · θ_p; angles in float64
-  const [h, n, d] = m.shape, out = tensor(m.shape);
+  // (h, n, d): dims 2p and 2p+1 of the token at position t turned by t · θ_p, for the pairs θ has (partial
+  // rotary: the first d_rot dims; the rest pass unturned); angles in float64
+  const [h, n, d] = m.shape, out = tensor(m.shape, Float32Array.from(m.data));
   for (let head = 0; head < h; head++)
     for (let i = 0; i < n; i++)
-      for (let p = 0; p < d / 2; p++) {
+      for (let p = 0; p < theta.length; p++) {
         const angle = positions[i] * theta[p];
         const cos = Math.fround(Math.cos(angle)), sin = Math.fround(Math.sin(angle));
         const at = (head * n + i) * d + 2 * p, even = m.data[at], odd = m.data[at + 1];

@@ -13,7 +13,7 @@ from attention.base.case import CaseError, case_to_dict, parse_case, with_option
 from attention.base.record import compare
 from attention.forward.compute import attend, tolerance
 from attention.forward.oracle import check, flex_outputs
-from tests.apptest import current_trace, session
+from tests.apptest import PAGES, charts, current_trace, session
 
 
 def modern_case(seed: int) -> dict:
@@ -202,3 +202,52 @@ def test_a_softcap_under_its_limit_is_a_message_and_the_last_case_stays(at):
     s = session(at)
     assert s.error is not None and "Softcap" in str(s.error.where) and s.case.options.softcap is None
     assert any("Softcap" in e.value for e in at.error)
+
+
+def test_a_link_carries_every_variant_and_opens_with_the_sidebar_showing_them():
+    from streamlit.testing.v1 import AppTest
+
+    from attention.app import links
+    from tests.apptest import APP
+
+    options = {"window": 2, "softcap": 3.0, "heads": 2, "alibi": [0.5, 0.125], "sinks": [1.0, -2.0]}
+    case = with_options(presets.random_case(5, 4, 8, 8, seed=9), rope_base=100.0, rope_fraction=0.5, **options)
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.query_params["case"] = links.files.case_to_link(case)
+    app.run()
+    assert not app.exception
+    assert current_trace(app).case == case
+    c = session(app).controls
+    assert (c.window, c.softcap, c.alibi, c.sinks, c.rope, c.rope_fraction) == (2, 3.0, True, True, True, 0.5)
+    assert links.link_token(session(app)) is not None
+    assert links.files.case_from_link(links.link_token(session(app))) == case  # shared again: the same numbers
+
+
+@pytest.fixture(scope="module")
+def every_option_app():
+    """The app opened from a link to a 2-head, 6-token case with every option of today's models on at once."""
+    from streamlit.testing.v1 import AppTest
+
+    from attention.base.files import case_to_link
+    from tests.apptest import APP
+
+    options = {"window": 3, "softcap": 2.0, "heads": 2, "alibi": [0.5, 0.125], "sinks": [0.5, -1.0]}
+    case = with_options(presets.random_case(6, 4, 8, 8, seed=2), rope_base=100.0, rope_fraction=0.5, **options)
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.query_params["case"] = case_to_link(case)
+    return app.run()
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_with_every_option_on(every_option_app, page):
+    app = every_option_app.switch_page(f"pages/{page}.py").run()
+    assert not app.exception, app.exception
+    assert not app.error, [e.value for e in app.error]
+    assert current_trace(app).case.options.window == 3
+    if page == "walkthrough":  # every step, each of its tensors drawn
+        drawn = set()
+        for step in [s.name for s in current_trace(app).steps]:
+            app.radio(key="step_picker").set_value(step).run()
+            assert not app.exception and not app.error, (step, app.exception)
+            drawn |= set(charts(app))
+        assert {"position_bias", "scores_uncapped", "weights_sink", "queries_unrotated"} <= drawn

@@ -45,6 +45,8 @@ def labels(record: Record, kind: str, size: int, lang: str = "en") -> list[str]:
     a bias feature (x's last column of ones, the weights' last row: a real encoder's biases) says so."""
     if kind in TOKEN_KINDS:
         return list(record.case.tokens[:size])
+    if kind == "sink":  # gpt-oss's sink: the one column of the weight a row gave it
+        return [text(lang, "axis.sink")] * size
     out = [str(i + 1) for i in range(size)]
     if kind == "feature" and size == record.case.d_in and record.case.options.bias:  # the case says so: no guess
         out[-1] = text(lang, "axis.bias")

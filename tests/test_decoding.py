@@ -5,6 +5,7 @@ notebook, and the Decoding page."""
 import contextlib
 import io
 import json
+import random
 import runpy
 from dataclasses import replace
 
@@ -16,14 +17,17 @@ from attention import attend
 from attention.__main__ import main
 from attention.app.links import open_link
 from attention.app.session import Session
-from attention.base.case import CaseError, case_to_dict, with_options
+from attention.base.case import MODERN, CaseError, case_to_dict, with_options
 from attention.base.explain import Context, explain
 from attention.base.files import case_to_link, dump_case
 from attention.base.i18n import render
 from attention.base.presets import article, random_case
+from attention.base.record import compare
+from attention.decoding import figures
 from attention.decoding.compute import (
     MAX_DECODE_N,
     Sizes,
+    cache_bytes,
     cache_bytes_per_token,
     decodable,
     decode,
@@ -34,6 +38,8 @@ from attention.decoding.compute import (
 )
 from attention.decoding.script import decoding_script
 from attention.decoding.state import DecodingView, link
+from attention.forward.compute import tolerance
+from attention.forward.oracle import flex_outputs
 from attention.models import SMOLLM2
 from tests.apptest import APP, charts, session
 from tests.cases import QK_NORM
@@ -327,3 +333,146 @@ def test_the_sessions_cache_counts_what_a_decoding_holds():
     made = decode(CASES["n = 40, 8 heads sharing 2"])
     scores_t = sum(step["scores_t"].numel() + step["weights_t"].numel() for step in made.steps) * 4
     assert nbytes(made) >= scores_t + made.causal_scores.numel() * 4
+
+
+# Today's attention: sliding window (the cache evicts), softcap, ALiBi, sinks, partial rotary ------------------------
+
+
+def modern_case(seed: int):
+    """A small random case (n ≤ 10, one or two heads, maybe grouped) with a random combination of the five options."""
+    g = random.Random(seed)
+    n, heads, d_head = g.randint(2, 10), g.choice([1, 2]), g.choice([2, 4])
+    options = {"heads": heads, "scale": g.choice(["none", "sqrt_dk"])}
+    chosen = [name for name in MODERN if g.random() < 0.6] or [g.choice(MODERN)]
+    values = {
+        "window": g.randint(1, n),
+        "softcap": g.choice([0.5, 2.0, 5.0]),
+        "alibi": [round(g.uniform(0.05, 1.0), 2) for _ in range(heads)],
+        "sinks": [round(g.uniform(-2.0, 2.0), 1) for _ in range(heads)],
+        "rope_fraction": 0.5,
+    }
+    options |= {name: values[name] for name in chosen}
+    if "rope_fraction" in chosen or g.random() < 0.3:
+        options["rope_base"] = 100.0
+        options["rope_fraction"] = 0.5 if d_head == 4 else None  # a head of 2 dims turns both (one pair)
+    options = {k: v for k, v in options.items() if v is not None}
+    d_k = d_head * heads
+    return random_case(n=n, d_in=g.randint(2, 5), d_k=d_k, d_v=2 * heads, seed=seed, **options)
+
+
+MODERN_SEEDS = range(24)
+
+
+@pytest.mark.parametrize("seed", MODERN_SEEDS)
+def test_random_variants_each_step_equals_the_traces_row_and_flex_attention_and_the_window_evicts(seed):
+    case = modern_case(seed)
+    made, trace = decode(case), attend(decodable(case))
+    assert made.agrees, (case.options, made.check)  # each step's output t is row t of the trace, within the rule
+    allowed = tolerance(made.case, trace.__getitem__, projected=True)
+    assert compare("flex_attention", made.outputs, flex_outputs(made.case), allowed).agrees
+    window, o = case.options.window, case.options
+    group = o.heads // (o.kv_heads or o.heads)
+    keys = trace["keys"] if o.heads > 1 else trace["keys"][None]  # (h, n, d): turned (partial rotary: d_rot dims)
+    for step in made.steps:
+        k_cache = step["k_cache"] if o.heads > 1 else step["k_cache"][None]
+        held = step.t + 1 if window is None else min(step.t + 1, window)  # never more rows than the window
+        assert k_cache.shape[-2] == held == len(step.cached) and step.evicted == step.t + 1 - held
+        close(k_cache, keys[::group, step.first : step.t + 1])  # the last `window` tokens' keys, as turned
+        scores_t = step["scores_t"] if o.heads > 1 else step["scores_t"][None]
+        trace_scores = trace["scores"] if o.heads > 1 else trace["scores"][None]
+        close(scores_t[:, 0], trace_scores[:, step.t, step.first : step.t + 1])  # the row's allowed scores
+        if step.first:  # what the window evicted is masked in the whole computation too
+            assert torch.isinf(trace_scores[:, step.t, : step.first]).all()
+
+
+def test_a_window_of_3_evicts_token_1_at_step_4_and_the_cache_stays_3_rows():
+    case = random_case(n=6, d_k=4, d_v=4, seed=11, heads=2, window=3, alibi=[0.5, 0.25], sinks=[0.5, -1.0])
+    made = decode(case)
+    assert [step.first for step in made.steps] == [0, 0, 0, 1, 2, 3] and made.steps[3].cached == range(1, 4)
+    assert [note.key for note in made.notes] == ["decoding.note_window"]  # a window is causal: no "made causal" note
+    assert (
+        measured_cache_bytes(made)
+        == cache_bytes(Sizes.of(made.case), 6)
+        == cache_bytes_per_token(Sizes.of(made.case)) * 3
+    )
+    table = figures.memory_table(Sizes.of(made.case), 6)
+    assert table.iloc[0, 3] == cache_bytes_per_token(Sizes.of(made.case)) * 3  # after 6 tokens: 3 rows held
+    s = Sizes.of(made.case)
+    assert multiply_adds(s, 5, cache=True) < multiply_adds(replace(s, window=None), 5, cache=True)  # 3 keys, not 6
+    assert "tokens 2 … 4" in figures.step_heatmap(made, 3, "k_cache", 0).layout.title.text
+
+
+def test_a_wrong_eviction_is_caught_by_the_check(monkeypatch):
+    """The check can fail: a cache that keeps one key too many (the window off by one) differs from the trace."""
+    from attention.decoding import compute as decoding
+
+    case = random_case(n=6, d_k=4, d_v=4, seed=12, heads=2, window=2)
+    real = decoding.attend_cached
+
+    def kept_one_more(q_t, keys, values, cached, case_, per_head, w_out):
+        t = cached[-1]
+        if cached.start > 0:  # the evicted key put back
+            keys = torch.cat((step_keys[cached.start - 1], keys), dim=1)
+            values = torch.cat((step_values[cached.start - 1], values), dim=1)
+            cached = range(cached.start - 1, t + 1)
+        step_keys[t], step_values[t] = keys[:, -1:], values[:, -1:]
+        return real(q_t, keys, values, cached, case_, per_head, w_out)
+
+    step_keys, step_values = {}, {}
+    monkeypatch.setattr(decoding, "attend_cached", kept_one_more)
+    made = decoding.decode(case)
+    assert not made.agrees and made.worst() >= 2
+
+
+@pytest.mark.parametrize("heads", [1, 2])
+def test_a_cached_score_is_explained_with_alibis_bias_the_cap_and_the_sinks_weight(heads):
+    options = {"alibi": [0.5, 0.25][:heads], "sinks": [1.0, -0.5][:heads], "softcap": 2.0, "window": 3}
+    case = random_case(n=6, d_k=2 * heads, d_v=2 * heads, seed=13, heads=heads, **options)
+    made = decode(case)
+    t, j, head = 4, 1, (1 if heads > 1 else None)  # step 5 caches tokens 3, 4, 5: row 1 is token 4
+    index = (0, j) if head is None else (head, 0, j)
+    said = explain(made, "scores_t", index, step=str(t + 1))
+    text = "\n".join(said.lines)
+    assert "k_4 comes from the cache" in said.lines[0] and said.title.startswith("scores_t[5, 4]")
+    slope = options["alibi"][head or 0]
+    assert f"−{slope} × (5 − 4)" in text and "tanh" in text and "sink logit s_h" in text
+    causal = made.causal_scores if head is None else made.causal_scores[head]
+    assert said.value == causal[t, 3].item()  # the whole computation's score of token 4
+    assert "逐出" in render("zh", made.notes[0])
+
+
+@pytest.mark.parametrize("options", [
+    {"window": 3, "softcap": 2.0, "alibi": [0.5, 0.25], "sinks": [0.5, -1.0], "rope_base": 100.0,
+     "rope_fraction": 0.5},
+    {"window": 2, "kv_heads": 1, "sinks": [0.0, 2.0], "mask": "causal"},
+])  # fmt: skip
+def test_the_exported_script_carries_every_option_and_asserts_the_causal_computation(options, capsys):
+    case = random_case(n=7, d_k=8, d_v=4, seed=14, heads=2, **options)
+    text = decoding_script(case)
+    namespace = runpy.run_path(_write(text))
+    close(namespace["decoded"], decode(case).outputs)
+    out = capsys.readouterr().out
+    assert "equals the causal computation" in out and "evicted" in out
+    # nothing evicted: the cache keeps keys the window masks in the whole computation, and the assert says so
+    kept = text.replace("k_cache.pop(0)", "pass").replace("v_cache.pop(0)", "pass")
+    kept = kept.replace("    assert len(k_cache) <= WINDOW", "    pass")
+    assert kept.count("pass") == text.count("pass") + 3
+    with pytest.raises(AssertionError, match="decoding differs"), contextlib.redirect_stdout(io.StringIO()):
+        runpy.run_path(_write(kept))
+    if "SLOPES" in text:  # ALiBi's distance counted from the cache's first row, not from token j: wrong once evicted
+        shifted = text.replace("t - torch.arange(first, t + 1)", "len(k_cache) - 1 - torch.arange(0, len(k_cache))")
+        assert shifted != text
+        runpy.run_path(_write(shifted))  # the same distances: t − j = (cached − 1) − (j − first)
+        wrong = text.replace("t - torch.arange(first, t + 1)", "t - torch.arange(0, len(k_cache))")
+        with pytest.raises(AssertionError, match="decoding differs"), contextlib.redirect_stdout(io.StringIO()):
+            runpy.run_path(_write(wrong))
+
+
+def test_the_page_shows_the_window_evicting_and_the_cache_of_window_rows():
+    case = random_case(n=6, d_k=4, d_v=4, seed=11, heads=2, window=3, alibi=[0.5, 0.25])
+    at = decoding_page({"case": case_to_link(case), "token": "5"})
+    said = " ".join(i.value for i in at.info)
+    assert "the cache holds the keys and values of tokens 3 … 5 (3 rows, never more than 3); 2 evicted" in said
+    assert any("evicted the key and value of token 2" in c.value for c in at.caption)
+    z = {title.split(":")[0]: matrix for title, matrix in charts(at).items()}
+    assert z["k_cache"].shape == (3, 2) and z["scores_t"].shape == (1, 3)

@@ -1,6 +1,7 @@
 """Attention in tiles (issue 23): the online softmax against step 7 and SDPA, skipped tiles, memory, input, page."""
 
 import math
+import random
 import subprocess
 import sys
 import time
@@ -15,16 +16,18 @@ from attention import attend
 from attention.__main__ import main
 from attention.app.links import open_link
 from attention.app.session import Session
-from attention.base.case import CaseError, parse_case, with_options
+from attention.base.case import MODERN, CaseError, parse_case, with_options
 from attention.base.explain import explain
 from attention.base.files import case_to_link, dump_case
 from attention.base.numbers import approx
 from attention.base.presets import article, random_case
+from attention.base.record import compare
 from attention.forward import oracle
+from attention.forward.compute import tolerance
 from attention.forward.oracle import fused_outputs
 from attention.tiles import room as tiles_room
 from attention.tiles.compute import check, check_blocks, default_block, estimates, tiled
-from attention.tiles.script import to_script
+from attention.tiles.script import tiles_text, to_script
 from attention.tiles.state import Tiling, default_blocks, first_rescale, link
 from tests.apptest import APP, session
 from tests.cases import QK_NORM
@@ -368,3 +371,120 @@ def test_an_old_link_with_a_tile_and_no_block_sizes_opens_the_tile_it_named():
     fresh = Session.start()
     fresh.view(Tiling).tile = (1, 2)  # chosen on the defaults
     assert link(fresh.view(Tiling), default_blocks(fresh.case)) == {"bq": "2", "bk": "1", "tile": "2.3"}
+
+
+# Today's attention: sliding window (tiles behind it skipped), softcap, ALiBi, sinks, partial rotary ----------------
+
+
+def modern_case(seed: int):
+    """A small random case (n ≤ 10, one or two heads) with a random combination of the five options."""
+    g = random.Random(seed)
+    n, heads, d_head = g.randint(3, 10), g.choice([1, 2]), g.choice([2, 4])
+    options = {"heads": heads, "scale": g.choice(["none", "sqrt_dk"]), "mask": g.choice([None, "causal"])}
+    chosen = [name for name in MODERN if g.random() < 0.6] or [g.choice(MODERN)]
+    values = {
+        "window": g.randint(1, n),
+        "softcap": g.choice([0.5, 2.0, 5.0]),
+        "alibi": [round(g.uniform(0.05, 1.0), 2) for _ in range(heads)],
+        "sinks": [round(g.uniform(-2.0, 2.0), 1) for _ in range(heads)],
+        "rope_fraction": 0.5 if d_head == 4 else None,
+    }
+    options |= {name: values[name] for name in chosen}
+    if options.get("rope_fraction") or g.random() < 0.3:
+        options["rope_base"] = 100.0
+    options = {k: v for k, v in options.items() if v is not None}
+    return random_case(n=n, d_in=g.randint(2, 5), d_k=d_head * heads, d_v=2 * heads, seed=seed, **options)
+
+
+def uneven_blocks(seed: int, n: int) -> tuple[int, int]:
+    """Block sizes that split n unevenly where they can (a last tile smaller than the others)."""
+    g = random.Random(seed + 1000)
+    uneven = [b for b in range(2, n) if n % b] or [1]
+    return g.choice(uneven), g.choice(uneven)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_random_variants_tiled_equal_step_7_and_flex_attention(seed):
+    case = modern_case(seed)
+    run = tiled(case, *uneven_blocks(seed, case.n))
+    exact = attend(run.case)
+    agreement = check(run, exact)
+    assert agreement.agrees, (case.options, run.block_q, run.block_k, agreement)
+    assert compare(
+        "flex_attention", run.outputs, oracle.flex_outputs(run.case), tolerance(run.case, exact.__getitem__)
+    ).agrees
+    allowed = exact["scores"] > float("-inf")  # (h?, n, n): the keys each query may see (the mask and the window)
+    allowed = allowed if allowed.dim() == 3 else allowed[None]
+    expected = {
+        (i, j)
+        for i in range(run.query_tiles)
+        for j in range(run.key_tiles)
+        if not allowed[:, i * run.block_q : (i + 1) * run.block_q, j * run.block_k : (j + 1) * run.block_k].any()
+    }
+    assert set(run.skipped) == expected  # every wholly masked tile skipped, and no other
+    for v in run.visits:  # each tile's scores are the trace's, ALiBi's bias from the tile's absolute indices
+        if not v.skipped:
+            rows, cols = slice(v.queries.start, v.queries.stop), slice(v.keys.start, v.keys.stop)
+            scores = exact["scores"] if exact["scores"].dim() == 3 else exact["scores"][None]
+            torch.testing.assert_close(v["scores"], scores[:, rows, cols], rtol=1e-5, atol=1e-5)
+            if case.options.alibi is not None:
+                bias = exact["position_bias"] if case.options.heads > 1 else exact["position_bias"][None]
+                torch.testing.assert_close(v["position_bias"], bias[:, rows, cols])
+
+
+def test_a_small_window_skips_the_tiles_behind_it_and_counts_them():
+    case = random_case(n=10, d_k=4, d_v=4, seed=21, heads=2, window=2, alibi=[0.5, 0.25], sinks=[0.5, -1.0])
+    run = tiled(case, 3, 2)  # query tiles 1-3, 4-6, 7-9, 10; key tiles of 2
+    behind = [tile for tile in run.skipped if run.behind_window(*tile)]
+    assert behind == [(1, 0), (2, 0), (2, 1), (3, 0), (3, 1), (3, 2), (3, 3)]  # keys all more than 1 before
+    above = [tile for tile in run.skipped if not run.behind_window(*tile)]
+    assert all(j * 2 > (i + 1) * 3 - 1 for i, j in above)  # the rest: every key after every query of the tile
+    assert check(run, attend(run.case)).agrees
+    assert "of them behind the window of 2" in tiles_text(case, 3, 2)[0]
+    first = run.visit(0, 0)  # the online softmax starts from the sink: m = s_h, ℓ = 1
+    torch.testing.assert_close(first["m_before"], torch.tensor([[0.5] * 3, [-1.0] * 3]))
+    torch.testing.assert_close(first["l_before"], torch.ones(2, 3))
+    said = explain(run, "l", (1, 0), step="1.1").lines
+    assert "m₀ = s_h = −1" in said[1] and "ALiBi" in said[0] and "The sink's share" in said[-1]
+
+
+def test_a_wrong_window_in_the_tiles_is_caught(monkeypatch):
+    """The check can fail: tiles that let one more key into the window differ from step 7."""
+    from attention.tiles import compute as tiles
+
+    case = random_case(n=8, d_k=4, d_v=4, seed=22, heads=2, window=3)
+    real = tiles._tile_mask
+    monkeypatch.setattr(
+        tiles, "_tile_mask", lambda o, rows, cols, device: real(replace(o, window=4), rows, cols, device)
+    )
+    run = tiles.tiled(case, 3, 2)
+    assert not check(run, attend(run.case)).agrees
+
+
+def test_the_exported_script_with_every_option_asserts_step_7_and_counts_the_skipped(tmp_path):
+    options = {"window": 2, "softcap": 2.0, "alibi": [0.5, 0.25], "sinks": [0.5, -1.0], "rope_base": 100.0,
+               "rope_fraction": 0.5}  # fmt: skip
+    case = random_case(n=9, d_k=8, d_v=4, seed=23, heads=2, **options)
+    path = tmp_path / "tiles.py"
+    text = to_script(case, 2, 3)
+    path.write_text(text)
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    run = tiled(case, 2, 3)
+    assert f"tiles skipped (wholly masked): {len(run.skipped)}" in done.stdout and "equal step 7's" in done.stdout
+    for broken in (
+        text.replace("l = torch.ones(q.shape[:-1]", "l = torch.zeros(q.shape[:-1]"),  # the sink left out
+        text.replace("(rows[:, None] - cols[None, :])  # ALiBi", "(rows[:, None] - cols[None, :] - k0)  # ALiBi"),
+        text.replace("< WINDOW  # keys within", "< WINDOW + 1  # keys within"),
+    ):
+        assert broken != text
+        path.write_text(broken)
+        assert subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120).returncode
+
+
+def test_the_page_with_a_window_says_how_many_tiles_it_skips():
+    case = random_case(n=10, d_k=4, d_v=4, seed=21, heads=2, window=2, softcap=3.0)
+    at = tiles_page({"case": case_to_link(case), "bq": "3", "bk": "2"})
+    assert not at.exception
+    said = " ".join(i.value for i in at.info)
+    assert "7 behind the sliding window of 2" in said and "of 20 tiles" in said

@@ -22,6 +22,7 @@ from ..forward.compute import (
     rope,
     rope_theta,
     scale_factor,
+    softmax_with_sink,
     tolerance,
 )
 
@@ -40,11 +41,15 @@ AXES = {
     "v_t": ("token", "value dim"),
     "k_cache": ("key", "key dim"),
     "v_cache": ("key", "value dim"),
+    "position_bias_t": ("query", "key"),
+    "scores_uncapped_t": ("query", "key"),
     "scores_t": ("query", "key"),
     "weights_t": ("query", "key"),
+    "weights_sink_t": ("query", "sink"),
     "output_t": ("query", "output dim"),
 }
-PER_HEAD = {"q_t", "k_t", "v_t", "k_cache", "v_cache", "scores_t", "weights_t"}
+PER_HEAD = {"q_t", "k_t", "v_t", "k_cache", "v_cache", "position_bias_t", "scores_uncapped_t", "scores_t", "weights_t",
+            "weights_sink_t"}  # fmt: skip
 
 
 # What each decoding step's tensor is made from: token t's alone, the cache, then its row of attention
@@ -54,8 +59,10 @@ MADE_FROM = {
     "v_t": ("x_t",),
     "k_cache": ("k_t",),
     "v_cache": ("v_t",),
-    "scores_t": ("q_t", "k_cache"),
+    "scores_uncapped_t": ("q_t", "k_cache", "position_bias_t"),  # with a cap: the scores before it (and ALiBi's bias)
+    "scores_t": ("q_t", "k_cache", "position_bias_t"),  # with a cap: from scores_uncapped_t (_reads)
     "weights_t": ("scores_t",),
+    "weights_sink_t": ("scores_t",),
     "output_t": ("weights_t", "v_cache"),
 }
 
@@ -67,6 +74,17 @@ class DecodeStep(Step):
 
     t: int
     check: Check  # output t against row t of the causal trace
+    first: int = 0  # the oldest token in the cache (from 0): under a sliding window, tokens before it were evicted
+
+    @property
+    def cached(self) -> range:
+        """The tokens (from 0) whose keys and values the cache holds after this step: first … t."""
+        return range(self.first, self.t + 1)
+
+    @property
+    def evicted(self) -> int:
+        """How many tokens' keys and values the window has evicted so far (tokens 0 … first − 1)."""
+        return self.first
 
     @property
     def difference(self) -> float:
@@ -144,7 +162,8 @@ def decodable(case: Case) -> Case:
 
 def decode(case: Case, causal: Trace | None = None) -> Decoding:
     """Decode the case token by token with a KV cache (its first MAX_DECODE_N tokens), each step checked against
-    row t of its causal trace (`causal`, when it is already made: the trace of decodable(case))."""
+    row t of its causal trace (`causal`, when it is already made: the trace of decodable(case)). Under a sliding
+    window the cache holds the last `window` tokens' keys and values: an older one is evicted as a new one comes."""
     given, case = case, decodable(case)
     notes = tuple(_notes(given))
     causal = attend(case) if causal is None else causal
@@ -158,11 +177,13 @@ def decode(case: Case, causal: Trace | None = None) -> Decoding:
     w_query, w_key, w_value = (torch.tensor(w, dtype=dtype, device=device) for w in (case.w_query, case.w_key,
                                                                                      case.w_value))  # fmt: skip
     at = positions(case)  # (n,): each token's position for RoPE
-    theta = None if o.rope_base is None else rope_theta(o, case.d_head)
-    multiplier = scale_factor(case) / o.temperature
-    # the cache, allocated whole and filled a row a step: (g, n, d_head) keys and (g, n, d_v/g) values
-    k_cache = torch.empty(g, case.n, w_key.shape[1] // g, dtype=dtype, device=device)
-    v_cache = torch.empty(g, case.n, w_value.shape[1] // g, dtype=dtype, device=device)
+    theta = None if o.rope_base is None else rope_theta(o, case.d_rot)  # partial rotary: the first d_rot dims
+    # ALiBi's slopes m_h and the sinks' logits s_h, each (h, 1, 1) to broadcast over a head's row, or None
+    per_head = {name: None if getattr(o, name) is None else torch.tensor(getattr(o, name), dtype=dtype,
+                device=device)[:, None, None] for name in ("alibi", "sinks")}  # fmt: skip
+    # the cache: (g, tokens cached, d_head) keys and (g, tokens cached, d_v/g) values, a row appended a step
+    k_cache = torch.empty(g, 0, w_key.shape[1] // g, dtype=dtype, device=device)
+    v_cache = torch.empty(g, 0, w_value.shape[1] // g, dtype=dtype, device=device)
     rows, steps = causal.outputs.cpu(), []
     names = tuple(str(t + 1) for t in range(min(case.n, MAX_DECODE_N)))  # a step by its token, from 1
     recorder = Recorder(names, device)
@@ -175,24 +196,56 @@ def decode(case: Case, causal: Trace | None = None) -> Decoding:
         q_t, k_t = qk_normed(o, q_t, k_t)  # a q/k norm: each head's row alone, as in the whole computation
         if o.rope_base is not None:  # turned once, at token t's own position: a cached key is never turned again
             q_t, k_t = rope(q_t, at[t : t + 1], theta), rope(k_t, at[t : t + 1], theta)
-        k_cache[:, t : t + 1], v_cache[:, t : t + 1] = k_t, v_t  # appended: the cache holds tokens 0..t
-        keys, values = k_cache[:, : t + 1], v_cache[:, : t + 1]  # (g, t + 1, d)
-        # grouped-query attention: query heads i·h/g … (i+1)·h/g − 1 read key/value head i (no copy of the cache)
-        scores_t = (q_t.view(g, h // g, -1) @ keys.mT * multiplier).view(h, 1, t + 1)  # (h, 1, t + 1)
-        weights_t = torch.softmax(scores_t, dim=-1)  # (h, 1, t + 1)
-        heads_t = (weights_t.view(g, h // g, t + 1) @ values).view(h, 1, -1)  # (h, 1, d_v/h)
-        output_t = heads_t.transpose(0, 1).flatten(1)  # (1, d_v): the heads side by side
-        output_t = output_t if w_out is None else output_t @ w_out  # (1, d_out)
-        tensors = {"x_t": x_t, "q_t": q_t, "k_t": k_t, "v_t": v_t, "k_cache": keys, "v_cache": values}
-        tensors |= {"scores_t": scores_t, "weights_t": weights_t, "output_t": output_t}
+        k_cache, v_cache = torch.cat((k_cache, k_t), dim=1), torch.cat((v_cache, v_t), dim=1)  # appended
+        if o.window is not None and k_cache.shape[1] > o.window:  # evicted: token t − window left the window
+            k_cache, v_cache = k_cache[:, 1:], v_cache[:, 1:]  # (g, window, d): never more
+        first = t + 1 - k_cache.shape[1]  # the oldest token cached: 0, or t − window + 1
+        tensors = {"x_t": x_t, "q_t": q_t, "k_t": k_t, "v_t": v_t, "k_cache": k_cache, "v_cache": v_cache}
+        tensors |= attend_cached(q_t, k_cache, v_cache, range(first, t + 1), case, per_head, w_out)
         recorder.record(name, **{k: _shaped(tensor, k, h) for k, tensor in tensors.items()})
         tensors, seconds = recorder.records[name]
         check = compare(CAUSAL, tensors["output_t"], rows[t : t + 1], allowed[t : t + 1])
         steps.append(DecodeStep(t + 1, name, name, case.tokens[t], "", "", MappingProxyType(tensors),
-                                MappingProxyType(MADE_FROM), str(device), seconds, t=t, check=check))  # fmt: skip
+                                MappingProxyType(_reads(tensors)), str(device), seconds, t=t, check=check,
+                                first=first))  # fmt: skip
     outputs = torch.cat([step["output_t"] for step in steps])  # (n, d_out)
     causal_scores = causal["scores"][..., : len(steps), :].clone()  # (h?, m, n): a copy, not a view of the trace's
     return Decoding(case, causal_scores, tuple(steps), outputs, notes)
+
+
+def attend_cached(q_t: Tensor, keys: Tensor, values: Tensor, cached: range, case: Case, per_head: dict,
+                  w_out: Tensor | None) -> dict[str, Tensor]:  # fmt: skip
+    """Steps 4-7 for token t's one query against the cache (keys and values of the tokens `cached`, t the last):
+    its row of scores (ALiBi's bias for each cached key's distance t − j, the cap), the softmax (a sink's logit in
+    its denominator), the weighted sum of the cached values. Every cached key is allowed: the window is the cache."""
+    o, (h, g) = case.options, (q_t.shape[0], keys.shape[0])
+    t, parts, sink = cached[-1], {}, {}
+    # grouped-query attention: query heads i·h/g … (i+1)·h/g − 1 read key/value head i (no copy of the cache)
+    scores_t = (q_t.view(g, h // g, -1) @ keys.mT * (scale_factor(case) / o.temperature)).view(h, 1, -1)  # (h, 1, c)
+    if per_head["alibi"] is not None:  # ALiBi: − m_h (t − j), from each key's token index j
+        distance = t - torch.arange(cached.start, cached.stop, device=keys.device)  # (c,): t − j
+        parts["position_bias_t"] = -per_head["alibi"] * distance.to(scores_t.dtype)  # (h, 1, c)
+        scores_t = scores_t + parts["position_bias_t"]
+    if o.softcap is not None:  # Gemma 2: cap · tanh(s / cap)
+        parts["scores_uncapped_t"] = scores_t
+        scores_t = o.softcap * torch.tanh(scores_t / o.softcap)
+    if per_head["sinks"] is None:
+        weights_t = torch.softmax(scores_t, dim=-1)  # (h, 1, c)
+    else:  # gpt-oss: e^s_h joins the denominator; the sink's weight goes to no value
+        weights_t, sink["weights_sink_t"] = softmax_with_sink(scores_t, per_head["sinks"])  # (h, 1, c), (h, 1, 1)
+    heads_t = (weights_t.view(g, h // g, -1) @ values).view(h, 1, -1)  # (h, 1, d_v/h)
+    output_t = heads_t.transpose(0, 1).flatten(1)  # (1, d_v): the heads side by side
+    output_t = output_t if w_out is None else output_t @ w_out  # (1, d_out)
+    return parts | {"scores_t": scores_t, "weights_t": weights_t} | sink | {"output_t": output_t}
+
+
+def _reads(tensors: dict) -> dict[str, tuple[str, ...]]:
+    """What each of a step's tensors was made from, of those it recorded (the scores: from the uncapped ones when
+    a cap came last)."""
+    reads = {k: tuple(p for p in parents if p in tensors) for k, parents in MADE_FROM.items() if k in tensors}
+    if "scores_uncapped_t" in tensors:
+        reads["scores_t"] = ("scores_uncapped_t",)
+    return reads
 
 
 def _shaped(tensor: Tensor, name: str, heads: int) -> Tensor:
@@ -202,8 +255,10 @@ def _shaped(tensor: Tensor, name: str, heads: int) -> Tensor:
 
 def _notes(case: Case):
     """What decoding changes of the case as given, said beside it."""
-    if case.options.mask is None:
+    if case.options.mask is None and case.options.window is None:  # a window is causal by itself
         yield msg("decoding.note_made_causal")
+    if case.options.window is not None:
+        yield msg("decoding.note_window", window=case.options.window)
     if case.options.weights_override is not None:
         yield msg("decoding.note_exact")
     if case.n > MAX_DECODE_N:
@@ -225,6 +280,7 @@ class Sizes:
     d_out: int | None  # w_out's width, None: none
     layers: int = 1
     bytes: int = 4  # float32
+    window: int | None = None  # a sliding window: the cache holds at most this many tokens; None: every one
 
     @classmethod
     def of(cls, case: Case) -> Sizes:
@@ -232,15 +288,17 @@ class Sizes:
         g = o.kv_heads or o.heads
         itemsize = torch.empty(0, dtype=getattr(torch, o.dtype)).element_size()
         return cls(case.d_in, o.heads, g, case.d_head, case.d_v // g, None if w_out is None else len(w_out[0]),
-                   bytes=itemsize)  # fmt: skip
+                   bytes=itemsize, window=o.window)  # fmt: skip
 
 
 def multiply_adds(s: Sizes, t: int, cache: bool) -> int:
     """Multiply-adds of attention for token t (from 0), with the cache (token t's q, k, v, its one row of scores
-    and weighted sum) or without (the whole causal computation of tokens 0..t again: every q, k, v and row)."""
-    rows = 1 if cache else t + 1  # queries computed; the keys they are scored against: t + 1 either way
+    against the cached keys, and weighted sum) or without (the whole causal computation of tokens 0..t again:
+    every q, k, v and row, each scored against all t + 1 keys before the mask)."""
+    rows = 1 if cache else t + 1  # queries computed
+    keys = cached_tokens(s, t + 1) if cache else t + 1  # under a window the cache holds at most `window` keys
     projections = (t + 1 if not cache else 1) * s.d_in * (s.heads * s.d_head + s.kv_heads * (s.d_head + s.d_value_head))
-    attention = rows * (t + 1) * s.heads * (s.d_head + s.d_value_head)  # q·k, then the weights times v
+    attention = rows * keys * s.heads * (s.d_head + s.d_value_head)  # q·k, then the weights times v
     projection_out = 0 if s.d_out is None else rows * s.heads * s.d_value_head * s.d_out
     return s.layers * (projections + attention + projection_out)
 
@@ -249,6 +307,16 @@ def cache_bytes_per_token(s: Sizes) -> int:
     """The cache's bytes per token: 2 (a key and a value) × layers × kv_heads × d_head × bytes, or where a value
     head is not as wide as a key head, layers × kv_heads × (d_head + its width) × bytes."""
     return s.layers * s.kv_heads * (s.d_head + s.d_value_head) * s.bytes
+
+
+def cached_tokens(s: Sizes, tokens: int) -> int:
+    """How many tokens' keys and values the cache holds after `tokens` tokens: all, or the window's last ones."""
+    return tokens if s.window is None else min(tokens, s.window)
+
+
+def cache_bytes(s: Sizes, tokens: int) -> int:
+    """The cache's bytes after `tokens` tokens: per token, times the tokens it still holds (a window evicts)."""
+    return cache_bytes_per_token(s) * cached_tokens(s, tokens)
 
 
 def measured_cache_bytes(decoding: Decoding) -> int:
@@ -264,7 +332,7 @@ def model_sizes(spec, bytes: int = 4) -> Sizes:
 
 def full_heads(s: Sizes) -> Sizes:
     """The same sizes without grouped-query attention: one key/value head per query head."""
-    return Sizes(s.d_in, s.heads, s.heads, s.d_head, s.d_value_head, s.d_out, s.layers, s.bytes)
+    return Sizes(s.d_in, s.heads, s.heads, s.d_head, s.d_value_head, s.d_out, s.layers, s.bytes, s.window)
 
 
 def mib(count: int) -> float:

@@ -1,5 +1,6 @@
-"""A cached score's arithmetic: q_t · k_j with k_j read from the cache (made once, at step j), scaled, and the same
-number in the whole causal computation's scores."""
+"""A cached score's arithmetic: q_t · k_j with k_j read from the cache (made once, at step j), scaled, with ALiBi's
+bias and the cap where the case has them, the same number in the whole causal computation's scores, and with a sink
+the weight it becomes."""
 
 from __future__ import annotations
 
@@ -12,28 +13,56 @@ from .compute import Decoding
 
 @explains(Decoding, "scores_t")
 def cached_score(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -> Derivation:
-    """Score j of decoding step t (index: the query's one row, then j)."""
+    """Score j of decoding step t (index: the query's one row, then j, the key's row in the cache: token first + j)."""
     _, j = index
     o, step, t = c.case.options, c.step, c.step.t
+    token = step.first + j  # the key's token: under a window the cache's first row is token `first`
     h = 0 if head is None else head
     kv = h // (o.heads // (o.kv_heads or o.heads))  # the key/value head this query head reads (its cache's row)
     q_t = c.view("q_t", head)[0]
     k_j = (step["k_cache"][kv] if o.heads > 1 else step["k_cache"])[j]
     value = c.view("scores_t", head)[0, j].item()
     causal = c.record.causal_scores
-    causal = (causal[h] if o.heads > 1 else causal)[t, j].item()
+    causal = (causal[h] if o.heads > 1 else causal)[t, token].item()
     terms = [f"{factor(c.num(a))}·{factor(c.num(b))}" for a, b in zip(q_t.tolist(), k_j.tolist(), strict=True)]
     raw = float(q_t.double() @ k_j.double())
     multiplier = scale_factor(c.case) / o.temperature
-    turned = msg("decoding.explain_turned", position=int(positions(c.case)[j])) if o.rope_base is not None else ""
-    title = msg("decoding.explain_title", t=t + 1, j=j + 1, query=c.token(t), key=c.token(j))
+    turned = msg("decoding.explain_turned", position=int(positions(c.case)[token])) if o.rope_base is not None else ""
+    title = msg("decoding.explain_title", t=t + 1, j=token + 1, query=c.token(t), key=c.token(token))
     lines = [
-        msg("decoding.explain_cache", j=j + 1, t=t + 1, turned=turned),
-        msg("decoding.explain_dot", t=t + 1, j=j + 1, terms=abbreviate(terms), raw=approx(raw), count=len(terms)),
+        msg("decoding.explain_cache", j=token + 1, t=t + 1, turned=turned),
+        msg("decoding.explain_dot", t=t + 1, j=token + 1, terms=abbreviate(terms), raw=approx(raw), count=len(terms)),
     ]
+    scaled = raw * multiplier
     if multiplier != 1:
-        scaled = {"raw": approx(raw), "multiplier": approx(multiplier), "value": c.num(value)}
-        lines.append(msg("decoding.explain_scaled", **scaled))
-    lines.append(msg("decoding.explain_same", t=t + 1, j=j + 1, causal=c.num(causal), value=c.num(value)))
+        said = {"raw": approx(raw), "multiplier": approx(multiplier), "value": approx(scaled)}
+        lines.append(msg("decoding.explain_scaled", **said))
+    lines += _options_lines(c, head, j, t, token, scaled)
+    lines.append(msg("decoding.explain_same", t=t + 1, j=token + 1, causal=c.num(causal), value=c.num(value)))
+    if o.sinks is not None:
+        lines.append(_sink_line(c, head, j))
     parts = {"q_t": ((0,), None), "k_cache": ((j,), None), tensor: ((0,), (j,))}
     return Derivation(title, tuple(lines), parts, head)
+
+
+def _options_lines(c: Context, head: int | None, j: int, t: int, token: int, scaled: float) -> list:
+    """ALiBi's bias for the key's distance, then the cap, each with its numbers (none without them)."""
+    o, lines, score = c.case.options, [], scaled
+    if o.alibi is not None:  # − m_h (t − j): token indices, whatever the RoPE positions
+        slope = o.alibi[0 if head is None else head]
+        bias = c.view("position_bias_t", head)[0, j].item()
+        said = {"slope": approx(slope), "t": t + 1, "j": token + 1, "bias": approx(bias), "before": approx(score)}
+        score += bias
+        lines.append(msg("decoding.explain_alibi", **said, value=approx(score)))
+    if o.softcap is not None:
+        uncapped = c.view("scores_uncapped_t", head)[0, j].item()
+        said = {"cap": approx(o.softcap), "uncapped": approx(uncapped)}
+        lines.append(msg("decoding.explain_softcap", **said, value=c.num(c.view("scores_t", head)[0, j].item())))
+    return lines
+
+
+def _sink_line(c: Context, head: int | None, j: int) -> str:
+    """The score's weight with the sink's e^s_h in the denominator, and what the sink took of the row."""
+    sink = c.case.options.sinks[0 if head is None else head]
+    weight, taken = c.view("weights_t", head)[0, j].item(), c.view("weights_sink_t", head).flatten()[0].item()
+    return msg("decoding.explain_sink", sink=approx(sink), weight=c.num(weight), taken=approx(taken))

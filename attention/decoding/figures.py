@@ -9,31 +9,28 @@ import plotly.graph_objects as go
 from ..base.i18n import text
 from ..forward.compute import Trace
 from ..show import heatmap as figures
-from .compute import Decoding, Sizes, cache_bytes_per_token, full_heads, multiply_adds
+from .compute import Decoding, Sizes, cache_bytes, cache_bytes_per_token, full_heads, multiply_adds
 
 MAX_ROWS_SHOWN = 16  # the work table: the first tokens, then the last one
 KV = ("k_t", "v_t", "k_cache", "v_cache")  # per key/value head: with grouped-query attention, fewer than the queries
 
 
-def _tokens(decoding: Decoding, upto: int | None = None) -> list[str]:
-    tokens = list(decoding.case.tokens)
-    return tokens if upto is None else tokens[:upto]
-
-
 def step_heatmap(decoding: Decoding, t: int, name: str, head: int | None = None, lang: str = "en") -> go.Figure:
-    """One tensor of decoding step t (one head of it); the caches with their new row, token t's, outlined."""
+    """One tensor of decoding step t (one head of it); the caches with their new row, token t's, outlined (under a
+    sliding window the cache's rows are the tokens it still holds, first … t)."""
     step = decoding.steps[t]
+    cached = [decoding.case.tokens[i] for i in step.cached]  # the tokens whose keys and values the cache holds
     tensor = step[name]
     if head is not None and decoding.axes(name)[0] == "head":
         o = decoding.case.options
         kv = head // (o.heads // (o.kv_heads or o.heads))  # the key/value head query head `head` reads
         tensor = tensor[kv if name in KV else head]
     row_kind, col_kind = decoding.axes(name)[-2:]
-    rows = _tokens(decoding, t + 1) if name in ("k_cache", "v_cache") else [decoding.case.tokens[t]]
-    cols = _tokens(decoding, t + 1) if col_kind == "key" else [str(j + 1) for j in range(tensor.shape[-1])]
-    title = text(lang, f"decoding.title_{name}", t=t + 1)
+    rows = cached if name in ("k_cache", "v_cache") else [decoding.case.tokens[t]]
+    cols = cached if col_kind == "key" else [str(j + 1) for j in range(tensor.shape[-1])]
+    title = text(lang, f"decoding.title_{name}", t=t + 1, first=step.first + 1, keys=len(cached))
     fig = figures.heatmap(tensor, rows, cols, row_kind, col_kind, title=title, lang=lang)
-    return figures.highlight(fig, (t,), None) if name in ("k_cache", "v_cache") else fig
+    return figures.highlight(fig, (len(cached) - 1,), None) if name in ("k_cache", "v_cache") else fig
 
 
 def causal_heatmap(causal: Trace, head: int | None = None, lang: str = "en") -> go.Figure:
@@ -44,14 +41,15 @@ def causal_heatmap(causal: Trace, head: int | None = None, lang: str = "en") -> 
     return figures.heatmap(scores, tokens, tokens, "query", "key", lang=lang)
 
 
-def row_outlined(fig: go.Figure, t: int, lang: str = "en") -> go.Figure:
-    """A copy of causal_heatmap's figure titled for step t, with row t outlined up to the diagonal (keys 1 … t):
-    one outline (figures.highlight draws one per cell: 128 shapes took 2.3 s at t = 64)."""
+def row_outlined(fig: go.Figure, t: int, lang: str = "en", first: int = 0) -> go.Figure:
+    """A copy of causal_heatmap's figure titled for step t, with row t outlined from key `first` (the oldest the
+    cache holds: 0 without a window) up to the diagonal: one outline (figures.highlight draws one per cell: 128
+    shapes took 2.3 s at t = 64)."""
     at = 0.5 if fig.layout.meta["image"] else -0.5  # an image's cells are at 1, 2, …; a heatmap's at 0, 1, …
     out = go.Figure(fig)
     out.update_layout(title_text=text(lang, "decoding.causal_title", t=t + 1))
     for line in ({"color": figures.HALO, "width": 6}, {"color": figures.HIGHLIGHT, "width": 3}):
-        out.add_shape(type="rect", x0=at, x1=t + 1 + at, y0=t + at, y1=t + 1 + at, line=line)
+        out.add_shape(type="rect", x0=first + at, x1=t + 1 + at, y0=t + at, y1=t + 1 + at, line=line)
     return out
 
 
@@ -67,14 +65,15 @@ def work_table(sizes: Sizes, n: int, lang: str = "en") -> pd.DataFrame:
 
 
 def memory_table(sizes: Sizes, tokens: int, lang: str = "en") -> pd.DataFrame:
-    """The cache's bytes per token and after `tokens` tokens, with the sizes' key/value heads and with a full key
-    and value head per query head (no grouped-query attention)."""
+    """The cache's bytes per token and after `tokens` tokens (under a sliding window, of the last `window` tokens
+    alone: the cache evicts the others), with the sizes' key/value heads and with a full key and value head per
+    query head (no grouped-query attention)."""
     rows = []
     for label, s in (("grouped", sizes), ("full", full_heads(sizes))):
         per_token = cache_bytes_per_token(s)
         widths = f"2 × {s.d_head}" if s.d_head == s.d_value_head else f"({s.d_head} + {s.d_value_head})"
         formula = f"{widths} × {s.layers} × {s.kv_heads} × {s.bytes}"
         rows.append((text(lang, f"decoding.memory_{label}", kv_heads=s.kv_heads), formula, per_token,
-                     per_token * tokens))  # fmt: skip
+                     cache_bytes(s, tokens)))  # fmt: skip
     columns = [text(lang, f"decoding.memory_{c}", tokens=tokens) for c in ("kind", "formula", "per_token", "after")]
     return pd.DataFrame(rows, columns=columns)

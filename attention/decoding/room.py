@@ -12,7 +12,7 @@ from ..app.text import plain
 from ..base.explain import explain
 from ..base.i18n import msg, render
 from . import figures, state
-from .compute import Sizes, cache_bytes_per_token, full_heads, model_sizes
+from .compute import Sizes, cache_bytes, cache_bytes_per_token, full_heads, model_sizes
 
 
 def generation_controls(session) -> None:
@@ -91,29 +91,47 @@ def step_view(session, made, causal) -> None:
     (st.success if step.agrees else st.error)(
         t("decoding.step_status", t=t_shown + 1, n=n, difference=step.difference), icon=":material/verified:"
     )
-    st.write(t("decoding.step_explained", t=t_shown + 1, keys=t_shown + 1, token=plain(tokens[t_shown])))
+    st.write(t("decoding.step_explained", t=t_shown + 1, keys=len(step.cached), token=plain(tokens[t_shown])))
     head = pickers.head_picker(causal, "decoding_head_picker")
     left, right = st.columns(2)
     for where, name in ((left, "k_cache"), (right, "v_cache")):
         charts.chart(figures.step_heatmap(made, t_shown, name, head, lang()), f"chart_{name}", where=where)
     st.caption(t("decoding.cache_caption", t=t_shown + 1))
+    _window(made, step)
     left, right = st.columns(2)
     for where, name in ((left, "scores_t"), (right, "weights_t")):
         charts.chart(figures.step_heatmap(made, t_shown, name, head, lang()), f"chart_{name}", where=where)
+    first = step.first  # the cache's first row is token `first` (0 without a window)
     key = st.selectbox(
-        t("decoding.explain_label", t=t_shown + 1), range(t_shown + 1), index=0, key="decoding_explain",
-        format_func=lambda j: f"{j + 1} · {tokens[j]}",
+        t("decoding.explain_label", t=t_shown + 1), range(len(step.cached)), index=0, key="decoding_explain",
+        format_func=lambda j: f"{first + j + 1} · {tokens[first + j]}",
     )  # fmt: skip
-    index = (*(() if head is None else (head,)), 0, min(key or 0, t_shown))  # the query's one row, then key j
+    index = (*(() if head is None else (head,)), 0, min(key or 0, len(step.cached) - 1))  # the query's row, key j
     for line in explain(made, "scores_t", index, lang(), step=str(t_shown + 1)).lines:
         st.markdown(plain(line))
     left, right = st.columns(2)
     charts.chart(figures.step_heatmap(made, t_shown, "output_t", None, lang()), "chart_output_t", where=left)
     whole = charts.figure(figures.causal_heatmap, causal, head)  # kept: n × n at the limits
-    charts.chart(figures.row_outlined(whole, t_shown, lang()), "chart_causal", where=right)
+    charts.chart(figures.row_outlined(whole, t_shown, lang(), first), "chart_causal", where=right)
     st.caption(t("decoding.causal_caption", t=t_shown + 1))
+    if (window := made.case.options.window) is not None:
+        st.caption(t("decoding.window_causal_caption", window=window, t=t_shown + 1, first=first + 1))
     shapes = ", ".join(f"{name} {' × '.join(map(str, shape))}" for name, shape in step.shapes().items())
     st.caption(t("decoding.shapes", shapes=shapes))
+
+
+def _window(made, step) -> None:
+    """Under a sliding window: which tokens the cache holds after this step, how many it evicted, and the one it
+    evicted at this step (the key and value of token t − window)."""
+    window = made.case.options.window
+    if window is None:
+        return
+    said = {"window": window, "t": step.t + 1, "first": step.first + 1, "held": len(step.cached)}
+    st.info(t("decoding.window_caption", **said, evicted=step.evicted), icon=":material/info:")
+    if step.t >= window:  # the cache was full: the oldest key and value left as token t's came in
+        gone = step.t - window
+        label = plain(made.case.tokens[gone])
+        st.caption(t("decoding.window_evicted_now", window=window, token=gone + 1, label=label, t=step.t + 1))
 
 
 def work_and_memory(session, made) -> None:
@@ -125,6 +143,9 @@ def work_and_memory(session, made) -> None:
     st.caption(t("decoding.work_caption"))
     st.subheader(t("decoding.memory_header"))
     st.dataframe(figures.memory_table(sizes, made.case.n, lang()), hide_index=True, key="decoding_memory")
+    if sizes.window is not None:  # the cache's size stops growing at the window
+        n, full = made.case.n, cache_bytes_per_token(sizes) * made.case.n
+        st.caption(t("decoding.memory_window", window=sizes.window, held=cache_bytes(sizes, n), tokens=n, full=full))
     if (id := state.generator(session)) is None:
         return
     sizes, tokens = model_sizes(models.spec(id)), 20

@@ -10,15 +10,16 @@ from .compute import decodable
 
 SCRIPT_ROPE = [  # the exported script's RoPE: the core's rope(), written out
     "def rope(m, t):",
-    '    """Pair p of each row (dims 2p, 2p+1) turned by the angle t·θ_p, t the positions (n,)."""',
+    '    """Pair p of each row\'s first D_ROT dims (2p, 2p+1) turned by the angle t·θ_p, t the positions (n,)."""',
     "    if ROPE_BASE is None:",
     "        return m",
-    "    d = m.shape[-1]",
+    "    d = D_ROT  # partial rotary: the first D_ROT dims of a head turned, the rest passed on",
     "    theta = ROPE_BASE ** (-torch.arange(0, d, 2, dtype=torch.float64) / d) if THETA is None else THETA",
     "    angles = t.double()[:, None] * theta",
     "    cos, sin = angles.cos().to(m.dtype), angles.sin().to(m.dtype)",
-    "    even, odd = m[..., 0::2], m[..., 1::2]",
-    "    return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)",
+    "    even, odd = m[..., 0:d:2], m[..., 1:d:2]",
+    "    turned = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)",
+    "    return torch.cat((turned, m[..., d:]), dim=-1)",
     "",
     "",
 ]
@@ -37,7 +38,7 @@ SCRIPT_NORM = [  # the exported script's q/k norm: the core's rms_norm(), writte
 
 def decoding_script(case: Case) -> str:
     """Python source, torch alone: the case's numbers decoded token by token with a KV cache, asserted equal to the
-    whole causal computation of the same numbers (every query at once under a causal mask)."""
+    whole causal computation of the same numbers (every query at once under a causal mask and any window)."""
     case = decodable(case)
     lines = [
         '"""Decoding with a KV cache, one token at a time, checked against the whole causal computation (generated;',
@@ -50,18 +51,46 @@ def decoding_script(case: Case) -> str:
         "",
         *SCRIPT_ROPE,
         *SCRIPT_NORM,
-        "# The whole causal computation: every query at once, a key after its query masked",
+        *_score_functions(case),
+        "# The whole causal computation: every query at once, a key after its query (or outside the window) masked",
         "n = len(x)",
         "queries_unnormed = (x @ w_query).unflatten(-1, (H, -1)).transpose(0, 1)  # (H, n, d)",
         "keys_unnormed = (x @ w_key).unflatten(-1, (G, -1)).transpose(0, 1).repeat_interleave(H // G, 0)",
         "queries, keys = (rope(norm(m, gamma), POSITIONS) for m, gamma in ((queries_unnormed, gamma_q),",
         "                                                                (keys_unnormed, gamma_k)))",
         "values = (x @ w_value).unflatten(-1, (G, -1)).transpose(0, 1).repeat_interleave(H // G, 0)  # (H, n, d_v)",
-        "scores = (queries @ keys.mT * MULTIPLIER).masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), -torch.inf)",
-        "weights = torch.softmax(scores, dim=-1)  # (H, n, n)",
+        "i = torch.arange(n)",
+        "allowed = i[:, None] >= i[None, :]  # causal: query i sees keys j ≤ i",
+        *_window_line(case),
+        "scores = options(queries @ keys.mT * MULTIPLIER, i[:, None] - i[None, :]).masked_fill(~allowed, -torch.inf)",
+        "weights = softmax(scores)  # (H, n, n)",
         "causal = (weights @ values).transpose(0, 1).flatten(1)  # (n, d_v): the heads side by side",
         "causal = causal if w_out is None else causal @ w_out",
         "",
+        *_loop(case),
+        "decoded = torch.cat(outputs)",
+        *_check(case),
+        'print("decoding with the cache equals the causal computation; largest difference:",',
+        "      (decoded - causal).abs().max().item())",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _window_line(case: Case) -> list[str]:
+    """The whole computation's window, where the case has one: keys i − WINDOW < j."""
+    return [] if case.options.window is None else ["allowed &= i[:, None] - i[None, :] < WINDOW  # and in the window"]
+
+
+def _loop(case: Case) -> list[str]:
+    """The decoding loop: token t's query, key and value alone, the cache appended to (and under a window, its
+    oldest row evicted), one row of scores against it."""
+    evict = [
+        "    if len(k_cache) > WINDOW:  # the window is full: the oldest key and value are evicted",
+        "        k_cache.pop(0)",
+        "        v_cache.pop(0)",
+        "    assert len(k_cache) <= WINDOW  # the cache never holds more than the window",
+    ]
+    return [
         "# Decoding: token t's query, key and value alone; k_t and v_t appended to the cache",
         "k_cache, v_cache, outputs = [], [], []",
         "for t in range(n):",
@@ -71,18 +100,43 @@ def decoding_script(case: Case) -> str:
         "    v_t = (x_t @ w_value).view(G, 1, -1)",
         "    k_cache.append(k_t)",
         "    v_cache.append(v_t)",
-        "    keys_t, values_t = torch.cat(k_cache, dim=1), torch.cat(v_cache, dim=1)  # (G, t + 1, d): the cache",
-        "    scores_t = q_t.view(G, H // G, -1) @ keys_t.mT * MULTIPLIER  # (G, H/G, t + 1): one row per head",
-        "    weights_t = torch.softmax(scores_t, dim=-1)",
-        "    output_t = (weights_t @ values_t).view(H, 1, -1).transpose(0, 1).flatten(1)  # (1, d_v)",
-        "    outputs.append(output_t if w_out is None else output_t @ w_out)",
-        '    print(f"step {t + 1}: {t + 1} cached keys, output", outputs[-1])',
-        "decoded = torch.cat(outputs)",
-        *_check(case),
-        'print("decoding with the cache equals the causal computation; largest difference:",',
-        "      (decoded - causal).abs().max().item())",
+        *(evict if case.options.window is not None else []),
+        "    first = t + 1 - len(k_cache)  # the oldest token the cache holds",
+        "    keys_t, values_t = torch.cat(k_cache, dim=1), torch.cat(v_cache, dim=1)  # (G, cached, d): the cache",
+        "    scores_t = (q_t.view(G, H // G, -1) @ keys_t.mT * MULTIPLIER).view(H, 1, -1)  # (H, 1, cached)",
+        "    scores_t = options(scores_t, t - torch.arange(first, t + 1))  # each cached key's distance t − j",
+        "    weights_t = softmax(scores_t)",
+        "    output_t = (weights_t.view(G, H // G, -1) @ values_t).view(H, 1, -1).transpose(0, 1).flatten(1)",
+        "    outputs.append(output_t if w_out is None else output_t @ w_out)  # (1, d_out)",
+        '    print(f"step {t + 1}: tokens {first + 1}…{t + 1} cached ({first} evicted), output", outputs[-1])',
     ]
-    return "\n".join(lines) + "\n"
+
+
+def _score_functions(case: Case) -> list[str]:
+    """Steps 4 and 5's options as two functions the whole computation and the decoding loop both call: ALiBi's
+    bias and the cap on the scaled scores, the softmax with any sink in its denominator."""
+    o = case.options
+    lines = [
+        "def options(scores, distance):",
+        '    """Step 4 after the scale: ALiBi\'s bias − m_h · (i − j), then Gemma 2\'s cap; distance: i − j."""',
+    ]
+    if o.alibi is not None:
+        lines.append("    scores = scores - SLOPES * distance  # (H, 1, 1) slopes: the further back, the lower")
+    if o.softcap is not None:
+        lines.append("    scores = SOFTCAP * torch.tanh(scores / SOFTCAP)  # within ±SOFTCAP, the order kept")
+    lines += ["    return scores", "", ""]
+    if o.sinks is None:
+        return [*lines, "def softmax(scores):", "    return torch.softmax(scores, dim=-1)", "", ""]
+    return [
+        *lines,
+        "def softmax(scores):",
+        '    """gpt-oss\'s softmax: e^s_h, the head\'s sink logit, joins each row\'s denominator (sums to < 1)."""',
+        "    top = torch.maximum(scores.amax(dim=-1, keepdim=True), SINKS)  # each exponent less the row's largest",
+        "    e = (scores - top).exp()",
+        "    return e / (e.sum(dim=-1, keepdim=True) + (SINKS - top).exp())",
+        "",
+        "",
+    ]
 
 
 def _constants(case: Case) -> list[str]:
@@ -106,11 +160,26 @@ def _constants(case: Case) -> list[str]:
         f"MULTIPLIER = {scale_factor(case) / o.temperature!r}  # the scale over the temperature",
         f"ROPE_BASE = {o.rope_base!r}  # None: no rotary position embedding",
         f"THETA = {theta}  # each pair's RoPE frequency θ_p; None: base^(−2p/d)",
+        f"D_ROT = {case.d_rot}  # the dims of a head RoPE turns (partial rotary: fewer than the head's {case.d_head})",
+        *_modern_constants(case),
         f"POSITIONS = torch.tensor({at})",
         f"gamma_q = {gamma_q}  # Qwen3's q/k norm weights γ_Q, γ_K (one per dim of a head); None: no norm",
         f"gamma_k = {gamma_k}",
         f"norm_eps = {o.norm_eps!r}",
     ]
+
+
+def _modern_constants(case: Case) -> list[str]:
+    """The options of today's models: the window, the cap, ALiBi's slopes and the sinks' logits (one per head)."""
+    o, dtype = case.options, f"torch.{case.options.dtype}"
+    lines = [f"WINDOW = {o.window!r}  # sliding window: query i sees keys i − WINDOW < j ≤ i; None: every earlier key"]
+    if o.softcap is not None:
+        lines.append(f"SOFTCAP = {o.softcap!r}  # Gemma 2: scores → cap · tanh(scores / cap)")
+    if o.alibi is not None:
+        lines.append(f"SLOPES = torch.tensor({list(o.alibi)!r}, dtype={dtype}).view(-1, 1, 1)  # ALiBi's m_h, per head")
+    if o.sinks is not None:
+        lines.append(f"SINKS = torch.tensor({list(o.sinks)!r}, dtype={dtype}).view(-1, 1, 1)  # gpt-oss's sinks")
+    return lines
 
 
 def _check(case: Case) -> list[str]:

@@ -49,6 +49,8 @@ def check_blocks(block_q: object, block_k: object, n: int) -> tuple[int, int]:
 
 # Each tile's tensors have the head axis first, whatever the heads (h, …)
 AXES = {
+    "position_bias": ("query", "key"),
+    "scores_uncapped": ("query", "key"),
     "scores": ("query", "key"),
     "terms": ("query", "key"),
     "m_before": ("query",),
@@ -61,6 +63,8 @@ AXES = {
 }
 # What each is made from: the tile's scores, and the running m, ℓ and partial output before it
 MADE_FROM = {
+    "scores_uncapped": ("position_bias",),  # and the tile's q · k, scaled (not recorded: made inside the tile)
+    "scores": ("position_bias",),  # with a cap: from scores_uncapped (visit())
     "m": ("m_before", "scores"),
     "rescale": ("m_before", "m"),
     "terms": ("scores", "m"),
@@ -74,7 +78,8 @@ SKIPPED = "skipped: every score of the tile masked"
 class Visit(Step):
     """Key tile j's pass over query tile i: the online softmax's step (i, j), named "i.j" from 1.
 
-    Tensors, each with the head axis first (h, …): `scores` (h, b_q, b_k) the tile's scores (scaled, masked);
+    Tensors, each with the head axis first (h, …): `scores` (h, b_q, b_k) the tile's scores (scaled, ALiBi's bias
+    added and capped where the case has them: `position_bias`, `scores_uncapped`; masked);
     `m_before`, `m` the running maximum of each query's scores before and after; `rescale` = e^(m_before − m), what
     the sums so far are multiplied by; `l_before`, `l` the running sum of e^(s − m); `terms` (h, b_q, b_k) the tile's
     e^(s − m); `partial_before`, `partial` (h, b_q, d_v/h) the running sum of e^(s − m) · v (divided by ℓ at the end).
@@ -90,10 +95,13 @@ class Visit(Step):
 def visit(i: int, j: int, rows: range, cols: range, tensors: dict, device: str) -> Visit:
     """Visit (i, j) with its tensors on the CPU (none when the tile is skipped)."""
     name = f"{i + 1}.{j + 1}"
+    reads = {k: tuple(p for p in parents if p in tensors) for k, parents in MADE_FROM.items() if k in tensors}
+    if "scores_uncapped" in tensors:  # the cap came last
+        reads["scores"] = ("scores_uncapped",)
     tensors = MappingProxyType({k: t.detach().cpu() for k, t in tensors.items()})
     notes = () if tensors else (SKIPPED,)
     title = f"query tile {i + 1}, key tile {j + 1}"
-    return Visit(0, name, name, title, "", "", tensors, MappingProxyType(MADE_FROM), device, notes=notes,
+    return Visit(0, name, name, title, "", "", tensors, MappingProxyType(reads), device, notes=notes,
                  query_tile=i, key_tile=j, queries=rows, keys=cols, skipped=not tensors)  # fmt: skip
 
 
@@ -134,6 +142,13 @@ class Tiled(Record):
     def tiles(self) -> int:
         return self.query_tiles * self.key_tiles
 
+    def behind_window(self, query_tile: int, key_tile: int) -> bool:
+        """Whether a tile's every key is before the sliding window of every query of it (i − j ≥ window): skipped
+        for the window's sake (a tile above the diagonal is the causal mask's)."""
+        window = self.case.options.window
+        last_key = min((key_tile + 1) * self.block_k, self.case.n) - 1
+        return window is not None and query_tile * self.block_q - last_key >= window
+
     def visit(self, query_tile: int, key_tile: int) -> Visit | None:
         """A recorded visit by its tile; None when it was not recorded."""
         return next((v for v in self.steps if (v.query_tile, v.key_tile) == (query_tile, key_tile)), None)
@@ -149,14 +164,16 @@ class Tiled(Record):
 def tiled(case: Case, block_q: int | None = None, block_k: int | None = None, keep: tuple[int, ...] | None = None):
     """Attention a tile at a time with the online softmax: for each query tile, the key tiles in order, each
     updating the running maximum m, the running sum ℓ and the partial output; output = partial / ℓ. No n × n tensor
-    is made. `keep`: the query tiles whose visits are recorded (None: all up to KEEP_ALL_MAX_N, none past it)."""
+    is made. With gpt-oss's sinks each query's m and ℓ start from its head's sink (m = s_h, ℓ = e^0 = 1, no value).
+    `keep`: the query tiles whose visits are recorded (None: all up to KEEP_ALL_MAX_N, none past it)."""
     case = case if case.options.weights_override is None else with_options(case, weights_override=None)
     o, n = case.options, case.n
     b_q, b_k = check_blocks(*(default_block(n) if b is None else b for b in (block_q, block_k)), n)
     keep = (tuple(range(math.ceil(n / b_q))) if n <= KEEP_ALL_MAX_N else ()) if keep is None else keep
     device = resolve_device(o.device)
     queries, keys, values = _qkv(case, device)  # (h, n, d_k/h), (h, n, d_k/h), (h, n, d_v/h)
-    factor = scale_factor(case) / o.temperature
+    dtype = queries.dtype
+    slopes, sinks = (None if v is None else torch.tensor(v, dtype=dtype, device=device) for v in (o.alibi, o.sinks))
     visits, skipped, peak = [], [], 0
     head_outputs = values.new_empty(values.shape)  # (h, n, d_v/h): filled a query tile at a time
     synchronize(device)
@@ -164,20 +181,19 @@ def tiled(case: Case, block_q: int | None = None, block_k: int | None = None, ke
     for i, q0 in enumerate(range(0, n, b_q)):
         rows = range(q0, min(q0 + b_q, n))
         q = queries[:, q0 : rows.stop]  # (h, b_q, d)
-        m = q.new_full(q.shape[:-1], float("-inf"))  # (h, b_q): each query's largest score so far
-        ell = q.new_zeros(q.shape[:-1])  # (h, b_q): ℓ, the sum of e^(s − m) so far
+        # each query's largest score so far, m, and ℓ, the sum of e^(s − m) so far (h, b_q): −∞ and 0, or the sink
+        m = q.new_full(q.shape[:-1], float("-inf")) if sinks is None else sinks[:, None].expand(q.shape[:-1]).clone()
+        ell = q.new_zeros(q.shape[:-1]) if sinks is None else q.new_ones(q.shape[:-1])  # the sink's e^(s_h − s_h)
         partial = q.new_zeros((*q.shape[:-1], values.shape[-1]))  # (h, b_q, d_v): the sum of e^(s − m) · v so far
         for j, k0 in enumerate(range(0, n, b_k)):
             cols = range(k0, min(k0 + b_k, n))
-            allowed = _tile_mask(o.mask, rows, cols, device)  # (b_q, b_k) bool, or None: every key allowed
-            if allowed is not None and not allowed.any():  # the whole tile masked: skip it (causal: above the diagonal)
-                skipped.append((i, j))
+            allowed = _tile_mask(o, rows, cols, device)  # (b_q, b_k) bool, or None: every key allowed
+            if allowed is not None and not allowed.any():  # the whole tile masked (above the diagonal, behind the
+                skipped.append((i, j))  # window): skip it
                 if i in keep:
                     visits.append(visit(i, j, rows, cols, {}, str(device)))
                 continue
-            s = (q @ keys[:, k0 : cols.stop].mT) * factor  # (h, b_q, b_k): this tile's scores alone
-            if allowed is not None:
-                s = s.masked_fill(~allowed, float("-inf"))
+            s, parts = _tile_scores(q, keys[:, k0 : cols.stop], rows, cols, case, slopes, allowed)  # (h, b_q, b_k)
             m_new = torch.maximum(m, s.amax(dim=-1))  # (h, b_q)
             # a query with no key allowed yet keeps m = −∞: shift by 0 there, so that −∞ − (−∞) makes no NaN
             shift = m_new.masked_fill(m_new == float("-inf"), 0.0)
@@ -185,13 +201,12 @@ def tiled(case: Case, block_q: int | None = None, block_k: int | None = None, ke
             terms = torch.exp(s - shift[..., None])  # (h, b_q, b_k): e^(s − m_new), 0 where masked
             l_new = ell * rescale + terms.sum(dim=-1)
             partial_new = partial * rescale[..., None] + terms @ values[:, k0 : cols.stop]  # (h, b_q, d_v)
-            held = (s, terms, m, m_new, rescale, ell, l_new, partial, partial_new) + (
-                () if allowed is None else (allowed,)
-            )
+            held = (s, terms, m, m_new, rescale, ell, l_new, partial, partial_new, *parts.values())
+            held += () if allowed is None else (allowed,)
             peak = max(peak, sum(t.numel() * t.element_size() for t in held))
             if i in keep:
-                tensors = {"scores": s, "m_before": m, "m": m_new, "rescale": rescale, "l_before": ell, "l": l_new}
-                tensors |= {"terms": terms, "partial_before": partial, "partial": partial_new}
+                tensors = parts | {"scores": s, "m_before": m, "m": m_new, "rescale": rescale, "l_before": ell}
+                tensors |= {"l": l_new, "terms": terms, "partial_before": partial, "partial": partial_new}
                 visits.append(visit(i, j, rows, cols, tensors, str(device)))
             m, ell, partial = m_new, l_new, partial_new
         # a query that may attend to no key has ℓ = 0 and partial 0: its output 0, as fused attention gives
@@ -207,6 +222,24 @@ def tiled(case: Case, block_q: int | None = None, block_k: int | None = None, ke
     )  # fmt: skip
 
 
+def _tile_scores(q, k, rows: range, cols: range, case: Case, slopes, allowed) -> tuple[torch.Tensor, dict]:
+    """One tile's scores (h, b_q, b_k), as step 4 makes them for its rows and columns alone: scaled, ALiBi's bias
+    − m_h (i − j) from the tile's absolute query and key indices, the cap, the mask; and the parts before the end
+    (position_bias, scores_uncapped) where the case has them."""
+    o, parts = case.options, {}
+    s = (q @ k.mT) * (scale_factor(case) / o.temperature)  # (h, b_q, b_k): this tile's scores alone
+    if slopes is not None:
+        i, j = (torch.arange(r.start, r.stop, device=q.device) for r in (rows, cols))
+        parts["position_bias"] = -slopes[:, None, None] * (i[:, None] - j[None, :]).to(s.dtype)  # (h, b_q, b_k)
+        s = s + parts["position_bias"]
+    if o.softcap is not None:
+        parts["scores_uncapped"] = s
+        s = o.softcap * torch.tanh(s / o.softcap)
+    if allowed is not None:
+        s = s.masked_fill(~allowed, float("-inf"))
+    return s, parts
+
+
 def _qkv(case: Case, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Steps 1-3 (and the q/k norm, RoPE) as the eight steps make them, each with a head axis: (h, n, d/h)."""
     o, dtype = case.options, getattr(torch, case.options.dtype)
@@ -220,21 +253,26 @@ def _qkv(case: Case, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, 
     keys, values = keys.repeat_interleave(h // g, dim=0), values.repeat_interleave(h // g, dim=0)  # (h, n, d/h)
     queries, keys = qk_normed(o, queries, keys)  # a q/k norm's step 3a, where the case has it
     if o.rope_base is not None:
-        t, theta = positions(case).to(device), rope_theta(o, case.d_head)
+        t, theta = positions(case).to(device), rope_theta(o, case.d_rot)  # partial rotary: the first d_rot dims
         queries, keys = rope(queries, t, theta), rope(keys, t, theta)
     return queries, keys, values
 
 
-def _tile_mask(mask, rows: range, cols: range, device: torch.device) -> torch.Tensor | None:
-    """The tile's part of the mask (True: the query may attend to the key), made for the tile alone."""
-    if mask is None:
-        return None
-    if mask == "causal":  # query i may attend to keys 1..i
-        if cols.stop - 1 <= rows.start:  # the tile is on or below the diagonal's first row: every key allowed
-            return None
-        r = torch.arange(rows.start, rows.stop, device=device)[:, None]
-        return r >= torch.arange(cols.start, cols.stop, device=device)[None, :]
-    return torch.tensor([row[cols.start : cols.stop] for row in mask[rows.start : rows.stop]], device=device) != 0
+def _tile_mask(o, rows: range, cols: range, device: torch.device) -> torch.Tensor | None:
+    """The tile's part of the mask and the sliding window (True: the query may attend to the key), made for the
+    tile alone; None: every key of the tile allowed."""
+    r = torch.arange(rows.start, rows.stop, device=device)[:, None]
+    c = torch.arange(cols.start, cols.stop, device=device)[None, :]
+    allowed = None
+    if (o.mask == "causal" or o.window is not None) and cols.stop - 1 > rows.start:  # some key after some query
+        allowed = r >= c  # query i may attend to keys 1..i
+    if isinstance(o.mask, tuple):
+        given = torch.tensor([row[cols.start : cols.stop] for row in o.mask[rows.start : rows.stop]], device=device)
+        allowed = given != 0 if allowed is None else allowed & (given != 0)
+    if o.window is not None and rows.stop - 1 - cols.start >= o.window:  # some key before some query's window
+        inside = r - c < o.window  # keys i − window < j
+        allowed = inside if allowed is None else allowed & inside
+    return allowed
 
 
 def check(run: Tiled, exact: Trace) -> Check:

@@ -38,8 +38,7 @@ def tiles() -> None:
         st.error(t("tiles.differs", **said))
     if trace.case.options.weights_override is not None:
         st.caption(t("tiles.exact_note"))
-    if trace.case.options.mask is not None:
-        st.info(t("tiles.skipped", skipped=len(run.skipped), tiles=run.tiles))
+    _skipped(run)
 
     query_tile, key_tile = room.tile_picker(s, run)
     room.rescaling(s, run, (query_tile, key_tile))
@@ -66,6 +65,17 @@ def tiles() -> None:
     st.markdown(t("tiles.why_rescale"))
     _query(s, trace, run, visit, h)
     _memory(trace, run)
+
+
+def _skipped(run: Tiled) -> None:
+    """How many tiles were skipped, wholly masked: above the diagonal, and under a sliding window behind it."""
+    o = run.case.options
+    if o.window is not None:
+        behind = sum(run.behind_window(i, j) for i, j in run.skipped)
+        said = {"skipped": len(run.skipped), "tiles": run.tiles, "window": o.window}
+        st.info(t("tiles.skipped_window", **said, above=len(run.skipped) - behind, behind=behind))
+    elif o.mask is not None:
+        st.info(t("tiles.skipped", skipped=len(run.skipped), tiles=run.tiles))
 
 
 def _query(s: Session, trace: Trace, run: Tiled, visit: Visit, h: int) -> None:

@@ -36,14 +36,41 @@ def block(case: Case, block_q: int, block_k: int) -> list[str]:
         "n = q_all.shape[1]",
         "tiled = torch.empty_like(v_all)  # (h, n, d_v/h): filled a query tile at a time",
         "skipped = 0",
+        *_constants(case),
         "for q0 in range(0, n, B_q):",
         "    q = q_all[:, q0 : q0 + B_q]  # (h, B_q, d_k/h)",
-        '    m = torch.full(q.shape[:-1], float("-inf"), dtype=q.dtype)  # (h, B_q)',
-        "    l = torch.zeros(q.shape[:-1], dtype=q.dtype)  # (h, B_q)",
+        *_start(case),
         "    partial = torch.zeros(*q.shape[:-1], v_all.shape[-1], dtype=q.dtype)  # (h, B_q, d_v/h): Σ e^(s − m) · v",
         "    for k0 in range(0, n, B_k):",
     ]
     return lines + _tile(case) + _end(case)
+
+
+def _constants(case: Case) -> list[str]:
+    """The options of today's models the loop reads: the window, ALiBi's slopes, the cap, the sinks."""
+    o, dtype, lines = case.options, f"torch.{case.options.dtype}", []
+    if o.window is not None:
+        lines.append(f"WINDOW = {o.window}  # sliding window: query i sees keys i − WINDOW < j ≤ i")
+    if o.alibi is not None:
+        lines.append(f"SLOPES = torch.tensor({list(o.alibi)!r}, dtype={dtype})  # ALiBi's m_h, one per head")
+    if o.softcap is not None:
+        lines.append(f"SOFTCAP = {o.softcap!r}  # Gemma 2: s → cap · tanh(s / cap)")
+    if o.sinks is not None:
+        lines.append(f"SINKS = torch.tensor({list(o.sinks)!r}, dtype={dtype})  # gpt-oss's sink logit s_h, per head")
+    return lines
+
+
+def _start(case: Case) -> list[str]:
+    """Each query's running m and ℓ before the first key tile: −∞ and 0, or under sinks the head's sink."""
+    if case.options.sinks is None:
+        return [
+            '    m = torch.full(q.shape[:-1], float("-inf"), dtype=q.dtype)  # (h, B_q)',
+            "    l = torch.zeros(q.shape[:-1], dtype=q.dtype)  # (h, B_q)",
+        ]
+    return [
+        "    m = SINKS[:, None].expand(q.shape[:-1]).clone()  # (h, B_q): each query starts from its head's sink s_h",
+        "    l = torch.ones(q.shape[:-1], dtype=q.dtype)  # the sink's e^(s_h − m) = 1, with no value (partial: 0)",
+    ]
 
 
 def _tile(case: Case) -> list[str]:
@@ -51,23 +78,22 @@ def _tile(case: Case) -> list[str]:
     o, lines = case.options, []
     scale = {"none": None, "sqrt_dk": f"(1 / math.sqrt({case.d_head}))"}.get(o.scale, repr(o.scale))
     factor = " * ".join(f for f in (scale, f"(1 / {float(o.temperature)!r})" if o.temperature != 1 else None) if f)
-    if o.mask == "causal":
+    masked = o.mask is not None or o.window is not None
+    lines += _tile_mask(case)
+    if masked:
         lines += [
-            "        rows, cols = torch.arange(q0, min(q0 + B_q, n)), torch.arange(k0, min(k0 + B_k, n))",
-            "        allowed = rows[:, None] >= cols[None, :]  # the causal mask's tile, made for the tile alone",
-        ]
-    elif o.mask is not None:
-        lines.append("        allowed = mask[q0 : q0 + B_q, k0 : k0 + B_k] != 0  # the case's mask, this tile of it")
-    if o.mask is not None:
-        lines += [
-            "        if not allowed.any():  # every score of the tile masked: skip it (causal: above the diagonal)",
-            "            skipped += 1",
+            "        if not allowed.any():  # every score of the tile masked: skip it (above the diagonal, behind",
+            "            skipped += 1  # the window)",
             "            continue",
         ]
     lines.append("        s = q @ k_all[:, k0 : k0 + B_k].mT  # (h, B_q, B_k): this tile's scores alone")
     if factor:
         lines.append(f"        s = s * {factor}  # as step 4 scales the scores")
-    if o.mask is not None:
+    if o.alibi is not None:
+        lines.append("        s = s - SLOPES[:, None, None] * (rows[:, None] - cols[None, :])  # ALiBi: i, j absolute")
+    if o.softcap is not None:
+        lines.append("        s = SOFTCAP * torch.tanh(s / SOFTCAP)  # the cap, before the mask")
+    if masked:
         lines.append('        s = s.masked_fill(~allowed, float("-inf"))')
     lines += [
         "        m_new = torch.maximum(m, s.amax(dim=-1))  # (h, B_q): the largest score so far",
@@ -82,6 +108,21 @@ def _tile(case: Case) -> list[str]:
         lines.append(
             '        print(f"query tile {q0 // B_q + 1}, key tile {k0 // B_k + 1}: m =", m.tolist(), "l =", l.tolist())'
         )
+    return lines
+
+
+def _tile_mask(case: Case) -> list[str]:
+    """The tile's query and key indices (where the mask, the window or ALiBi needs them) and its part of the mask."""
+    o, lines = case.options, []
+    if o.mask == "causal" or o.window is not None or o.alibi is not None:
+        lines.append("        rows, cols = torch.arange(q0, min(q0 + B_q, n)), torch.arange(k0, min(k0 + B_k, n))")
+    if o.mask == "causal" or o.window is not None:
+        lines.append("        allowed = rows[:, None] >= cols[None, :]  # the causal mask's tile, made for it alone")
+    if isinstance(o.mask, tuple):
+        given = "mask[q0 : q0 + B_q, k0 : k0 + B_k] != 0  # the case's mask, this tile of it"
+        lines.append(f"        allowed = {given}" if o.window is None else f"        allowed &= {given}")
+    if o.window is not None:
+        lines.append("        allowed &= rows[:, None] - cols[None, :] < WINDOW  # keys within the window: i − j < W")
     return lines
 
 
@@ -113,7 +154,13 @@ def tiles_text(case: Case, block_q: object = None, block_k: object = None) -> tu
     agreement = check(run, attend(run.case))
     lines = [
         f"tiles of {b_q} × {b_k}: {run.query_tiles} query tiles × {run.key_tiles} key tiles = {run.tiles}, "
-        f"{len(run.skipped)} skipped (wholly masked)"
+        f"{len(run.skipped)} skipped (wholly masked"
+        + (
+            f", {sum(run.behind_window(*tile) for tile in run.skipped)} of them behind the window of "
+            f"{case.options.window})"
+            if case.options.window is not None
+            else ")"
+        )
     ]
     for v in run.visits:
         where = f"query tile {v.query_tile + 1}, key tile {v.key_tile + 1}"

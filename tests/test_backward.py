@@ -1,6 +1,7 @@
 """The backward pass against torch.autograd (the oracle) for every option, by hand on the seed, and its files."""
 
 import json
+import random
 import subprocess
 import sys
 
@@ -9,7 +10,7 @@ import pytest
 import torch
 
 from attention import CaseError, attend
-from attention.backward.compute import Backward, autograd, backward, check
+from attention.backward.compute import Backward, autograd, backward, check, softmax_back, tolerances
 from attention.backward.files import backward_to_dict
 from attention.backward.loss import Loss, default_loss, loss_to_dict, loss_value, parse_loss
 from attention.backward.script import to_backward_script
@@ -19,6 +20,8 @@ from attention.base.explain import explain
 from attention.base.files import dump_case
 from attention.base.numbers import brief
 from attention.base.presets import article, random_case
+from attention.base.tolerance import within
+from attention.forward.compute import softmax_with_sink
 from attention.forward.files import trace_to_dict
 from attention.forward.teach import with_options
 from tests.cases import QK_NORM
@@ -64,7 +67,15 @@ CASES = {
         norm_eps=0.01,
     ),
     "n = 24, bigger": random_case(n=24, d_in=8, d_k=8, d_v=8, seed=8, heads=2, temperature=2.0),
-}
+    # today's options (issue 38): each changes step 4 or 5 (or RoPE's dims), and the backward pass with them
+    "a window, a softcap, ALiBi, sinks and partial RoPE, 2 heads, causal": random_case(
+        n=6, d_k=8, d_v=4, seed=12, heads=2, window=3, softcap=2.0, alibi=(0.5, 0.25), sinks=(0.5, -1.0),
+        rope_base=100.0, rope_fraction=0.5, mask="causal", w_out=W_OUT,
+    ),
+    "float64, sinks and a softcap with a fully masked row": random_case(
+        d_k=2, d_v=4, seed=13, dtype="float64", sinks=(1.5,), softcap=1.0, mask=BLOCKED_ROW, temperature=0.5
+    ),
+}  # fmt: skip
 
 
 def losses(trace):
@@ -78,11 +89,10 @@ def test_every_gradient_equals_autograd(name, kind):
     trace = attend(CASES[name])
     loss = losses(trace)[kind]
     result = backward(trace, loss)
-    theirs = autograd(trace.case, loss)
-    tol = {"rtol": 1e-4, "atol": 1e-5} if trace.case.options.dtype == "float32" else {"rtol": 1e-9, "atol": 1e-10}
+    theirs, allowed = autograd(trace.case, loss), tolerances(result)
     assert set(theirs) <= set(result.gradients)
-    for leaf, expected in theirs.items():
-        torch.testing.assert_close(result.gradients[leaf], expected, **tol, msg=leaf)
+    for leaf, expected in theirs.items():  # each number within the one rule's tolerance (base/tolerance.py)
+        assert within(result.gradients[leaf], expected, allowed[leaf]), leaf
     assert check(result).agrees
     for step in result.steps:  # never a NaN anywhere
         for tensor_name, tensor in step.tensors.items():
@@ -440,3 +450,157 @@ def test_a_masked_scores_gradient_and_a_masked_weight_say_their_zero_is_the_mask
     assert beside.iloc[1, 0] == "0.0002953872"  # not masked: its number
     _, zh = gradient_pair(result, "d_weights", None, "zh")
     assert zh.data[0].text[0][1] == "0（掩码）" and "0（掩码）" in describe(zh, "zh")[1]
+
+
+# Today's options (issue 38): a window, a softcap, ALiBi, sinks, partial rotary ------------------------------------
+
+MODERN_OPTIONS = ("window", "softcap", "alibi", "sinks", "rope_fraction")
+
+
+def modern_case(seed: int):
+    """A small random case (n ≤ 8, 1-2 heads, float32 or float64) with a random combination of today's options,
+    from a seeded local generator: (the case, the options it drew)."""
+    draw = random.Random(seed)
+    heads, n, dtype = draw.choice((1, 2)), draw.randint(1, 8), draw.choice(("float32", "float64"))
+    chosen = [name for name in MODERN_OPTIONS if draw.random() < 0.5] or [draw.choice(MODERN_OPTIONS)]
+    options = {"heads": heads, "dtype": dtype, "mask": draw.choice((None, "causal"))}
+    options |= {"scale": draw.choice(("none", "sqrt_dk")), "temperature": draw.choice((1.0, 0.5))}
+    if "window" in chosen:
+        options["window"] = draw.randint(1, n)
+    if "softcap" in chosen:
+        options["softcap"] = draw.choice((0.5, 2.0, 20.0))
+    if "alibi" in chosen:
+        options["alibi"] = tuple(draw.choice((0.0, 0.25, 1.0)) for _ in range(heads))
+    if "sinks" in chosen:
+        options["sinks"] = tuple(round(draw.uniform(-3, 3), 2) for _ in range(heads))
+    if "rope_fraction" in chosen or draw.random() < 0.3:  # RoPE, whole (NoPE without) or partial
+        options["rope_base"] = 100.0
+        options["rope_fraction"] = 0.5 if "rope_fraction" in chosen else None
+    case = random_case(n=n, d_in=3, d_k=4 * heads, d_v=2 * heads, seed=seed, **options)
+    return case, chosen
+
+
+def test_random_cases_with_todays_options_equal_autograd_within_the_rule():
+    seen = set()
+    for seed in range(24):
+        case, chosen = modern_case(seed)
+        seen |= set(chosen)
+        trace = attend(case)
+        for loss in (default_loss(trace), Loss(cell=(case.n - 1, 0))):
+            result = backward(trace, loss)
+            theirs, allowed = autograd(case, loss), tolerances(result)
+            assert ("d_sinks" in theirs) == ("sinks" in chosen) and set(theirs) <= set(result.gradients)
+            for leaf, expected in theirs.items():  # every leaf, the sink logits' too, each number within the rule
+                assert within(result[leaf], expected, allowed[leaf]), (seed, chosen, leaf)
+            assert check(result).agrees, (seed, chosen)
+    assert seen == set(MODERN_OPTIONS)  # every option drawn, alone or with others
+
+
+def test_the_softmax_with_a_sink_goes_back_by_the_same_rule_and_the_sink_gets_its_own():
+    """dS_ij = A_ij (dA_ij − Σ_k A_ik dA_ik) still holds (the sink has no value) and d s_h = −Σ_i A_i,sink Σ_k A_ik
+    dA_ik: against autograd through the core's softmax_with_sink, a masked row included."""
+    generator = torch.Generator().manual_seed(0)
+    scores = torch.randn(2, 4, 5, generator=generator, dtype=torch.float64)
+    scores[0, 1] = float("-inf")  # a fully masked row: its weights 0, the sink takes it all
+    scores[1, 2, 3:] = float("-inf")
+    d_weights = torch.randn(2, 4, 5, generator=generator, dtype=torch.float64)
+    leaf_scores = scores.clone().requires_grad_(True)
+    sinks = torch.tensor([0.7, -1.2], dtype=torch.float64, requires_grad=True)
+    weights, weights_sink = softmax_with_sink(leaf_scores, sinks[:, None, None])
+    (weights * d_weights).sum().backward()  # a loss whose gradient on the weights is d_weights
+    d_scores, d_sinks = softmax_back(weights.detach(), d_weights, weights_sink.detach())
+    torch.testing.assert_close(d_scores, leaf_scores.grad.nan_to_num(0.0))
+    torch.testing.assert_close(d_sinks, sinks.grad[None])  # (1, h)
+    assert d_scores[0, 1].abs().max() == 0 and (d_scores[1, 2, 3:] == 0).all()
+
+
+def test_a_softcaps_gradient_is_the_slope_times_the_scores_and_is_recorded_by_name():
+    case = CASES["a window, a softcap, ALiBi, sinks and partial RoPE, 2 heads, causal"]
+    trace = attend(case)
+    result = backward(trace, Loss(cell=(5, 1)))
+    slope = 1 - torch.tanh(trace["scores_uncapped"] / 2.0) ** 2  # tanh' at U / cap
+    torch.testing.assert_close(result["d_scores_uncapped"], result["d_scores"] * slope)
+    assert (result["d_scores_uncapped"].abs() <= result["d_scores"].abs()).all()  # a cap only shrinks a gradient
+    assert result.made_from("d_scores_raw") == ("d_scores_uncapped",) and result.twin("d_scores_uncapped")
+    scores = result.step("scores")
+    assert list(scores.tensors) == ["d_scores_uncapped", "d_scores_raw", "d_queries", "d_keys"]
+    assert r"\tanh^2(U / 2)" in scores.formula and r"j \le i - 3" in scores.formula
+    assert any("1 − tanh²" in note for note in scores.notes) and any("ALiBi" in note for note in scores.notes)
+    assert r"ds = -\textstyle\sum_i A_{i,\mathrm{sink}}" in result.step("softmax").formula
+    assert result.step("rope").notes  # partial rotary: only the first d_rot dims are turned back
+    lines = explain(result, "d_scores_raw", (1, 5, 4)).lines  # head 2, query 6, key 5 (inside the window)
+    assert lines[0].startswith("dS^raw₆₅ = 1 · dU₆₅") and lines[1].startswith("dU₆₅ = (1 − tanh²(U₆₅ / 2))")
+    sink = explain(result, "d_sinks", (0, 1))
+    assert sink.title.endswith(brief(result["d_sinks"][0, 1].item())) and sink.lines[0].startswith("ds₂ = −Σ_i")
+
+
+def test_the_check_fails_on_a_moved_sink_gradient():
+    trace = attend(CASES["a window, a softcap, ALiBi, sinks and partial RoPE, 2 heads, causal"])
+    result = backward(trace, default_loss(trace))
+    assert check(result).agrees
+    softmax = result.step("softmax")
+    moved = dict(softmax.tensors) | {"d_sinks": result["d_sinks"] + 1e-3}
+    steps = tuple(_with(s, moved) if s is softmax else s for s in result.steps)
+    assert not check(Backward(trace, result.loss, result.value, steps)).agrees
+
+
+MODERN_SCRIPTS = {
+    "float32, 2 heads, every option": CASES["a window, a softcap, ALiBi, sinks and partial RoPE, 2 heads, causal"],
+    "float64, one head, every option, a fully masked row": random_case(
+        n=5, d_k=4, d_v=2, seed=14, dtype="float64", window=2, softcap=1.0, alibi=(0.5,), sinks=(0.25,),
+        rope_base=100.0, rope_fraction=0.5, mask=[[1, 0, 0, 0, 0], [0, 0, 0, 0, 0], *[[1] * 5] * 3],
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", MODERN_SCRIPTS)
+def test_the_exported_script_with_todays_options_runs_alone_and_asserts_autograd(name, tmp_path):
+    case = MODERN_SCRIPTS[name]
+    trace = attend(case)
+    for loss in (default_loss(trace), Loss(cell=(case.n - 1, 1))):
+        out = _run_script(tmp_path, to_backward_script(case, loss))
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert "every gradient equals torch.autograd's" in out.stdout
+        result = backward(trace, loss)  # its d_x and the app's: each within the rule of autograd's, so of each other
+        d_x = torch.tensor(json.loads(out.stdout.strip().splitlines()[-2]), dtype=trace.outputs.dtype)
+        assert within(d_x, result["d_x"], 2 * tolerances(result)["d_x"])
+
+
+def test_the_exported_scripts_assert_fails_without_the_caps_slope_or_with_the_sinks_sign_flipped(tmp_path):
+    case = MODERN_SCRIPTS["float32, 2 heads, every option"]
+    source = to_backward_script(case, Loss(cell=(5, 1)))
+    slope = "d_scores_uncapped = d_scores * (1 - torch.tanh(scores_uncapped / 2.0) ** 2)"
+    sign = "d_sinks = -(weights_sink * row_mean)"
+    for right, wrong in ((slope, "d_scores_uncapped = d_scores"), (sign, "d_sinks = (weights_sink * row_mean)")):
+        assert right in source
+        out = _run_script(tmp_path, source.replace(right, wrong))
+        assert out.returncode != 0 and "AssertionError" in out.stderr, wrong
+
+
+def _run_script(tmp_path, source: str):
+    path = tmp_path / "backward.py"
+    path.write_text(source, encoding="utf-8")
+    return subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=300)
+
+
+def test_training_steps_lower_the_loss_with_todays_options():
+    for seed in range(3):
+        case, _ = modern_case(100 + seed)
+        trace = attend(case)
+        loss = default_loss(trace)
+        before = loss_value(trace, loss)
+        assert loss_value(attend(train_step(trace, loss, 0.01)), loss) < before, seed
+
+
+def test_the_page_shows_the_caps_and_the_sinks_gradients():
+    from attention.base.files import case_to_link
+    from tests.apptest import charts
+
+    case = CASES["a window, a softcap, ALiBi, sinks and partial RoPE, 2 heads, causal"]
+    at = open_backward({"case": case_to_link(case)})
+    assert any("agrees with torch.autograd" in s.value for s in at.success)
+    at.radio(key="backward_step").set_value("scores").run()
+    assert not at.exception and "∂L/∂scores_uncapped" in charts(at)
+    assert any("1 − tanh²" in i.value for i in at.info)
+    at.radio(key="backward_step").set_value("softmax").run()
+    assert not at.exception and charts(at)["∂L/∂sinks"].shape == (1, 2)  # a number per head

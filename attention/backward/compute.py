@@ -11,7 +11,7 @@ import torch
 from ..base.case import Case
 from ..base.record import Check, Record, Recorder, Step, compare, worst
 from ..base.tolerance import gradient_tolerance
-from ..forward.compute import Trace, option_tensors, positions, qk_normed, rope, rope_theta, scale_factor
+from ..forward.compute import Trace, option_tensors, positions, qk_normed, rope, rope_theta, score_options
 from ..forward.steps import NORM, ROPE
 from .loss import Loss, gradient
 from .steps import GRAD_AXES, backward_names, step
@@ -43,8 +43,8 @@ class Backward(Record):
 
     @property
     def gradients(self) -> dict[str, torch.Tensor]:
-        """The leaves' gradients: x, W_Q, W_K, W_V (and w_out when the case has it)."""
-        names = ("d_x", "d_w_query", "d_w_key", "d_w_value", "d_w_out")
+        """The leaves' gradients: x, W_Q, W_K, W_V (and w_out and the sink logits when the case has them)."""
+        names = ("d_x", "d_w_query", "d_w_key", "d_w_value", "d_w_out", "d_sinks")
         return {name: self[name] for name in names if name in self}
 
     def heading(self) -> str:
@@ -59,9 +59,9 @@ def backward(trace: Trace, loss: Loss) -> Backward:
     tensors are): each step's gradients recorded under its forward step's name."""
     case, o = trace.case, trace.case.options
     h, g = o.heads, o.kv_heads or o.heads
-    allowed, _, w_out = option_tensors(case, torch.device("cpu"))  # (n, n) bool, (d_v, d_out): or None
+    w_out = option_tensors(case, torch.device("cpu"))[2]  # (d_v, d_out) or None
     x, w_query, w_key, w_value = (trace[name] for name in ("x", "w_query", "w_key", "w_value"))
-    queries, keys, values = trace["queries"], trace["keys"], trace["values"]  # (h?, n, d/h)
+    values = trace["values"]  # (h?, n, d_v/h)
     weights, weights_exact = trace["weights"], trace["weights_exact"]  # (h?, n_q, n_k): used in step 6, exact
     recorder = Recorder(backward_names(case))
     record = recorder.record
@@ -84,19 +84,11 @@ def backward(trace: Trace, loss: Loss) -> Backward:
     d_weights = d_head_outputs @ values.mT  # (h?, n_q, n_k): the broadcast's sum over value dims, as a matmul
     d_values = weights.mT @ d_head_outputs  # (h?, n_k, d_v/h): the weights used (the rounded ones, when used)
     record("weighted", d_weights=d_weights, d_values=d_values)
-    # step 5 back: the softmax's Jacobian, row by row: d S_ij = A_ij (d A_ij − Σ_k A_ik d A_ik). The rounded
-    # override has no gradient (a constant), so the exact softmax's is used; a masked A_ij is 0, so its d S_ij is 0
-    row_mean = torch.linalg.vecdot(weights_exact, d_weights).unsqueeze(-1)  # (h?, n_q, 1): Σ_k A_ik dA_ik
-    d_scores = (d_weights - row_mean).mul_(weights_exact)  # (h?, n_q, n_k): one n × n tensor made, not three
-    record("softmax", d_scores=d_scores)
-    # step 4 back: S = (scale / temperature) · Q Kᵀ, masked: a masked score is a constant −∞, its gradient exactly 0
-    factor = scale_factor(case) / o.temperature
-    d_scores_raw = d_scores if factor == 1 else d_scores * factor  # (h?, n_q, n_k): the same tensor at 1 (memory)
-    if allowed is not None:
-        d_scores_raw = d_scores_raw.masked_fill(~allowed, 0.0)  # already 0 there (A = 0); said once more, for −0
-    d_queries = d_scores_raw @ keys  # (h?, n_q, d_k/h)
-    d_keys = d_scores_raw.mT @ queries  # (h?, n_k, d_k/h)
-    record("scores", d_scores_raw=d_scores_raw, d_queries=d_queries, d_keys=d_keys)
+    # step 5 back: the softmax's Jacobian (a sink's too, whose column has no value); the rounded override has no
+    # gradient (a constant), so the exact softmax's is used
+    d_scores, d_sinks = softmax_back(weights_exact, d_weights, trace["weights_sink"] if o.sinks is not None else None)
+    record("softmax", d_scores=d_scores, **({} if d_sinks is None else {"d_sinks": d_sinks}))
+    d_queries, d_keys = _back_through_step_4(trace, d_scores, record)  # the cap, the scale, the mask; Q and K
     d_queries, d_keys = _back_through_step_3(trace, d_queries, d_keys, record)  # RoPE's turns, the q/k norm
     # step 3 back: the heads joined again (a shared key/value head sums its query heads' gradients), then Q = X W_Q
     d_q, d_k, d_v = d_queries, d_keys, d_values
@@ -111,11 +103,43 @@ def backward(trace: Trace, loss: Loss) -> Backward:
     return Backward(trace, loss, value, steps)
 
 
+def softmax_back(weights, d_weights, weights_sink=None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Step 5 back, row by row: d S_ij = A_ij (d A_ij − Σ_k A_ik d A_ik) (a masked A_ij is 0, so its d S_ij is 0),
+    and with gpt-oss's sinks (weights_sink: A_i,sink (h?, n_q, 1)) each head's sink logit's d s_h = −Σ_i A_i,sink
+    Σ_k A_ik d A_ik as (1, h): a sink has no value, so it adds no term of its own to the rows' sums."""
+    row_mean = torch.linalg.vecdot(weights, d_weights).unsqueeze(-1)  # (h?, n_q, 1): Σ_k A_ik dA_ik
+    d_scores = (d_weights - row_mean).mul_(weights)  # (h?, n_q, n_k): one n × n tensor made, not three
+    if weights_sink is None:
+        return d_scores, None
+    d_sinks = -(weights_sink * row_mean).sum(dim=(-2, -1)).reshape(1, -1)  # (1, h): raising s_h lowers every A_ij
+    return d_scores, d_sinks
+
+
+def _back_through_step_4(trace: Trace, d_scores: torch.Tensor, record) -> tuple[torch.Tensor, torch.Tensor]:
+    """Step 4 back: S = cap · tanh(U / cap) (a softcap) with U = (scale / temperature) · Q Kᵀ + ALiBi's bias (a
+    constant: no gradient to pass to anything), masked (a masked score is a constant −∞, its gradient exactly 0)."""
+    options = score_options(trace.case, torch.device("cpu"))
+    allowed, cap, tensors = options["allowed"], options["softcap"], {}
+    d_scores_uncapped = d_scores  # (h?, n_q, n_k)
+    if cap is not None:  # tanh' = 1 − tanh², at most 1: a capped score moves less than the one before the cap
+        slope = 1 - torch.tanh(trace["scores_uncapped"] / cap).square()  # (h?, n_q, n_k): as the forward's tanh
+        d_scores_uncapped = tensors["d_scores_uncapped"] = d_scores * slope
+    factor = options["scale"] / options["temperature"]
+    d_scores_raw = d_scores_uncapped if factor == 1 else d_scores_uncapped * factor  # at 1 the same tensor (memory)
+    if allowed is not None:
+        d_scores_raw = d_scores_raw.masked_fill(~allowed, 0.0)  # already 0 there (A = 0); said once more, for −0
+    queries, keys = trace["queries"], trace["keys"]  # (h?, n, d_k/h)
+    d_queries = d_scores_raw @ keys  # (h?, n_q, d_k/h)
+    d_keys = d_scores_raw.mT @ queries  # (h?, n_k, d_k/h)
+    record("scores", **tensors, d_scores_raw=d_scores_raw, d_queries=d_queries, d_keys=d_keys)
+    return d_queries, d_keys
+
+
 def _back_through_step_3(trace: Trace, d_queries, d_keys, record) -> tuple[torch.Tensor, torch.Tensor]:
     """Steps 3b and 3a back, where the case has them: RoPE's turns and the q/k norm, undone in reverse."""
     case, o = trace.case, trace.case.options
-    if o.rope_base is not None:  # step 3b back: a rotation's transpose is the rotation by the opposite angle
-        t, theta = positions(case), rope_theta(o, case.d_head)
+    if o.rope_base is not None:  # step 3b back: a rotation's transpose is the rotation by the opposite angle (partial
+        t, theta = positions(case), rope_theta(o, case.d_rot)  # rotary: the first d_rot dims, the rest unturned)
         d_queries, d_keys = rope(d_queries, -t, theta), rope(d_keys, -t, theta)
         record(ROPE, d_queries_unrotated=d_queries, d_keys_unrotated=d_keys)
     if o.q_norm is not None:  # step 3a back: through each row's root mean square and γ
@@ -138,27 +162,21 @@ def autograd(case: Case, loss: Loss) -> dict[str, torch.Tensor]:
     the rounded override as its value with the exact softmax's gradient (straight through), then .backward()."""
     o, dtype = case.options, getattr(torch, case.options.dtype)
     h, g = o.heads, o.kv_heads or o.heads
-    allowed, override, w_out = option_tensors(case, torch.device("cpu"))
+    w_out = option_tensors(case, torch.device("cpu"))[2]
     leaves = {name: torch.tensor(getattr(case, name), dtype=dtype, requires_grad=True) for name in _LEAVES}
     if w_out is not None:
         leaves["w_out"] = w_out.clone().requires_grad_(True)
+    if o.sinks is not None:  # gpt-oss's sink logits: learned, so a leaf
+        leaves["sinks"] = torch.tensor(o.sinks, dtype=dtype, requires_grad=True)  # (h,)
     x = leaves["x"]
     q, k, v = (x @ leaves[name] for name in ("w_query", "w_key", "w_value"))
     q = q.unflatten(-1, (h, -1)).transpose(0, 1)
     k, v = (m.unflatten(-1, (g, -1)).transpose(0, 1).repeat_interleave(h // g, dim=0) for m in (k, v))
     q, k = qk_normed(o, q, k)  # a q/k norm, where the case has one
     if o.rope_base is not None:
-        t, theta = positions(case), rope_theta(o, case.d_head)
+        t, theta = positions(case), rope_theta(o, case.d_rot)
         q, k = rope(q, t, theta), rope(k, t, theta)
-    scores = q @ k.mT * (scale_factor(case) / o.temperature)
-    if allowed is not None:
-        scores = scores.masked_fill(~allowed, float("-inf"))
-        scores = torch.where(allowed.any(-1, keepdim=True), scores, 0.0)  # a fully masked row: no NaN to pass
-    a = torch.softmax(scores, dim=-1)
-    if allowed is not None:
-        a = a.masked_fill(~allowed, 0.0)  # that row's weights 0, as the core gives
-    if override is not None:
-        a = a + (override - a).detach()  # the override's value, the exact softmax's gradient
+    a = _autograd_weights(case, q, k, leaves.get("sinks"))  # (h, n, n)
     outputs = (a @ v).transpose(0, 1).flatten(1)
     if w_out is not None:
         outputs = outputs @ leaves["w_out"]
@@ -166,7 +184,34 @@ def autograd(case: Case, loss: Loss) -> dict[str, torch.Tensor]:
         outputs[loss.cell].backward()
     else:
         (0.5 * ((outputs - torch.tensor(loss.target, dtype=dtype)) ** 2).sum()).backward()
-    return {f"d_{name}": leaf.grad for name, leaf in leaves.items()}
+    grads = {f"d_{name}": leaf.grad for name, leaf in leaves.items()}
+    return grads | ({"d_sinks": grads["d_sinks"].reshape(1, -1)} if "d_sinks" in grads else {})  # (1, h)
+
+
+def _autograd_weights(case: Case, q: torch.Tensor, k: torch.Tensor, sinks: torch.Tensor | None) -> torch.Tensor:
+    """Steps 4-5 for autograd, differentiable: the scaled scores, ALiBi's bias (a constant), the cap, the mask (a
+    fully masked row made finite, then its weights 0), and the softmax, with the sink as one more logit per row
+    whose weight is dropped (its own formulation: the core's softmax_with_sink is what it checks)."""
+    options = score_options(case, torch.device("cpu"))
+    allowed, override, bias, cap = (options[name] for name in ("allowed", "override", "position_bias", "softcap"))
+    scores = q @ k.mT * (options["scale"] / options["temperature"])  # (h, n, n): one head's too
+    if bias is not None:
+        scores = scores + bias
+    if cap is not None:
+        scores = cap * torch.tanh(scores / cap)
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+        scores = torch.where(allowed.any(-1, keepdim=True), scores, 0.0)  # a fully masked row: no NaN to pass
+    if sinks is None:
+        a = torch.softmax(scores, dim=-1)
+    else:  # (h,) as (h, n, 1): the logits' last column
+        sink = sinks[:, None, None].expand(*scores.shape[:-1], 1)
+        a = torch.softmax(torch.cat((scores, sink), dim=-1), dim=-1)[..., :-1]
+    if allowed is not None:
+        a = a.masked_fill(~allowed, 0.0)  # that row's weights 0, as the core gives
+    if override is not None:
+        a = a + (override - a).detach()  # the override's value, the exact softmax's gradient
+    return a
 
 
 _LEAVES = ("x", "w_query", "w_key", "w_value")
@@ -175,14 +220,33 @@ _LEAVES = ("x", "w_query", "w_key", "w_value")
 def check(result: Backward) -> Check:
     """The hand-written gradients against autograd's on the same case (the forward is checked against SDPA): every
     leaf's, each number within the one rule's tolerance (base/tolerance.py), the worst of them."""
+    allowed, theirs = tolerances(result), autograd(result.case, result.loss)
+    return worst(compare("torch.autograd", result[name], theirs[name], allowed[name]) for name in theirs)
+
+
+def tolerances(result: Backward) -> dict[str, torch.Tensor]:
+    """How far another float computation of each leaf's gradient may be from these: the one rule, on the chain."""
     trace, case = result.forward, result.forward.case
     o, (_, _, w_out) = case.options, option_tensors(case, torch.device("cpu"))
     tensors = (trace[name] for name in ("x", "w_query", "w_key", "w_value", "queries", "keys", "values", "weights"))
-    multiplier = scale_factor(case) / o.temperature
+    options = score_options(case, torch.device("cpu"))
+    multiplier = options["scale"] / options["temperature"]
     norm = None
     if o.q_norm is not None:  # step 3's queries and keys, before the norm
         norm = (trace["queries_unnormed"], trace["keys_unnormed"], o.q_norm, o.k_norm, o.norm_eps)
-    allowed = gradient_tolerance(*tensors, trace["weights_exact"], result["d_outputs"], multiplier,
-                                 o.rope_base is not None, w_out, result.loss.cell is None, norm)  # fmt: skip
-    theirs = autograd(case, result.loss)
-    return worst(compare("torch.autograd", result[name], theirs[name], allowed[name]) for name in theirs)
+    return gradient_tolerance(*tensors, trace["weights_exact"], result["d_outputs"], multiplier,
+                              case.d_rot if o.rope_base is not None else 0, w_out, result.loss.cell is None, norm,
+                              **tolerance_options(trace))  # fmt: skip
+
+
+def tolerance_options(trace: Trace) -> dict:
+    """What the one rule reads of steps 4-5's options: the scores before any cap where ALiBi or a cap came after the
+    scale, the cap, and the sinks' weights."""
+    o, out = trace.case.options, {}
+    if o.softcap is not None or o.alibi is not None:
+        out["scores"] = trace["scores_uncapped" if o.softcap is not None else "scores"]
+    if o.softcap is not None:
+        out["softcap"] = o.softcap
+    if o.sinks is not None:
+        out["sink"] = trace["weights_sink"]
+    return out

@@ -4,6 +4,8 @@ the float32 rounding of a gradient is not what it teaches."""
 
 from __future__ import annotations
 
+import math
+
 from ..base.explain import Context, Derivation, explains, factor
 from ..base.i18n import msg
 from ..base.numbers import brief, sub
@@ -11,42 +13,27 @@ from ..forward.compute import scale_factor
 from .compute import Backward
 from .steps import MADE_FROM
 
+SCORES = ("scores", "scores_uncapped", "scores_raw")  # step 4's: each gradient the one after it times a factor
+
 
 @explains(Backward, *MADE_FROM)
 def gradient(c: Context, grad: str, head: int | None, index: tuple[int, ...]) -> Derivation:
-    """∂L/∂T of one number: the softmax's rule for a score (times the scale for a raw one), the sum over the value
-    dims for a weight, O − T for an output; the title alone for the others."""
+    """∂L/∂T of one number: the softmax's rule for a score (times the cap's slope and the scale for the ones before
+    them), a sink logit's sum over the rows, the sum over the value dims for a weight, O − T for an output; the
+    title alone for the others."""
     result, name = c.record, grad.removeprefix("d_")
     trace, whole = result.forward, ((head,) if head is not None else ()) + index
     i, j = index[-2:] if len(index) >= 2 else (index[0], 0)
     cell = sub(i, j, sep="")  # the row and column from 1, as subscripts: S₂₃
     title = msg("backward.explain.title", name=name, cell=cell, value=brief(result[grad][whole].item()))
     lines, parts = [], {grad: tuple((k,) for k in index)}
-    if name in ("scores_raw", "scores") and trace["scores"][whole].item() == float("-inf"):
+    if name in SCORES and trace["scores"][whole].item() == float("-inf"):
         return Derivation(title, (msg("backward.explain.masked"),), parts, head)
-    if name in ("scores", "scores_raw"):  # the raw score's is the score's times the scale: its arithmetic first
-        a, da = trace.view("weights_exact", head)[i], result.view("d_weights", head)[i]  # the row: (n_k,) each
-        mean = (a * da).sum().item()
-        terms = " + ".join(
-            f"{factor(brief(x))}·{factor(brief(y))}" for x, y in zip(a.tolist(), da.tolist(), strict=True)
-        )
-        said = {"cell": cell, "a": factor(brief(a[j].item())), "g": factor(brief(da[j].item()))}
-        lines += [
-            msg("backward.explain.score_rule", cell=cell, row=sub(i)),
-            msg("backward.explain.score_sum", row=sub(i), terms=terms, sum=factor(brief(mean))),
-            msg(
-                "backward.explain.score",
-                **said,
-                sum=factor(brief(mean)),
-                value=factor(brief(result.view("d_scores", head)[i, j].item())),
-            ),
-            msg("backward.explain.softmax"),
-        ]
+    if name in SCORES:
+        lines += _score_lines(result, name, head, i, j)
         parts |= {"d_weights": ((i,), None)}
-    if name == "scores_raw":
-        multiplier = scale_factor(trace.case) / trace.case.options.temperature
-        g = factor(brief(result.view("d_scores", head)[i, j].item()))
-        lines.insert(0, msg("backward.explain.raw", cell=cell, factor=f"{multiplier:g}", g=g))  # then dS's arithmetic
+    elif name == "sinks":  # (1, h): the column is the head
+        lines += _sink_lines(result, j)
     elif name == "weights":
         d_o = next(result.view(d, head) for d in ("d_head_outputs", "d_concat", "d_outputs") if d in result)
         row, v = d_o[i], trace.view("values", head)[j]
@@ -61,3 +48,49 @@ def gradient(c: Context, grad: str, head: int | None, index: tuple[int, ...]) ->
         value = factor(brief(result[grad][whole].item()))
         lines.append(msg("backward.explain.output", cell=cell, o=brief(o), t=brief(target), value=value))
     return Derivation(title, tuple(lines), parts, head)
+
+
+def _score_lines(result: Backward, name: str, head: int | None, i: int, j: int) -> list:
+    """A score's gradient: the softmax's rule for dS, then (before a cap) its slope's, then the scale's: each line
+    the gradient after it times its factor, written first."""
+    trace, cell = result.forward, sub(i, j, sep="")
+    a, da = trace.view("weights_exact", head)[i], result.view("d_weights", head)[i]  # the row: (n_k,) each
+    mean = (a * da).sum().item()
+    terms = " + ".join(f"{factor(brief(x))}·{factor(brief(y))}" for x, y in zip(a.tolist(), da.tolist(), strict=True))
+    said = {"cell": cell, "a": factor(brief(a[j].item())), "g": factor(brief(da[j].item()))}
+    g = factor(brief(result.view("d_scores", head)[i, j].item()))
+    lines = [
+        msg("backward.explain.score_rule", cell=cell, row=sub(i)),
+        msg("backward.explain.score_sum", row=sub(i), terms=terms, sum=factor(brief(mean))),
+        msg("backward.explain.score", **said, sum=factor(brief(mean)), value=g),
+        msg("backward.explain.softmax"),
+    ]
+    if name == "scores":
+        return lines
+    capped = "d_scores_uncapped" in result
+    if capped:  # the cap's slope 1 − tanh²(U / cap), then its line before dS's
+        cap, u = trace.case.options.softcap, trace.view("scores_uncapped", head)[i, j].item()
+        d_u = factor(brief(result.view("d_scores_uncapped", head)[i, j].item()))
+        slope = brief(1 - math.tanh(u / cap) ** 2)
+        uncapped = msg("backward.explain.uncapped", cell=cell, cap=f"{cap:g}", u=factor(brief(u)), slope=slope, g=g,
+                       value=d_u)  # fmt: skip
+        lines[:0] = [uncapped, msg("backward.explain.cap")]
+    if name == "scores_raw":  # then the arithmetic it reads
+        said = {"cell": cell, "factor": f"{scale_factor(trace.case) / trace.case.options.temperature:g}"}
+        raw = msg("backward.explain.raw_capped", **said, g=d_u) if capped else msg("backward.explain.raw", **said, g=g)
+        lines.insert(0, raw)
+    return lines
+
+
+def _sink_lines(result: Backward, h: int) -> list:
+    """Head h's sink logit: ds = −Σ_i A_i,sink · (Σ_k A_ik dA_ik), a row's weighted mean of dA times its sink's
+    weight, summed over the rows."""
+    trace = result.forward
+    heads = trace.case.options.heads
+    at = h if heads > 1 else None
+    a, da = trace.view("weights_exact", at), result.view("d_weights", at)  # (n_q, n_k)
+    sink, means = trace.view("weights_sink", at)[:, 0], (a * da).sum(-1)  # (n_q,) each
+    terms = " + ".join(f"{factor(brief(x))}·{factor(brief(m))}" for x, m in zip(sink.tolist(), means.tolist(),
+                                                                               strict=True))  # fmt: skip
+    value = factor(brief(result["d_sinks"][0, h].item()))
+    return [msg("backward.explain.sink", head=sub(h), terms=terms, value=value), msg("backward.explain.sink_why")]

@@ -14,7 +14,8 @@ from ..show.heatmap import heatmap, labels
 from .compute import Backward
 
 WEIGHTED_MAX_ROWS = 64  # d weighted's (key, query) rows drawn: its first keys
-MASKED_GRADIENTS = ("d_scores", "d_scores_raw")  # a masked score's gradient is exactly 0: the mask's doing, said so
+# a masked score's gradient is exactly 0: the mask's (or the window's) doing, said so
+MASKED_GRADIENTS = ("d_scores", "d_scores_uncapped", "d_scores_raw")
 
 
 def span(*matrices: torch.Tensor | None) -> tuple[float, float]:

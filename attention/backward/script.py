@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..base import tolerance as rule
 from ..base.case import Case
 from ..forward.compute import scale_factor
+from ..forward.script import _seen as seen_name
 from ..forward.script import literal, rule_lines, to_script
 from ..forward.steps import LABELS, NORM, ROPE
 from .loss import Loss
@@ -74,18 +75,37 @@ def _softmax(case: Case, loss: Loss) -> list[str]:
     lines = []
     if case.options.weights_override is not None:
         lines.append("# the rounded weights are a constant with no gradient: the exact softmax's gradient is used")
-    return [
-        *lines,
-        "weights_exact = softmax(scores, dim=-1).nan_to_num(nan=0.0)  # a fully masked row: 0",
-        "d_scores = weights_exact * (d_weights - (weights_exact * d_weights).sum(-1, keepdim=True))",
+    if case.options.sinks is not None:  # step 5's own function: the sink's column dropped, and its weight
+        lines.append("weights_exact, weights_sink = softmax_with_sink(scores)  # (h?, n_q, n_k), (h?, n_q, 1)")
+    else:
+        lines.append("weights_exact = softmax(scores, dim=-1).nan_to_num(nan=0.0)  # a fully masked row: 0")
+    lines += [
+        "row_mean = (weights_exact * d_weights).sum(-1, keepdim=True)  # (h?, n_q, 1): Σ_k A_ik dA_ik",
+        "d_scores = weights_exact * (d_weights - row_mean)  # the softmax's Jacobian, row by row",
     ]
+    if case.options.sinks is not None:
+        lines.append("d_sinks = -(weights_sink * row_mean).sum(dim=(-2, -1)).reshape(1, -1)  # (1, h): a sink has no "
+                     "value, raising it lowers every weight")  # fmt: skip
+    return lines
 
 
 def _scores(case: Case, loss: Loss) -> list[str]:
-    factor = scale_factor(case) / case.options.temperature
-    lines = [f"d_scores_raw = d_scores * {factor!r}  # the scale and temperature: one factor for every score"]
-    if case.options.mask is not None:
-        lines.append("d_scores_raw = d_scores_raw.masked_fill(mask == 0, 0.0)  # a masked score: exactly 0")
+    o, factor = case.options, scale_factor(case) / case.options.temperature
+    transpose = ".mT" if o.heads > 1 else ".T"
+    lines, d = [], "d_scores"
+    if o.softcap is not None:  # tanh' = 1 − tanh², from the scores before the cap
+        bias = " + position_bias" if o.alibi is not None else ""
+        lines += [
+            f"scores_uncapped = queries @ keys{transpose} * {factor!r}{bias}  # (h?, n_q, n_k): before the cap",
+            f"d_scores_uncapped = d_scores * (1 - torch.tanh(scores_uncapped / {float(o.softcap)!r}) ** 2)  # the "
+            "cap's slope, at most 1",
+        ]  # fmt: skip
+        d = "d_scores_uncapped"
+    lines.append(f"d_scores_raw = {d} * {factor!r}  # the scale and temperature: one factor for every score")
+    if o.alibi is not None:
+        lines.append("# ALiBi's bias is a constant: it hands the gradient on unchanged and gets none itself")
+    if o.mask is not None or o.window is not None:
+        lines.append(f"d_scores_raw = d_scores_raw.masked_fill({seen_name(case)} == 0, 0.0)  # a masked score: 0")
     return [
         *lines,
         "d_queries = d_scores_raw @ keys  # (h?, n_q, d_k/h)",
@@ -94,14 +114,20 @@ def _scores(case: Case, loss: Loss) -> list[str]:
 
 
 def _rope(case: Case, loss: Loss) -> list[str]:
-    return [
-        "def rope_back(t):  # the opposite turn: a rotation's transpose",
-        "    even, odd = t[..., 0::2], t[..., 1::2]",
-        "    return torch.stack((even * cos + odd * sin, -even * sin + odd * cos), dim=-1).flatten(-2)",
-        "",
-        "",
-        "d_queries, d_keys = rope_back(d_queries), rope_back(d_keys)",
-    ]
+    if case.d_rot == case.d_head:
+        body = [
+            "def rope_back(t):  # the opposite turn: a rotation's transpose",
+            "    even, odd = t[..., 0::2], t[..., 1::2]",
+            "    return torch.stack((even * cos + odd * sin, -even * sin + odd * cos), dim=-1).flatten(-2)",
+        ]
+    else:  # partial rotary: the first d_rot dims turned back, the rest were never turned
+        body = [
+            "def rope_back(t):  # the opposite turn of the first d_rot dims: a rotation's transpose",
+            "    even, odd = t[..., 0:d_rot:2], t[..., 1:d_rot:2]",
+            "    turned = torch.stack((even * cos + odd * sin, -even * sin + odd * cos), dim=-1).flatten(-2)",
+            "    return torch.cat((turned, t[..., d_rot:]), dim=-1)  # the rest: their gradient as it is",
+        ]
+    return [*body, "", "", "d_queries, d_keys = rope_back(d_queries), rope_back(d_keys)"]
 
 
 def _norm(case: Case, loss: Loss) -> list[str]:
@@ -150,13 +176,15 @@ BLOCKS = {
 
 
 def _check(case: Case, loss: Loss) -> list[str]:
-    """The same forward again with x and the weights as autograd's leaves, and every gradient asserted equal."""
+    """The same forward again with x and the weights (and the sink logits) as autograd's leaves, and every gradient
+    asserted equal."""
     o = case.options
     h, g = o.heads, o.kv_heads or o.heads
+    sinks = o.sinks is not None
     lines = [
         "# The check: the same forward, differentiable, and torch.autograd's gradients",
-        "leaves = [t.clone().requires_grad_(True) for t in (x, w_query, w_key, w_value)]",
-        "X, WQ, WK, WV = leaves",
+        f"leaves = [t.clone().requires_grad_(True) for t in (x, w_query, w_key, w_value{', sinks' * sinks})]",
+        f"X, WQ, WK, WV{', S' * sinks} = leaves",
         "q, k, v = X @ WQ, X @ WK, X @ WV",
         f"q = q.unflatten(-1, ({h}, -1)).transpose(0, 1)",
         f"k, v = (t.unflatten(-1, ({g}, -1)).transpose(0, 1).repeat_interleave({h // g}, dim=0) for t in (k, v))",
@@ -165,17 +193,7 @@ def _check(case: Case, loss: Loss) -> list[str]:
         lines.append("q, k = rms_norm(q, gamma_q), rms_norm(k, gamma_k)")
     if o.rope_base is not None:
         lines.append("q, k = rope(q), rope(k)")
-    lines.append(f"s = q @ k.mT * {scale_factor(case) / o.temperature!r}")
-    if o.mask is not None:
-        lines += [
-            's = s.masked_fill(mask == 0, float("-inf"))',
-            "s = torch.where((mask != 0).any(-1, keepdim=True), s, 0.0)  # a fully masked row: no NaN",
-        ]
-    lines.append("a = softmax(s, dim=-1)")
-    if o.mask is not None:
-        lines.append("a = a.masked_fill(mask == 0, 0.0)")
-    if o.weights_override is not None:
-        lines.append("a = a + (weights - a).detach()  # the rounded weights' value, the exact softmax's gradient")
+    lines += _check_weights(case)
     lines.append("out = (a @ v).transpose(0, 1).flatten(1)")
     if o.w_out is not None:
         lines.append("out = out @ w_out")
@@ -183,21 +201,65 @@ def _check(case: Case, loss: Loss) -> list[str]:
         lines.append(f"out[{loss.cell[0]}, {loss.cell[1]}].backward()")
     else:
         lines.append("(0.5 * ((out - target) ** 2).sum()).backward()")
-    multiplier, turned = scale_factor(case) / o.temperature, o.rope_base is not None
+    multiplier, turned = scale_factor(case) / o.temperature, case.d_rot if o.rope_base is not None else 0
     w_out, target = "w_out" if o.w_out is not None else "None", loss.cell is None
     norm = ", (queries_unnormed, keys_unnormed, gamma_q, gamma_k, norm_eps)" if o.q_norm is not None else ""
-    lines += [
+    options = "".join(f", {name}={value}" for name, value in _tolerance_options(case).items())
+    mine = "".join(f', "d_{name}": d_{name}' for name in ("sinks",) * sinks)
+    return [
+        *lines,
         "",
         "",
-        *rule_lines((rule.gradient_tolerance, rule.both_of_pair, rule.normed_back_errors, rule.weights_back)),
+        *rule_lines(GRADIENT_RULE),
         "",
         "",
         "# Each gradient number within float rounding of autograd's: the one rule (the app's check), on the chain",
         "tolerance = gradient_tolerance(x, w_query, w_key, w_value, queries, keys, values, weights, weights_exact, "
-        f"d_outputs, {multiplier!r}, {turned}, {w_out}, {target}{norm})",
-        'mine = {"d_x": d_x, "d_w_query": d_w_query, "d_w_key": d_w_key, "d_w_value": d_w_value}',
+        f"d_outputs, {multiplier!r}, {turned}, {w_out}, {target}{norm}{options})",
+        f'mine = {{"d_x": d_x, "d_w_query": d_w_query, "d_w_key": d_w_key, "d_w_value": d_w_value{mine}}}',
         "for (name, gradient), leaf in zip(mine.items(), leaves):",
-        "    assert within(gradient, leaf.grad, tolerance[name]), name",
+        "    assert within(gradient, leaf.grad.reshape(gradient.shape), tolerance[name]), name",
         'print("every gradient equals torch.autograd\'s")',
     ]
+
+
+GRADIENT_RULE = (rule.gradient_tolerance, rule.scores_back_errors, rule.capped_back, rule.both_of_pair,
+                 rule.normed_back_errors, rule.weights_back)  # fmt: skip
+
+
+def _check_weights(case: Case) -> list[str]:
+    """The check's steps 4-5, differentiable: the scale, ALiBi's bias, the cap, the mask and window, the softmax
+    (with the sink logits S, autograd's leaf, as one more column), the override's value."""
+    o = case.options
+    lines = [f"s = q @ k.mT * {scale_factor(case) / o.temperature!r}"]
+    if o.alibi is not None:
+        lines.append("s = s + position_bias  # a constant")
+    if o.softcap is not None:
+        lines.append(f"s = {float(o.softcap)!r} * torch.tanh(s / {float(o.softcap)!r})")
+    seen = seen_name(case)
+    if o.mask is not None or o.window is not None:
+        lines += [
+            f's = s.masked_fill({seen} == 0, float("-inf"))',
+            f"s = torch.where(({seen} != 0).any(-1, keepdim=True), s, 0.0)  # a fully masked row: no NaN",
+        ]
+    if o.sinks is not None:
+        lines.append("a = softmax(torch.cat((s, S[:, None, None].expand(*s.shape[:-1], 1)), dim=-1), dim=-1)[..., :-1]")
+    else:
+        lines.append("a = softmax(s, dim=-1)")
+    if o.mask is not None or o.window is not None:
+        lines.append(f"a = a.masked_fill({seen} == 0, 0.0)")
+    if o.weights_override is not None:
+        lines.append("a = a + (weights - a).detach()  # the rounded weights' value, the exact softmax's gradient")
     return lines
+
+
+def _tolerance_options(case: Case) -> dict[str, str]:
+    """The rule's reads of steps 4-5's options, by the script's names (as compute.tolerance_options)."""
+    o, out = case.options, {}
+    if o.softcap is not None or o.alibi is not None:
+        out["scores"] = "scores_uncapped" if o.softcap is not None else "scores"
+    if o.softcap is not None:
+        out["softcap"] = repr(float(o.softcap))
+    if o.sinks is not None:
+        out["sink"] = "weights_sink"
+    return out

@@ -18,7 +18,7 @@ from .loss import Loss
 NOT_GONE_BACK_THROUGH = ("repeat", "qkv")
 BACKWARD_NAMES = tuple(name for name in reversed(STEP_NAMES) if name not in NOT_GONE_BACK_THROUGH)
 # A gradient's axes: its forward twin's, and those of the few with no twin in the trace
-GRAD_AXES = {"d_w_out": ("value dim", "output dim"), "d_concat": ("query", "value dim")}
+GRAD_AXES = {"d_w_out": ("value dim", "output dim"), "d_concat": ("query", "value dim"), "d_sinks": ("sink", "head")}
 # What each gradient is made from: the gradients before it (the loss's first) and the forward tensors it meets
 MADE_FROM = {
     "d_outputs": ("outputs",),
@@ -29,7 +29,9 @@ MADE_FROM = {
     "d_weights": ("d_head_outputs", "values"),
     "d_values": ("weights", "d_head_outputs"),
     "d_scores": ("weights_exact", "d_weights"),
-    "d_scores_raw": ("d_scores",),
+    "d_sinks": ("weights_sink", "weights_exact", "d_weights"),
+    "d_scores_uncapped": ("d_scores", "scores_uncapped"),
+    "d_scores_raw": ("d_scores",),  # d_scores_uncapped with a softcap between (_made_from)
     "d_queries": ("d_scores_raw", "keys"),
     "d_keys": ("d_scores_raw", "queries"),
     "d_queries_unrotated": ("d_queries",),
@@ -52,16 +54,36 @@ def backward_names(case: Case) -> tuple[str, ...]:
 def step(case: Case, loss: Loss, name: str, tensors: Mapping, seconds: float) -> Step:
     """A backward step: its title, formula and notes, its gradients and what each was made from."""
     title, explanation = text("en", f"backward.{name}.title"), text("en", f"backward.{name}.explanation")
-    notes = (msg("backward.note.rounded"),) if name == "softmax" and case.options.weights_override else ()
+    notes = tuple(_notes(name, case))
     reads = {grad: _made_from(grad, tensors, case) for grad in tensors}
     return Step(number(name), name, LABELS[name], title, explanation,
                 formula(name, case, loss), tensors, MappingProxyType(reads), "cpu", seconds, notes)  # fmt: skip
 
 
+def _notes(name: str, case: Case):
+    """What a reader should know beside a backward step: the rounded softmax's constant, and what today's options
+    (a window, ALiBi, a softcap, sinks, partial rotary) do to the gradients."""
+    o = case.options
+    if name == "softmax" and o.weights_override:
+        yield msg("backward.note.rounded")
+    if name == "softmax" and o.sinks is not None:
+        yield msg("backward.note.sinks")
+    if name == "scores" and o.window is not None:
+        yield msg("backward.note.window", window=o.window)
+    if name == "scores" and o.alibi is not None:
+        yield msg("backward.note.alibi")
+    if name == "scores" and o.softcap is not None:
+        yield msg("backward.note.softcap", cap=o.softcap)
+    if name == ROPE and o.rope_fraction is not None:
+        yield msg("backward.note.partial_rope", d_rot=case.d_rot, d=case.d_head)
+
+
 def _made_from(grad: str, tensors: Mapping, case: Case) -> tuple[str, ...]:
     """A gradient's parents; d_head_outputs is d_concat's, or the loss's own d_outputs without w_out; the norm's
-    are RoPE's when the case turns queries and keys after the norm."""
+    are RoPE's when the case turns queries and keys after the norm; the raw scores' the capped ones' with a cap."""
     parents = MADE_FROM.get(grad, ())
+    if grad == "d_scores_raw" and "d_scores_uncapped" in tensors:
+        return ("d_scores_uncapped",)
     if grad.endswith("_unnormed") and case.options.rope_base is not None:
         return (parents[0] + "_unrotated", parents[1])
     return ("d_concat" if "d_concat" in tensors else "d_outputs",) if grad == "d_head_outputs" else parents
@@ -78,16 +100,37 @@ def formula(name: str, case: Case, loss: Loss | None = None) -> str:
     if name == "weighted":
         return r"dA_{ij} = \sum_c d\mathcal{W}_{j,i,c} V_{jc} = (dO\,V^\top)_{ij},\quad dV = A^\top dO"
     if name == "softmax":
-        return r"dS_{ij} = A_{ij}\big(dA_{ij} - \textstyle\sum_k A_{ik}\, dA_{ik}\big)"
+        rule = r"dS_{ij} = A_{ij}\big(dA_{ij} - \textstyle\sum_k A_{ik}\, dA_{ik}\big)"
+        sink = r",\quad ds = -\textstyle\sum_i A_{i,\mathrm{sink}} \sum_k A_{ik}\, dA_{ik}"
+        return rule + (sink if o.sinks is not None else "")
     if name == "scores":
-        factor = scale_factor(case) / o.temperature
-        mask = r",\quad dS_{ij} = 0\ \text{where}\ M_{ij} = 0" if o.mask is not None else ""
-        return rf"dS^{{raw}} = {factor:g}\, dS{mask},\quad dQ = dS^{{raw}} K,\quad dK = dS^{{raw\top}} Q"
+        return _scores_formula(case)
     if name == ROPE:
-        return r"dq \leftarrow R_t^\top\, dq,\quad dk \leftarrow R_t^\top\, dk"
+        first = rf"\ (\text{{dims}}\ 1..{case.d_rot})" if o.rope_fraction is not None else ""
+        return rf"dq \leftarrow R_t^\top\, dq,\quad dk \leftarrow R_t^\top\, dk{first}"
     if name == NORM:  # q = γ ⊙ u / r back to u; û = u / r
         rule = r"du = \tfrac{1}{r}\big(g - \hat u\ \tfrac{1}{d}\textstyle\sum_c g_c \hat u_c\big)"
         return rf"g = \gamma_Q \odot dq,\quad {rule},\quad \hat u = u / r,\quad dk\ \text{{likewise}}\ (\gamma_K)"
     if name == "weights":
         return r"dW_Q = X^\top dQ,\quad dW_K = X^\top dK,\quad dW_V = X^\top dV"
     return r"dX = dQ\, W_Q^\top + dK\, W_K^\top + dV\, W_V^\top"
+
+
+OR = r"\ \text{or}\ "
+
+
+def _scores_formula(case: Case) -> str:
+    """Step 4 back: through the cap (U the scores before it), the scale and temperature (ALiBi's bias B a constant:
+    no gradient of its own), the mask and window, to Q and K."""
+    o, factor = case.options, scale_factor(case) / case.options.temperature
+    parts, d = [], "dS"
+    if o.softcap is not None:
+        parts.append(rf"dU = \big(1 - \tanh^2(U / {o.softcap:g})\big) \odot dS")
+        d = "dU"
+    parts.append(rf"dS^{{raw}} = {factor:g}\, {d}")
+    if o.alibi is not None:
+        parts.append(r"dB = 0\ (\text{constant})")
+    blocked = [r"M_{ij} = 0"] * (o.mask is not None) + [rf"j \le i - {o.window}"] * (o.window is not None)
+    if blocked:
+        parts.append(r"dS^{raw}_{ij} = 0\ \text{where}\ " + OR.join(blocked))
+    return r",\quad ".join([*parts, r"dQ = dS^{raw} K", r"dK = dS^{raw\top} Q"])

@@ -28,10 +28,13 @@ def heads_of(m: torch.Tensor, heads: int, width: int) -> torch.Tensor:
     return split.repeat_interleave(heads // split.shape[0], dim=0)  # (h, n, width): query head i reads i // (h/g)
 
 
-def turned_error(error: torch.Tensor, m: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """RoPE's turn of pairs (a, b) → (a cos − b sin, a sin + b cos): each carries both errors, and its own rounding."""
-    pair = error[..., 0::2] + error[..., 1::2] + 4 * torch.finfo(dtype).eps * (m[..., 0::2].abs() + m[..., 1::2].abs())
-    return torch.stack((pair, pair), dim=-1).flatten(-2).double()
+def turned_error(error: torch.Tensor, m: torch.Tensor, dtype: torch.dtype, d_rot: int | None = None) -> torch.Tensor:
+    """RoPE's turn of pairs (a, b) → (a cos − b sin, a sin + b cos): each carries both errors, and its own rounding;
+    with partial rotary only the first d_rot dims are turned, the rest keep theirs."""
+    d_rot = m.shape[-1] if d_rot is None or d_rot is True else d_rot
+    a, b = (t[..., :d_rot] for t in (error, m))
+    pair = a[..., 0::2] + a[..., 1::2] + 4 * torch.finfo(dtype).eps * (b[..., 0::2].abs() + b[..., 1::2].abs())
+    return torch.cat((torch.stack((pair, pair), dim=-1).flatten(-2), error[..., d_rot:]), dim=-1).double()
 
 
 def normed_error(error: torch.Tensor, m: torch.Tensor, gamma, norm_eps: float, dtype: torch.dtype) -> torch.Tensor:
@@ -53,10 +56,10 @@ def attention_tolerance(
     their own ways (projected), the projections' rounding.
 
     queries, keys, values and weights as the eight steps make them ((h, n, d) or one head's (n, d)); the first n_q
-    queries of x; rope: whether RoPE turned queries and keys; norm: a q/k norm's (queries, keys before it, γ_Q,
-    γ_K, ε), or None; scores: step 4's scores where something came after the scale (ALiBi's bias added, a softcap's
-    tanh: each rounds a score once more, a few eps of it; the tanh's slope ≤ 1 carries the rest), else None.
-    Float64, on the CPU, a head's weights at a time."""
+    queries of x; rope: how many of a head's dims RoPE turned (True: all; 0: none); norm: a q/k norm's (queries,
+    keys before it, γ_Q, γ_K, ε), or None; scores: step 4's scores where something came after the scale (ALiBi's
+    bias added, a softcap's tanh: each rounds a score once more, a few eps of it; the tanh's slope ≤ 1 carries the
+    rest), else None. Float64, on the CPU, a head's weights at a time."""
     dtype, eps = queries.dtype, torch.finfo(queries.dtype).eps
     q, k, v = (t.detach().cpu().double() for t in (queries, keys, values))
     q, k, v, w = (t if t.dim() == 3 else t[None] for t in (q, k, v, weights.detach().cpu()))  # (h, n, d): a head axis
@@ -76,7 +79,7 @@ def attention_tolerance(
             normed_error(e_k, unnormed_k, gamma_k, norm_eps, dtype),
         )
     if rope:
-        e_q, e_k = turned_error(e_q, q, dtype), turned_error(e_k, k, dtype)
+        e_q, e_k = turned_error(e_q, q, dtype, rope), turned_error(e_k, k, dtype, rope)
     # step 4: a score s_ij = m · q_i · k_j is off by σ_ij ≤ u_i ‖k_j‖ + |m| ‖q_i‖ ‖e_k,j‖ + 4 eps: its own sum of d
     # products (|q_i|·|k_j| ≤ ‖q_i‖ ‖k_j‖), q's and k's errors, and the softmax's exp and division (a few eps each)
     q_norm, k_norm = q.norm(dim=-1), k.norm(dim=-1)  # (h, n_q), (h, n)
@@ -105,31 +108,23 @@ def attention_tolerance(
 
 
 def gradient_tolerance(
-    x,
-    w_query,
-    w_key,
-    w_value,
-    queries,
-    keys,
-    values,
-    weights,
-    softmax,
-    d_outputs,
-    multiplier,
-    rope,
-    w_out,
-    target,
-    norm=None,
-):
+    x, w_query, w_key, w_value, queries, keys, values, weights, softmax, d_outputs, multiplier, rope, w_out, target,
+    norm=None, scores=None, softcap=None, sink=None,
+):  # fmt: skip
     """How far two float computations of the leaves' gradients may be apart, number by number: the backward pass run
     on absolute values (each sum's Σ|terms|, carried through the chain) times √K · eps, K every term summed on the
     way, and the weights' error from the scores' rounding carried the same way. target: the loss compares every
-    output with a target, so d_outputs = outputs − target carries the outputs' rounding; norm: a q/k norm's
-    (queries, keys before it, γ_Q, γ_K, ε), or None. {d_x: …, d_w_query: …}."""
-    dtype, eps = queries.dtype, torch.finfo(queries.dtype).eps
+    output with a target, so d_outputs = outputs − target carries the outputs' rounding; rope: how many of a head's
+    dims RoPE turned (True: all; 0 or False: none); norm: a q/k norm's (queries, keys before it, γ_Q, γ_K, ε), or
+    None; scores: step 4's scores before any cap (scores_uncapped with a softcap, else the scores) where ALiBi's
+    bias or a softcap came after the scale, else None; softcap: the cap; sink: step 5's weights_sink (h?, n_q, 1)
+    where the case has sink logits. {d_x: …, d_w_query: …, d_sinks: …}."""
+    dtype = queries.dtype
     q, k, v, a, s = (t.detach().cpu().to(dtype) for t in (queries, keys, values, weights, softmax))
     q, k, v, a, s = (t if t.dim() == 3 else t[None] for t in (q, k, v, a, s))  # (h, n, d): in the run's dtype
     h, n, d_head = q.shape
+    u, a_sink = (None if t is None else t.detach().cpu().double() for t in (scores, sink))
+    u, a_sink = (t if t is None or t.dim() == 3 else t[None] for t in (u, a_sink))  # (h, n, n), (h, n, 1)
     x, w_query, w_key, w_value = (t.detach().cpu().double().abs() for t in (x, w_query, w_key, w_value))
     d_o = d_outputs.detach().cpu().double()  # signed: d_scores' own sum cancels
     # the chain's sums, end to end (with a norm, its mean of d squares there and back too)
@@ -143,19 +138,9 @@ def gradient_tolerance(
         out["d_w_out"] = r * concat.T @ d_o.abs() + concat.T @ error_o
         d_c, error_o = d_o @ w_out.T, error_o @ w_out.abs().T
     d_h, error_h = (m.unflatten(-1, (h, -1)).transpose(0, 1).to(dtype) for m in (d_c, error_o))  # (h, n, d_v/h)
-    # a score's rounding σ_ij (its sum of d_head products, the scale, the softmax's exp and division), per unit of
-    # Σ_k |q_ik k_jk|: it moves weight j by A_ij Σ_k A_ik (δs_ij − δs_ik)
-    unit = abs(multiplier) * (rounding(d_head, dtype) + 2 * eps)
-    d_q, d_k, d_v = torch.zeros_like(q, dtype=torch.float64), torch.zeros_like(k, dtype=torch.float64), []
-    for i in range(h):  # a head at a time: its n × n matrices alone
-        sigma = unit * (q[i].abs().double() @ k[i].abs().double().T) + 4 * eps  # (n, n)
-        e_s, e_v = weights_back(a[i], s[i], v[i], d_h[i], error_h[i], sigma, r)
-        e_s = e_s * abs(multiplier)
-        d_q[i], d_k[i] = e_s @ k[i].abs().double(), e_s.T @ q[i].abs().double()
-        d_v.append(e_v)
-    d_v = torch.stack(d_v)
-    if rope:  # each of a pair's two gradients reaches both of its numbers
-        d_q, d_k = (both_of_pair(m) for m in (d_q, d_k))
+    d_q, d_k, d_v, e_sinks = scores_back_errors(q, k, v, a, s, d_h, error_h, multiplier, r, u, softcap, a_sink)
+    if rope:  # each of a pair's two gradients reaches both of its numbers (rope: the dims turned, or True: all)
+        d_q, d_k = (both_of_pair(m, rope) for m in (d_q, d_k))
     if norm is not None:  # back through the norm: dQ's and dK's errors carried, and its own sums' rounding
         d_q, d_k = normed_back_errors(d_q, d_k, q, k, v, s, d_h, multiplier, rope, norm, r)
     g = w_key.shape[-1] // d_head  # key/value heads: each sums its query heads' gradients
@@ -163,12 +148,50 @@ def gradient_tolerance(
     d_q, d_k, d_v = (m.transpose(0, 1).flatten(1) for m in (d_q, d_k, d_v))  # (n, d): heads side by side
     out |= {"d_w_query": x.T @ d_q, "d_w_key": x.T @ d_k, "d_w_value": x.T @ d_v}
     out["d_x"] = d_q @ w_query.T + d_k @ w_key.T + d_v @ w_value.T
+    if a_sink is not None:
+        out["d_sinks"] = e_sinks.reshape(1, -1)  # (1, h)
     return {name: m + 16 * torch.finfo(dtype).tiny for name, m in out.items()}
 
 
-def both_of_pair(m: torch.Tensor) -> torch.Tensor:
-    """RoPE's turn back, for errors and sizes: each of a pair's two numbers gets both of theirs."""
-    return (m[..., 0::2] + m[..., 1::2]).repeat_interleave(2, dim=-1)
+def scores_back_errors(q, k, v, a, s, d_h, error_h, multiplier, r, u=None, softcap=None, a_sink=None):
+    """The errors of dQ, dK (h, n, d_k/h), dV (h, n, d_v/h) and the sink logits' gradients (h,), float64, a head at
+    a time (its n × n matrices alone): steps 6 to 4 back (weights_back), then the cap's slope and the scale.
+    u: the scores before any cap (h, n, n) or None; a_sink: the sinks' weights (h, n, 1) or None."""
+    eps = torch.finfo(q.dtype).eps
+    # a score's rounding σ_ij (its sum of d_head products, the scale, the softmax's exp and division), per unit of
+    # Σ_k |q_ik k_jk|: it moves weight j by A_ij Σ_k A_ik (δs_ij − δs_ik); ALiBi's sum and a cap's tanh, division
+    # and product round it a few eps of |U| more (|S| ≤ |U|, and the cap's slope ≤ 1 carries the rest)
+    unit = abs(multiplier) * (rounding(q.shape[-1], q.dtype) + 2 * eps)
+    d_q, d_k, d_v, e_sinks = torch.zeros_like(q, dtype=torch.float64), torch.zeros_like(k, dtype=torch.float64), [], []
+    for i in range(q.shape[0]):
+        sigma = unit * (q[i].abs().double() @ k[i].abs().double().T) + 4 * eps  # (n, n)
+        if u is not None:  # a masked score's −∞ counts 0: its weight is 0
+            sigma += 4 * eps * u[i].abs().nan_to_num(posinf=0.0)
+        sink = None if a_sink is None else a_sink[i]
+        e_s, e_v, d_s, e_sink = weights_back(a[i], s[i], v[i], d_h[i], error_h[i], sigma, r, sink)
+        if softcap is not None:  # dU = (1 − tanh²(U / cap)) dS: dS's error carried, and the slope's own
+            e_s = capped_back(e_s, d_s, u[i], softcap, sigma, eps)
+        e_s = e_s * abs(multiplier)
+        d_q[i], d_k[i] = e_s @ k[i].abs().double(), e_s.T @ q[i].abs().double()
+        d_v.append(e_v)
+        e_sinks.append(e_sink)
+    return d_q, d_k, torch.stack(d_v), None if a_sink is None else torch.stack(e_sinks)
+
+
+def capped_back(e_s, d_s, u, cap, sigma, eps):
+    """dU = slope · dS, slope = 1 − tanh²(U / cap) ≤ 1 (n, n): dS's error e_s times the slope, and |dS| times the
+    slope's error, its rounding (a few eps) and U's error σ moving it (|d slope / dU| = 2 |tanh| slope / cap)."""
+    t = torch.tanh(u / cap)
+    slope = 1 - t**2
+    return slope * e_s + d_s.abs() * (4 * eps + 2 * t.abs() * slope * sigma / cap)
+
+
+def both_of_pair(m: torch.Tensor, d_rot: int | bool | None = None) -> torch.Tensor:
+    """RoPE's turn back, for errors and sizes: each of a pair's two numbers gets both of theirs, in the first d_rot
+    dims (True or None: every pair); partial rotary's other dims keep their own."""
+    d_rot = m.shape[-1] // 2 * 2 if d_rot is None or d_rot is True else d_rot
+    paired = (m[..., 0:d_rot:2] + m[..., 1:d_rot:2]).repeat_interleave(2, dim=-1)
+    return torch.cat((paired, m[..., d_rot:]), dim=-1)
 
 
 def normed_back_errors(d_q, d_k, q, k, v, s, d_h, multiplier, rope, norm, r):
@@ -188,27 +211,35 @@ def normed_back_errors(d_q, d_k, q, k, v, s, d_h, multiplier, rope, norm, r):
         u = u if u.dim() == 3 else u[None]
         root = (u.pow(2).mean(-1, keepdim=True) + norm[4]).sqrt()
         unit = u.abs() / root
-        size = both_of_pair(size) if rope else size
+        size = both_of_pair(size, rope) if rope else size
         carried, own = ((g * d + unit * (g * d * unit).mean(-1, keepdim=True)) / root for d in (error, size))  # |du|
         out.append(carried + r * own)
     return out
 
 
-def weights_back(a, s, v, d_h, error_h, sigma, r):
+def weights_back(a, s, v, d_h, error_h, sigma, r, a_sink=None):
     """One head's errors of d_scores (n, n) and d_values (n, d_v), float64: the rounding of their sums (r times
-    their terms' magnitudes), d_outputs' own error, and the weights' error from the scores' σ (n, n).
+    their terms' magnitudes), d_outputs' own error, and the weights' error from the scores' σ (n, n); then d_scores
+    itself (signed, its size for the cap's slope) and, with a sink (a_sink: its weights (n, 1)), the error of its
+    logit's gradient −Σ_i A_i,sink Σ_k A_ik dA_ik (else None).
     a: the weights used in step 6; s: the exact softmax; d_h: the head's d_outputs (signed)."""
     d_a = d_h @ v.mT  # (n, n): signed, d_A_ij = Σ_c dO_ic v_jc
     size_a, error_a = (m @ v.abs().mT for m in (d_h.abs(), error_h))  # its terms' magnitude; dO's error in it
     mean = (s * d_a).sum(-1, keepdim=True)  # (n, 1): Σ_k A_ik dA_ik
-    s = s.double()
-    # |δA_ij| ≤ A_ij Σ_k A_ik (σ_ij + σ_ik), k ≠ j: none where one key takes all the weight
+    s, d_a, mean = s.double(), d_a.double(), mean.double()
+    # |δA_ij| ≤ A_ij Σ_k A_ik (σ_ij + σ_ik), k ≠ j: none where one key takes all the weight (a sink only makes the
+    # row's weights smaller, and its logit is exact)
     delta = s * (sigma * (1 - s) + (s * sigma).sum(-1, keepdim=True) - s * sigma)
     e_a = r * size_a.double() + error_a.double()  # dA's error: its sum's rounding, and dO's error carried
     e_s = s * (e_a + (s * e_a).sum(-1, keepdim=True))  # d_S = A (dA − mean): dA's errors carried
-    e_s += delta * (d_a - mean).double().abs() + s * (delta * d_a.double().abs()).sum(-1, keepdim=True)
+    e_s += delta * (d_a - mean).abs() + s * (delta * d_a.abs()).sum(-1, keepdim=True)
     e_v = a.abs().double().T @ (r * d_h.abs().double() + error_h.double()) + delta.T @ d_h.abs().double()
-    return e_s, e_v
+    e_sink = None
+    if a_sink is not None:  # the mean's error (dA's, the weights'), and the sink's weight's: A_sink Σ_k A_ik σ_ik
+        e_mean = (s * e_a + delta * d_a.abs()).sum(-1, keepdim=True)  # (n, 1)
+        moved = (s * sigma).sum(-1, keepdim=True) + 4 * torch.finfo(v.dtype).eps
+        e_sink = (a_sink * (e_mean + mean.abs() * moved)).sum()
+    return e_s, e_v, s * (d_a - mean), e_sink
 
 
 def within(got: torch.Tensor, reference: torch.Tensor, tolerance: torch.Tensor) -> bool:

@@ -202,11 +202,12 @@ def rope_theta(o, d: int) -> Tensor:
 
 def softmax_with_sink(scores: Tensor, sinks: Tensor) -> tuple[Tensor, Tensor]:
     """Step 5 with gpt-oss's sinks (sinks broadcast to (h?, 1, 1)): A_ij = e^S_ij / (e^s_h + Σ_k e^S_ik), and the
-    weight the sink took, e^s_h over the same sum; each exponent less the row's largest logit, the sink's included."""
-    top = torch.maximum(scores.amax(dim=-1, keepdim=True), sinks)  # (h?, n_q, 1): never −∞, a sink is finite
-    e, e_sink = (scores - top).exp(), (sinks - top).exp()
-    denominator = e.sum(dim=-1, keepdim=True) + e_sink  # (h?, n_q, 1)
-    return e / denominator, e_sink / denominator
+    weight the sink took, e^s_h over the same sum: the softmax of each row with the sink as one more key, as
+    transformers computes it (torch's fused softmax: a hand-made one's exp of far-below-the-max scores was 10× slower
+    on the CPU, bench/variants.md)."""
+    sink = sinks.expand(*scores.shape[:-1], 1)  # (h?, n_q, 1): the head's s_h beside each row
+    both = torch.softmax(torch.cat((scores, sink), dim=-1), dim=-1)  # (h?, n_q, n_k + 1)
+    return both[..., :-1], both[..., -1:]
 
 
 def score_options(case: Case, device: torch.device) -> dict:

@@ -3,6 +3,7 @@ the parts' coordinates against the figures that draw them."""
 
 import ast
 import inspect
+import itertools
 import math
 import random
 import re
@@ -140,6 +141,20 @@ CASES = {
     ),
     "q/k norm, RoPE, 2 heads": lambda: random_case(d_k=8, d_v=4, heads=2, rope_base=500.0, **QK_NORM, seed=10),
     "q/k norm alone": lambda: random_case(d_k=4, **QK_NORM, norm_eps=0.5, seed=11),
+    # today's attention: ALiBi's bias, a softcap, a sliding window, sinks, partial rotary
+    "ALiBi, softcap, window, 2 heads": lambda: random_case(
+        n=6, d_k=4, d_v=4, heads=2, alibi=[0.5, 0.25], softcap=2.0, window=3, scale="sqrt_dk", seed=12
+    ),
+    "ALiBi alone, temperature": lambda: random_case(n=5, alibi=[0.5], temperature=0.5, seed=13),
+    "sinks, a fully masked row, a window": lambda: random_case(
+        mask=[[0, 0, 0], [1, 0, 1], [1, 1, 1]], sinks=[1.5], window=2, seed=14
+    ),
+    "sinks past exp's direct range, 2 heads": lambda: random_case(
+        d_k=4, d_v=4, heads=2, sinks=[90.0, -2.0], scale=60.0, seed=15
+    ),
+    "partial rotary, softcap, float64": lambda: random_case(
+        d_k=8, rope_base=100.0, rope_fraction=0.5, softcap=1.0, dtype="float64", seed=16
+    ),
 }
 
 
@@ -349,3 +364,75 @@ def test_explain_is_small_functions_and_keeps_no_copies_of_the_number_helpers(mo
     defined = {n.name.lstrip("_") for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
     helpers = {name for name, f in vars(numbers_module).items() if inspect.isfunction(f)}  # written, approx, …
     assert not defined & (helpers | {"text"}), f"{module.__name__} writes numbers with attention/base/numbers.py"
+
+
+# Today's attention: ALiBi's bias, a softcap, a window's blocked keys, a sink's share, on random cases ----------
+
+
+def modern_case(seed: int):
+    """A small random case with a random combination of today's options."""
+    rng = random.Random(seed)
+    n, h = rng.randint(2, 7), rng.choice([1, 2])
+    options = {"heads": h, "scale": rng.choice(["sqrt_dk", "none"]), "dtype": rng.choice(["float32", "float64"])}
+    options |= {"window": rng.randint(1, n)} if rng.random() < 0.6 else {}
+    options |= {"softcap": rng.choice([0.5, 2.0, 50.0])} if rng.random() < 0.6 else {}
+    options |= {"alibi": [0.5 / 2**i for i in range(h)]} if rng.random() < 0.6 else {}
+    options |= {"sinks": [rng.uniform(-3, 3) for _ in range(h)]} if rng.random() < 0.6 else {}
+    options |= {"rope_base": 100.0, "rope_fraction": 0.5} if rng.random() < 0.4 else {}
+    options |= {"mask": rng.choice([None, "causal", [[int(rng.random() < 0.6) for _ in range(n)] for _ in range(n)]])}
+    return random_case(n, 3, 4 * h, 2 * h, seed=seed, **options)
+
+
+NEW_TENSORS = ("position_bias", "scores_uncapped", "scores", "weights_exact", "weights_sink", "weights", "queries")
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_every_number_of_todays_tensors_is_the_traces(seed):
+    """Every cell of the new tensors (and the scores, weights and turned queries they change), explained: its last
+    number is the trace's, with no warning that the terms do not add up."""
+    trace = attend(modern_case(seed))
+    tolerance = {"rtol": 1.3e-6, "atol": 1e-5} if trace["x"].dtype == torch.float32 else {"rtol": 1e-12, "atol": 1e-12}
+    for tensor in (name for name in NEW_TENSORS if name in trace):
+        for index in itertools.product(*map(range, trace[tensor].shape)):  # every cell
+            e = explain(trace, tensor, index)
+            recorded, where = trace[tensor][index].item(), f"{tensor}{list(index)}: {e.lines}"
+            assert e.value == recorded, where
+            total = last_number(e)
+            assert total == recorded if math.isinf(recorded) else abs(total - recorded) <= (
+                tolerance["atol"] + tolerance["rtol"] * abs(recorded)), where  # fmt: skip
+            assert not any("⚠" in line for line in e.lines), where
+
+
+def test_alibi_softcap_and_the_window_are_written_out():
+    trace = attend(CASES["ALiBi, softcap, window, 2 heads"]())
+    e = explain(trace, "position_bias", (0, 4, 1))  # head 1 (slope 0.5), query 5, key 2: 3 back
+    assert "b₅₂ = − m · (i − j) = −0.5 · 3 = −1.5" in text(e) and e.value == -1.5
+    e = explain(trace, "scores", (0, 4, 2))
+    bias = trace["position_bias"][0, 4, 2].item()
+    assert bias == -1 and "+ b₅₃ = " in text(e) and "+ (−1) = " in text(e) and e.parts["position_bias"] == ((4,), (2,))
+    assert "s₅₃ = c · tanh(u₅₃ / c) = 2 · tanh(" in text(e) and e.parts["scores_uncapped"] == ((4,), (2,))
+    u = trace["scores_uncapped"][0, 4, 2].item()
+    assert float32(last_number(e)) == pytest.approx(2 * math.tanh(u / 2), rel=1e-6)
+    e = explain(trace, "scores", (0, 4, 1))  # key 2 is 3 back from query 5: outside a window of 3
+    assert "outside query Input 5's sliding window of 3: j ≤ i − 3 (2 ≤ 5 − 3 = 2)" in text(e)
+    assert "comes after query Input 2" in text(explain(trace, "scores", (0, 1, 4)))  # the window is causal too
+
+
+def test_a_sink_joins_the_denominator_and_takes_its_share():
+    trace = attend(CASES["sinks, a fully masked row, a window"]())
+    e = explain(trace, "weights_exact", (2, 1))
+    assert "A₃₂ = exp(s₃₂) / (exp(s_h) + Σₖ exp(s₃ₖ))" in text(e) and "exp(1.5)" in text(e)
+    e = explain(trace, "weights_sink", (2, 0))
+    assert e.title.startswith("weights_sink[Input 3]") and "A₃,sink = exp(s_h) /" in text(e)
+    row = trace["weights_exact"][2].sum().item() + e.value
+    assert row == pytest.approx(1.0) and e.value < 1  # the row's weights and the sink's share make 1
+    e = explain(trace, "weights_sink", (0, 0))  # every key masked: the sink takes the whole row, the keys 0
+    assert e.value == 1.0 and last_number(e) == 1
+    assert explain(trace, "weights", (0, 1)).value == 0 and last_number(explain(trace, "weights", (0, 1))) == 0
+
+
+def test_partial_rotary_leaves_the_last_dims_unturned():
+    trace = attend(CASES["partial rotary, softcap, float64"]())  # d_head 8: the first 4 dims turned
+    assert "turns by" in text(explain(trace, "queries", (2, 3)))
+    e = explain(trace, "queries", (2, 6))
+    assert "not turned" in text(e) and e.value == trace["queries_unrotated"][2, 6].item() == last_number(e)

@@ -4,6 +4,7 @@ import ast
 import contextlib
 import io
 import random
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -85,7 +86,8 @@ def runs(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
 
 def printed_outputs(result: subprocess.CompletedProcess) -> list[list[float]]:
     assert result.returncode == 0, result.stderr
-    return ast.literal_eval(result.stdout.strip().splitlines()[-1])
+    # step 8's last line (the FlexAttention part, where the case has one, prints after it)
+    return ast.literal_eval(next(line for line in reversed(result.stdout.splitlines()) if line.startswith("[[")))
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -131,7 +133,7 @@ def test_options_add_their_lines():
     assert "outputs = outputs @ w_out" in heads
     assert "mask = torch.ones(n, n).tril()" in heads
     assert "(1 / math.sqrt(2))" in heads  # d_k = 4 split into 2 heads
-    assert "nan_to_num" not in heads  # a causal mask never blocks a whole row
+    assert "nan_to_num" not in heads.split("# The one rule")[0]  # a causal mask never blocks a whole row
     blocked = to_script(CASES["float64, 2 heads, w_out, scale, temperature, a fully masked row"])
     for line in ("dtype=torch.float64", "scores = scores * 0.3", "scores = scores / 0.5", ".nan_to_num(nan=0.0)"):
         assert line in blocked
@@ -189,3 +191,122 @@ def test_a_models_long_lists_of_gamma_and_theta_are_cut_on_the_page_and_whole_in
     line = next(line for line in shown(case, "norm").splitlines() if line.startswith("gamma_q"))
     assert f"[{', '.join(map(repr, gamma[:6]))}, ..., {gamma[-1]!r}]" in line and len(line) < 130
     assert f"[{', '.join(map(repr, gamma))}]" in to_script(case)
+
+
+# Today's attention: the options in the steps, and the same attention as a FlexAttention call, asserted equal
+
+FLEX_PART = "# The same attention as today's models write it"
+
+
+def modern_case(seed: int):
+    """A random small case with a random combination of today's options (at least one of them on)."""
+    rng = random.Random(seed)
+    n, h = rng.randint(2, 7), rng.choice([1, 2])
+    options = {"heads": h, "scale": rng.choice(["sqrt_dk", "none", 0.5]), "dtype": rng.choice(["float32", "float64"])}
+    on = rng.sample(["window", "softcap", "alibi", "sinks", "rope_fraction"], rng.randint(1, 3))
+    options |= {"window": rng.randint(1, n - 1)} if "window" in on else {}
+    options |= {"softcap": rng.choice([0.5, 2.0, 50.0])} if "softcap" in on else {}
+    options |= {"alibi": [0.5 / 2**i for i in range(h)]} if "alibi" in on else {}
+    options |= {"sinks": [round(rng.uniform(-2, 2), 2) for _ in range(h)]} if "sinks" in on else {}
+    if "rope_fraction" in on or rng.random() < 0.3:
+        options |= {"rope_base": 100.0} | ({"rope_fraction": 0.5} if "rope_fraction" in on else {})
+    options |= {"mask": rng.choice([None, "causal", [[int(rng.random() < 0.6) for _ in range(n)] for _ in range(n)]])}
+    options |= {"temperature": 0.5} if rng.random() < 0.3 else {}
+    case = random_case(n, rng.randint(2, 4), 4 * h, 2 * h, seed=seed, **options)
+    if rng.random() < 0.3:
+        case = with_options(case, w_out=[[rng.uniform(-1, 1) for _ in range(3)] for _ in range(2 * h)])
+    if h == 1 and rng.random() < 0.3:  # rounded weights (one head): FlexAttention is held to the exact ones' outputs
+        rounded = [[round(w, 2) for w in row] for row in attend(case)["weights_exact"].tolist()]
+        case = with_options(case, weights_override=rounded)
+    return case
+
+
+MODERN_SEEDS = range(10)
+
+
+def wrong(source: str, case) -> str:
+    """The script with its FlexAttention part computing another case: each option's number in it moved (one alone
+    may change nothing: a window of 1 leaves ALiBi and a cap no other key to tell apart)."""
+    steps, flex = source.split(FLEX_PART)
+    o = case.options
+    if o.alibi is not None:
+        flex = flex.replace("slopes[h]", "1.05 * slopes[h]")
+    if o.softcap is not None:
+        flex = flex.replace(f"{o.softcap!r} * torch.tanh", f"{o.softcap * 1.05!r} * torch.tanh")
+    if o.sinks is not None:
+        flex = flex.replace("sinks[:, None]", "(sinks[:, None] + 0.1)")
+    if o.window is not None:
+        flex = flex.replace("< window)", "< window + 1)")
+    if flex == source.split(FLEX_PART)[1]:  # partial rotary alone (turned in the steps): a scale moved by 5 %
+        flex = re.sub(r"scale=([-0-9.e]+)", lambda m: f"scale={float(m.group(1)) * 1.05!r}", flex)
+    assert flex != source.split(FLEX_PART)[1]
+    return steps + FLEX_PART + flex
+
+
+@pytest.fixture(scope="module")
+def modern_runs(tmp_path_factory) -> dict[tuple[int, bool], subprocess.CompletedProcess]:
+    """Each random case's script, and its wrong twin, run with a bare Python."""
+    folder = tmp_path_factory.mktemp("modern")
+
+    def run(seed: int, moved: bool) -> subprocess.CompletedProcess:
+        case = modern_case(seed)
+        source = to_script(case)
+        path = folder / f"case_{seed}_{moved}.py"
+        path.write_text(wrong(source, case) if moved else source, encoding="utf-8")
+        return subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=300)
+
+    keys = [(seed, moved) for seed in MODERN_SEEDS for moved in (False, True)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip(keys, pool.map(lambda key: run(*key), keys), strict=True))
+
+
+@pytest.mark.parametrize("seed", MODERN_SEEDS)
+def test_a_script_of_todays_attention_equals_flex_attention_and_the_core(modern_runs, seed):
+    case, result = modern_case(seed), modern_runs[seed, False]
+    expected = attend(case).outputs
+    tolerances = {"rtol": 1.3e-6, "atol": 1e-5} if expected.dtype == torch.float32 else {}
+    torch.testing.assert_close(torch.tensor(printed_outputs(result), dtype=expected.dtype), expected, **tolerances)
+    assert "FlexAttention's outputs" in result.stdout  # and its assert held: printed_outputs saw it exit with 0
+    assert "UserWarning" not in result.stderr  # flex's "without torch.compile" is silenced, and said why
+    source = to_script(case)
+    o, flex = case.options, source.split(FLEX_PART)[1]
+    assert ("score_mod=score_mod" in flex) == (o.alibi is not None or o.softcap is not None)
+    assert ("block_mask=block_mask" in flex) == (o.mask is not None or o.window is not None)
+    assert ("aux.lse" in flex) == (o.sinks is not None)
+    assert ("scores=scores" in source) == (o.alibi is not None or o.softcap is not None)  # the rule reads them
+
+
+@pytest.mark.parametrize("seed", MODERN_SEEDS)
+def test_a_script_whose_flex_attention_computes_another_case_fails(modern_runs, seed):
+    result = modern_runs[seed, True]
+    assert result.returncode != 0 and "FlexAttention differs from the steps" in result.stderr, result.stderr[-500:]
+
+
+def test_each_option_shows_in_its_step():
+    case = random_case(6, 4, 8, 4, seed=1, heads=2, window=3, softcap=50.0, alibi=[0.5, 0.25], sinks=[0.0, -1.0],
+                       rope_base=100.0, rope_fraction=0.5, mask="causal")  # fmt: skip
+    rope, scores, softmax = shown(case, "rope"), shown(case, "scores"), shown(case, "softmax")
+    assert "d_rot = 2" in rope and "torch.cat((turned, t[..., d_rot:]), dim=-1)" in rope and "Phi" in rope
+    assert "position_bias = -slopes[:, None, None] * distance" in scores and "scores = scores + position_bias" in scores
+    assert "scores = 50.0 * torch.tanh(scores / 50.0)" in scores
+    assert "triu(1 - window)" in scores and "seen = mask * in_window" in scores and "masked_fill(seen == 0" in scores
+    order = [scores.index(code) for code in ("+ position_bias", "torch.tanh", "masked_fill")]
+    assert order == sorted(order)  # the core's order: the bias, the cap, then the mask and window
+    assert "softmax(torch.cat((scores, sink), dim=-1), dim=-1)" in softmax and "weights_sink" in softmax
+    plain = to_script(random_case(6, 4, 8, 4, seed=1, heads=2, rope_base=100.0, mask="causal"))
+    assert FLEX_PART not in plain and "flex_attention" not in plain  # plain attention: the eight steps alone
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_code_each_step_shows_makes_the_traces_new_tensors(seed):
+    """The walkthrough's blocks of a case with today's options, run in order, make the trace's tensors."""
+    case = with_options(modern_case(seed), weights_override=None)
+    scope = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec("import math\nimport torch", scope)
+        for name in step_names(case):
+            exec(shown(case, name), scope)
+    trace = attend(case)
+    names = [name for name in ("position_bias", "weights_sink") if name in trace]
+    for name in ("queries", "keys", "scores", "weights", *names):
+        torch.testing.assert_close(scope[name], trace[name], msg=name)

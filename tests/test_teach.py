@@ -1,13 +1,14 @@
 """The why of ÷√d_k in numbers: computed a head at a time, in place, it says what every score at once says."""
 
 import math
+import random
 
 import pytest
 import torch
 
 from attention import attend
 from attention.base.presets import random_case
-from attention.forward.teach import sqrt_dk_effect
+from attention.forward.teach import sqrt_dk_effect, whys
 
 
 def whole(raw: torch.Tensor, seen: torch.Tensor, d: int) -> dict[str, float]:
@@ -48,3 +49,39 @@ def test_the_trace_is_left_as_it_was_in_float64_too():
     sqrt_dk_effect(trace)
     sqrt_dk_effect(trace, 1)
     assert torch.equal(trace["scores_raw"], before)  # its own float64 numbers: worked on in a copy
+
+
+# Today's options: each one's why at the step it changes, in both languages, only when it is on
+
+ON = {"window": 3, "softcap": 2.0, "alibi": [0.5, 0.25], "sinks": [0.5, -1.0], "rope_fraction": 0.5}
+AT = {"window": "scores", "softcap": "scores", "alibi": "scores", "sinks": "softmax", "rope_fraction": "rope"}
+SAYS = {"window": "window (Mistral, Gemma 2/3, gpt-oss)", "softcap": "softcap (Gemma 2", "alibi": "ALiBi (BLOOM, MPT)",
+        "sinks": "sink (gpt-oss)", "rope_fraction": "rotary (GPT-NeoX, Pythia, Phi)"}  # fmt: skip
+SAYS_ZH = {"window": "滑动窗口", "softcap": "软上限", "alibi": "ALiBi", "sinks": "汇点", "rope_fraction": "部分旋转"}
+STEPS = ("qkv", "rope", "scores", "softmax", "weighted", "outputs")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_each_options_why_shows_at_its_step_when_on_and_nowhere_when_off(seed):
+    rng = random.Random(seed)
+    on = set(rng.sample(sorted(ON), rng.randint(0, len(ON))))
+    options = {name: ON[name] for name in on}
+    trace = attend(random_case(6, 4, 8, 4, seed=seed, heads=2, rope_base=100.0, **options))
+    for step in STEPS:
+        said, said_zh = " ".join(whys(trace, step)), " ".join(whys(trace, step, "zh"))
+        for name in ON:
+            shown = name in on and AT[name] == step
+            assert (SAYS[name] in said) == shown, (step, name, said)
+            assert (SAYS_ZH[name] in said_zh) == shown, (step, name, said_zh)
+
+
+def test_the_whys_tell_the_cases_own_numbers():
+    trace = attend(random_case(6, 4, 8, 4, seed=1, heads=2, rope_base=100.0, **ON))
+    scores, softmax = " ".join(whys(trace, "scores")), " ".join(whys(trace, "softmax", head=1))
+    assert "token 6 sees tokens 4…6" in scores  # a window of 3
+    top = max(trace["scores_uncapped"].max().item(), trace["scores_uncapped"].min().item(), key=abs)
+    assert f"{top:.4g}, becomes {2 * math.tanh(top / 2):.4g}" in scores
+    assert "slope is 0.5: a key 3 tokens back loses 1.5" in scores
+    share = trace["weights_sink"][1].mean().item()
+    assert f"head 2's sink logit is -1, and the sink takes {share:.0%}" in softmax
+    assert "RoPE turns 2 of each head's 4 dims; the other 2" in " ".join(whys(trace, "rope"))

@@ -10,7 +10,7 @@ import torch
 
 from ..base.explain import Cells, Context, Derivation, abbreviate, close, explains, factor, pair, place, prefixed
 from ..base.i18n import msg
-from ..base.numbers import approx, sub
+from ..base.numbers import approx, sub, written
 from .compute import Trace, scale_factor
 
 DIRECT_EXP_UP_TO = 80.0  # exp(s) is written out as is when every |s| is at most this; past it, exp(s − max)
@@ -82,7 +82,9 @@ def rotation(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) 
     i, col = index
     o, letter = c.record.case.options, tensor[0]
     before = c.view(f"{tensor}_unrotated", head)
-    d, p = before.shape[-1], col // 2
+    d, p = c.record.case.d_rot, col // 2  # the dims RoPE turns: all of a head's, or partial rotary's first d_rot
+    if col >= d:
+        return _unturned(c, tensor, head, index)
     t = int(o.positions[i]) if o.positions is not None else i
     theta = o.rope_base ** (-2 * p / d) if o.rope_frequencies is None else o.rope_frequencies[p]
     angle = t * theta
@@ -105,6 +107,17 @@ def rotation(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) 
              *warning)  # fmt: skip
     unrotated = f"{tensor}_unrotated"
     return Derivation(title, lines, {unrotated: ((i,), (2 * p, 2 * p + 1)), tensor: ((i,), (col,))}, head)
+
+
+def _unturned(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -> Derivation:
+    """Partial rotary: a dim past the first d_rot is not turned; the number is step 3's as it was."""
+    i, col = index
+    before, value = c.view(f"{tensor}_unrotated", head)[i, col].item(), c.view(tensor, head)[i, col].item()
+    title = msg("explain.rope.title", tensor=tensor, at=place(head, c.token(i), str(col + 1)), token=c.token(i))
+    end, warning = c.ending(tensor, before, value, 0.0)
+    lines = (msg("explain.rope.unturned", column=col + 1, d_rot=c.record.case.d_rot, d=c.record.case.d_head),
+             msg("explain.equals", lhs=prefixed(head, f"{tensor[0]}{sub(i, col)}"), rhs=end), *warning)  # fmt: skip
+    return Derivation(title, lines, {f"{tensor}_unrotated": ((i,), (col,)), tensor: ((i,), (col,))}, head)
 
 
 def normalization(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -> Derivation:
@@ -141,47 +154,115 @@ def scores_raw(c: Context, tensor: str, head: int | None, index: tuple[int, ...]
     return Derivation(title, tuple(lines), {"queries": ((i,), None), "keys": ((j,), None), tensor: ((i,), (j,))}, head)
 
 
+@explains(Trace, "position_bias")
+def position_bias(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -> Derivation:
+    """Step 4, ALiBi: the head's slope times how far back the key is, subtracted: − m_h · (i − j)."""
+    i, j = index
+    slope = c.record.case.options.alibi[head or 0]
+    value = c.view(tensor, head)[i, j].item()
+    title = msg("explain.alibi.title", cell=c.cell_name(tensor, head, i, j), query=c.token(i), key=c.token(j))
+    computed = -slope * (i - j)
+    end, warning = c.ending(tensor, computed, value, c.tol(4, value))
+    lines = (
+        msg("explain.alibi.line", head=(head or 0) + 1, slope=c.num(slope), query=c.token(i), key=c.token(j),
+            distance=i - j),
+        msg("explain.equation", lhs=prefixed(head, f"b{pair(i, j)} = − m · (i − j)"),
+            expression=f"−{factor(c.num(slope))} · {factor(written(float(i - j)))}", end=end),
+        *warning,
+    )  # fmt: skip
+    return Derivation(title, lines, {tensor: ((i,), (j,))}, head)
+
+
+@explains(Trace, "scores_uncapped")
+def scores_uncapped(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -> Derivation:
+    """Step 4 before the softcap: the raw score scaled, and ALiBi's bias added where the case has it."""
+    i, j = index
+    title = msg("explain.qk.title", cell=c.cell_name(tensor, head, i, j), query=c.token(i), key=c.token(j))
+    lines, parts = _score_sum(c, tensor, head, i, j, f"u{pair(i, j)}")
+    return Derivation(title, lines, parts | {tensor: ((i,), (j,))}, head)
+
+
 @explains(Trace, "scores")
 def scores(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -> Derivation:
-    """Step 4: the raw score, masked, or scaled and divided by the temperature."""
+    """Step 4: the raw score scaled and divided by the temperature, ALiBi's bias added, capped; or masked."""
     i, j = index
     o = c.record.case.options
     title = msg("explain.qk.title", cell=c.cell_name(tensor, head, i, j), query=c.token(i), key=c.token(j))
     raw, value = c.view("scores_raw", head)[i, j].item(), c.view(tensor, head)[i, j].item()
     s, qk = f"s{pair(i, j)}", f"q{sub(i)} · k{sub(j)}"
-    parts = {"scores_raw": ((i,), (j,)), tensor: ((i,), (j,))}
-    scale, temperature = scale_factor(c.record.case), o.temperature
     if value == float("-inf"):
-        if o.mask == "causal":
-            why = msg("explain.causal_blocks", key=c.token(j), query=c.token(i))
-        else:
-            why = msg("explain.mask_zero", query=c.token(i), key=c.token(j))
-        lines = (msg("explain.masked", lhs=prefixed(head, qk), raw=c.num(raw), why=why), prefixed(head, f"{s} = −∞"))
-        return Derivation(title, lines, parts, head)
-    if scale == 1 and temperature == 1:
-        lines = [msg("explain.raw_score", lhs=prefixed(head, s), qk=qk, value=c.num(value))]
-        if raw != value:
-            lines.append(msg("explain.scores_recorded", raw=c.num(raw), value=c.num(value)))
-        return Derivation(title, tuple(lines), parts, head)
-    if o.scale == "sqrt_dk":
-        d = c.record.case.d_head
-        why, symbol = msg("explain.scaled_sqrt_head" if o.heads > 1 else "explain.scaled_sqrt", d=d), f"1/√{d}"
-    else:
-        why, symbol = msg("explain.scaled_by", scale=approx(scale)), approx(scale)
-    ops, numbers = "", ""
-    if scale != 1:
-        ops, numbers = f" × {symbol}", f" × {approx(scale)}"
-    if temperature != 1:
-        why = msg("explain.divided", why=why, temperature=approx(temperature))
-        ops, numbers = ops + f" ÷ {approx(temperature)}", numbers + f" ÷ {approx(temperature)}"
-    end, warning = c.ending(tensor, raw * scale / temperature, value, c.tol(8, value))
-    lines = (
-        msg("explain.raw_score_why", why=why),
-        msg("explain.scaled_eq", lhs=prefixed(head, s), qk=qk, ops=ops, raw=factor(c.num(raw)), numbers=numbers,
-            end=end),
+        lines = (msg("explain.masked", lhs=prefixed(head, qk), raw=c.num(raw), why=_blocked_why(c, i, j)),
+                 prefixed(head, f"{s} = −∞"))  # fmt: skip
+        return Derivation(title, lines, {"scores_raw": ((i,), (j,)), tensor: ((i,), (j,))}, head)
+    if o.softcap is None:
+        lines, parts = _score_sum(c, tensor, head, i, j, s)
+        return Derivation(title, lines, parts | {tensor: ((i,), (j,))}, head)
+    # Gemma 2's softcap: the sum above, then c · tanh(u / c)
+    u_name = f"u{pair(i, j)}"
+    lines, parts = _score_sum(c, "scores_uncapped", head, i, j, u_name)
+    u, cap = c.view("scores_uncapped", head)[i, j].item(), o.softcap
+    computed = cap * math.tanh(u / cap)
+    end, warning = c.ending(tensor, computed, value, c.tol(8, value) + 2 * c.eps * abs(u))  # tanh's slope ≤ 1
+    cap_lines = (
+        msg("explain.softcap.line", cap=approx(cap), u=u_name),
+        msg("explain.equation", lhs=prefixed(head, f"{s} = c · tanh({u_name} / c)"),
+            expression=f"{approx(cap)} · tanh({factor(c.num(u))} / {approx(cap)})", end=end),
         *warning,
     )  # fmt: skip
-    return Derivation(title, lines, parts, head)
+    return Derivation(title, (*lines, *cap_lines), parts | {"scores_uncapped": ((i,), (j,)), tensor: ((i,), (j,))},
+                      head)  # fmt: skip
+
+
+def _blocked_why(c: Context, i: int, j: int) -> str:
+    """Why query i may not see key j: after it under a causal mask, outside its sliding window, or the mask's 0."""
+    o = c.record.case.options
+    if o.window is not None and not i - o.window < j <= i:  # the window first: it alone would block the key
+        if j > i:
+            return msg("explain.window_after", key=c.token(j), query=c.token(i), window=o.window)
+        return msg("explain.window_blocks", key=c.token(j), query=c.token(i), window=o.window, j=j + 1, i=i + 1,
+                   edge=i - o.window + 1)  # fmt: skip
+    if o.mask == "causal":
+        return msg("explain.causal_blocks", key=c.token(j), query=c.token(i))
+    return msg("explain.mask_zero", query=c.token(i), key=c.token(j))
+
+
+def _score_sum(c: Context, tensor: str, head: int | None, i: int, j: int, lhs: str) -> tuple[tuple, dict]:
+    """The lines of a score before any cap: q_i · k_j, scaled and divided by the temperature, plus ALiBi's bias
+    b_ij where the case has it, checked against `tensor`'s number; and the cells that took part."""
+    o = c.record.case.options
+    raw, value = c.view("scores_raw", head)[i, j].item(), c.view(tensor, head)[i, j].item()
+    qk, parts = f"q{sub(i)} · k{sub(j)}", {"scores_raw": ((i,), (j,))}
+    scale, temperature = scale_factor(c.record.case), o.temperature
+    bias = None if o.alibi is None else c.view("position_bias", head)[i, j].item()
+    if scale == 1 and temperature == 1 and bias is None:
+        lines = [msg("explain.raw_score", lhs=prefixed(head, lhs), qk=qk, value=c.num(value))]
+        if raw != value:
+            lines.append(msg("explain.scores_recorded", raw=c.num(raw), value=c.num(value)))
+        return tuple(lines), parts
+    lines, ops, numbers = [], "", ""
+    if scale != 1 or temperature != 1:
+        if o.scale == "sqrt_dk":
+            d = c.record.case.d_head
+            why, symbol = msg("explain.scaled_sqrt_head" if o.heads > 1 else "explain.scaled_sqrt", d=d), f"1/√{d}"
+        else:
+            why, symbol = msg("explain.scaled_by", scale=approx(scale)), approx(scale)
+        if scale != 1:
+            ops, numbers = f" × {symbol}", f" × {approx(scale)}"
+        if temperature != 1:
+            why = msg("explain.divided", why=why, temperature=approx(temperature))
+            ops, numbers = ops + f" ÷ {approx(temperature)}", numbers + f" ÷ {approx(temperature)}"
+        lines.append(msg("explain.raw_score_why", why=why))
+    scaled = raw * scale / temperature
+    computed, size = scaled, abs(scaled)
+    if bias is not None:  # ALiBi: its bias added after the scale
+        lines.append(msg("explain.alibi_added", b=f"b{pair(i, j)}", bias=c.num(bias)))
+        ops, numbers = ops + f" + b{pair(i, j)}", numbers + f" + {factor(c.num(bias))}"
+        computed, size = scaled + bias, size + abs(bias)
+        parts["position_bias"] = ((i,), (j,))
+    end, warning = c.ending(tensor, computed, value, c.tol(8, size))
+    lines.append(msg("explain.scaled_eq", lhs=prefixed(head, lhs), qk=qk, ops=ops, raw=factor(c.num(raw)),
+                     numbers=numbers, end=end))  # fmt: skip
+    return (*lines, *warning), parts
 
 
 # Step 5: softmax -------------------------------------------------------------------------------------------------
@@ -189,46 +270,69 @@ def scores(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) ->
 
 @explains(Trace, "weights_exact")
 def weights_exact(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -> Derivation:
-    """Step 5: the softmax of row i of the scores, at key j."""
+    """Step 5: the softmax of row i of the scores, at key j (with a sink, e^s_h in the denominator)."""
     i, j = index
     title = msg("explain.weight.title", cell=c.cell_name(tensor, head, i, j), query=c.token(i), key=c.token(j))
     parts = {"scores": ((i,), None), tensor: ((i,), (j,))}
     return Derivation(title, _softmax_lines(c, tensor, head, i, j), parts, head)
 
 
-def _softmax_lines(c: Context, tensor: str, head: int | None, i: int, j: int) -> tuple[str, ...]:
-    """A_ij = exp(s_ij) / Σ_k exp(s_ik), with the row's numbers, checked against weights_exact."""
+@explains(Trace, "weights_sink")
+def weights_sink(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -> Derivation:
+    """Step 5, gpt-oss: the share of row i's softmax its sink took, e^s_h / (e^s_h + Σ_k e^S_ik)."""
+    i, _ = index
+    title = msg("explain.sink.title", tensor=tensor, at=place(head, c.token(i)), query=c.token(i))
+    parts = {"scores": ((i,), None), tensor: ((i,), (0,))}
+    return Derivation(title, _softmax_lines(c, tensor, head, i, None), parts, head)
+
+
+def _softmax_lines(c: Context, tensor: str, head: int | None, i: int, j: int | None) -> tuple[str, ...]:
+    """A_ij = exp(s_ij) / Σ_k exp(s_ik), with the row's numbers, checked against the recorded one; with a sink,
+    exp(s_h) joins the sum (and j None: the sink's own share, exp(s_h) over the same sum)."""
     n, row = c.record.case.n, c.view("scores", head)[i].tolist()
-    value = c.view("weights_exact", head)[i, j].item()
-    a = f"A{pair(i, j)}"
+    sinks = c.record.case.options.sinks
+    sink = None if sinks is None else sinks[head or 0]
+    value = c.view(tensor, head)[i, 0 if j is None else j].item()
+    a = f"A{pair(i, j)}" if j is not None else f"A{sub(i)},sink"
     seen = [k for k, s in enumerate(row) if s != float("-inf")]  # the keys query i may attend to
-    if not seen:
+    if not seen and sink is None:
         return msg("explain.all_masked", token=c.token(i)), msg("explain.all_masked_zero", lhs=prefixed(head, a))
     lines = [msg("explain.softmax_row", token=c.token(i))]
+    if sink is not None:
+        lines.append(msg("explain.sink_joins", head=(head or 0) + 1, sink=c.num(sink)))
     if len(seen) < n:
         lines.append(msg("explain.masked_keys", keys=", ".join(c.token(k) for k in range(n) if k not in seen)))
-    direct = all(abs(row[k]) <= DIRECT_EXP_UP_TO for k in seen)
-    top = max(row[k] for k in seen)
+    logits = {k: row[k] for k in seen} | ({} if sink is None else {"sink": sink})  # the denominator's exponents
+    direct = all(abs(s) <= DIRECT_EXP_UP_TO for s in logits.values())
+    top = max(logits.values())
     shift = 0.0 if direct else top  # past DIRECT_EXP_UP_TO exp overflows: the same ratio with the largest taken off
-    exps = {k: math.exp(row[k] - shift) for k in seen}
-    total, numerator = math.fsum(exps.values()), exps.get(j, 0.0)
-    keep = [seen.index(j)] if j in seen else []
+    exps = {k: math.exp(s - shift) for k, s in logits.items()}
+    at = "sink" if j is None else j
+    total, numerator = math.fsum(exps.values()), exps.get(at, 0.0)
+    keep = [list(logits).index(at)] if at in logits else []
 
-    def exp_of(k: int) -> str:
-        return f"exp({c.num(row[k])})" if direct else f"exp({c.num(row[k])} − {factor(c.num(top))})"
+    def exp_of(k) -> str:
+        s = c.num(logits[k])
+        return f"exp({s})" if direct else f"exp({s} − {factor(c.num(top))})"
 
-    symbolic = prefixed(head, f"{a} = exp(s{pair(i, j)}) / Σₖ exp(s{sub(i)}ₖ)")
-    terms = f"({abbreviate([exp_of(k) for k in seen], keep)})"
-    lines.append(msg("explain.equals", lhs=symbolic, rhs=f"{exp_of(j) if j in seen else 'exp(−∞)'} / {terms}"))
+    lines.append(_softmax_symbolic(c, head, a, i, j, sink, exp_of(at) if at in logits else "exp(−∞)",
+                                   abbreviate([exp_of(k) for k in logits], keep)))  # fmt: skip
     if not direct:
         lines.append(msg("explain.shifted", top=c.num(top)))
     computed = numerator / total
-    ys = [abs(row[k] - top) for k in seen]  # exp's rounding grows with its argument
-    tol = c.eps * (8 * (len(seen) + 1) + max(ys)) * max(abs(computed), abs(value)) + 16 * c.tiny
+    ys = [abs(s - top) for s in logits.values()]  # exp's rounding grows with its argument
+    tol = c.eps * (8 * (len(logits) + 1) + max(ys)) * max(abs(computed), abs(value)) + 16 * c.tiny
     end, warning = c.ending(tensor, computed, value, tol)
-    sum_terms = abbreviate([approx(exps[k]) for k in seen], keep)
+    sum_terms = abbreviate([approx(exps[k]) for k in logits], keep)
     lines.append(msg("explain.softmax_end", numerator=approx(numerator), terms=sum_terms, total=approx(total), end=end))
     return (*lines, *warning)
+
+
+def _softmax_symbolic(c: Context, head, a: str, i: int, j: int | None, sink, numerator: str, terms: str) -> str:
+    """The softmax written with symbols, then with the row's exponents: 'A₂₃ = exp(s₂₃) / Σₖ exp(s₂ₖ) = …'."""
+    top = "exp(s_h)" if j is None else f"exp(s{pair(i, j)})"
+    below = f"Σₖ exp(s{sub(i)}ₖ)" if sink is None else f"(exp(s_h) + Σₖ exp(s{sub(i)}ₖ))"
+    return msg("explain.equals", lhs=prefixed(head, f"{a} = {top} / {below}"), rhs=f"{numerator} / ({terms})")
 
 
 @explains(Trace, "weights")

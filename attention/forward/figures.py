@@ -18,9 +18,9 @@ MASKED_ZEROS = ("weights_exact", "weights")  # a masked score's weight is exactl
 
 
 def masked_cells(trace: Trace) -> np.ndarray | None:
-    """The (query, key) cells the case's mask takes out (True), None without a mask: where an exact 0 is the mask's
-    (a weight, a score's gradient), which the heatmap writes "0 (masked)"."""
-    if trace.case.options.mask is None:
+    """The (query, key) cells the case's mask or sliding window takes out (True), None without either: where an exact
+    0 is the mask's (a weight, a score's gradient), which the heatmap writes "0 (masked)"."""
+    if trace.case.options.mask is None and trace.case.options.window is None:
         return None
     allowed = option_tensors(trace.case, torch.device("cpu"))[0]  # (n, n) bool
     return None if allowed is None else (~allowed).numpy()
@@ -168,3 +168,50 @@ def variant_table(outputs: dict[str, torch.Tensor], names: dict[str, str], refer
 def key_sum(trace: Trace) -> str:
     """The name of step 7's sum over keys: per head, or (one head, w_out given) before the projection, or outputs."""
     return next(name for name in ("head_outputs", "concat", "outputs") if name in trace.step("outputs").tensors)
+
+
+# Today's models' variants beside plain attention (the variants page)
+
+CURVE_MAX_POINTS = 4096  # a head's scores drawn as dots on the softcap's curve: n = 64's all, a bigger case's first
+
+
+def variant_pair(plain: Trace, variant: Trace, name: str, head: int | None, titles: tuple[str, str], lang: str = "en"):
+    """A recorded tensor of plain attention and of the variant (one head of it), as two heatmaps on one colour
+    scale: the smallest and largest finite number of both (a masked score is −∞, an empty cell)."""
+    pair = [tensor(trace, name, head if trace.has_head(name) else None) for trace in (plain, variant)]
+    both = torch.cat([m.flatten() for m in pair]).double()
+    finite = both[torch.isfinite(both)]
+    span = (finite.min().item(), finite.max().item()) if finite.numel() else None
+    row_kind, col_kind = AXES[name]
+    figures = []
+    for trace, matrix, title in zip((plain, variant), pair, titles, strict=True):
+        rows, cols = labels(trace, row_kind, matrix.shape[0], lang), labels(trace, col_kind, matrix.shape[1], lang)
+        mask = masked_cells(trace) if name in MASKED_ZEROS else None
+        figures.append(heatmap(matrix, rows, cols, row_kind, col_kind, title, lang, span=span, mask=mask))
+    return tuple(figures)
+
+
+def softcap_curve(cap: float, scores: torch.Tensor, lang: str = "en") -> go.Figure:
+    """Gemma 2's cap: cap · tanh(s / cap) against the score s, beside s itself (no cap) and the lines ±cap it never
+    crosses, with a head's own scores as dots on the curve."""
+    s = scores[torch.isfinite(scores)].flatten()[:CURVE_MAX_POINTS].double().numpy()
+    reach = 1.1 * max(2 * cap, float(np.abs(s).max()) if s.size else 0.0)
+    grid = np.linspace(-reach, reach, 201)
+    line = {"dash": "dot", "width": 1}
+    data = [
+        go.Scatter(x=grid, y=grid, mode="lines", name=text(lang, "variants.curve_none"), line=line),
+        go.Scatter(x=grid, y=cap * np.tanh(grid / cap), mode="lines", name=f"{cap:g} · tanh(s / {cap:g})"),
+        go.Scatter(x=s, y=cap * np.tanh(s / cap), mode="markers", name=text(lang, "variants.curve_scores"),
+                   marker={"size": 7}),
+    ]  # fmt: skip
+    bounds = [{"type": "line", "x0": 0, "x1": 1, "xref": "paper", "y0": y, "y1": y, "line": line} for y in (-cap, cap)]
+    return go.Figure(
+        data,
+        layout={
+            "title": {"text": text(lang, "variants.curve_title", cap=cap)}, "height": 320, "template": "none",
+            "margin": {"t": 40, "b": 40, "l": 50, "r": 10}, "shapes": bounds,
+            "xaxis": {"title": {"text": text(lang, "variants.curve_before")}, "zeroline": True},
+            "yaxis": {"title": {"text": text(lang, "variants.curve_after")}, "range": [-reach, reach]},
+            "legend": {"orientation": "h", "y": -0.25},
+        },
+    )  # fmt: skip

@@ -14,7 +14,7 @@ from ..exercise.state import hiding
 from ..models import room as models_room
 from ..show.heatmap import TEXT_MAX_SIDE, heatmap, labels
 from ..show.tables import table
-from . import compute, explain_room, figures, room, script, steps, teach
+from . import compute, explain_room, figures, room, script, steps, variants_room
 from .compute import Trace
 
 
@@ -265,32 +265,11 @@ def _multi_head(trace: Trace) -> None:
 
 
 def variants() -> None:
-    """The article's two departures from textbook attention, side by side on the current numbers."""
+    """Attention's variants on the current numbers: the article's departures from textbook attention, today's
+    models' variants beside plain attention, and the temperature."""
     trace = frame.trace()
     st.header(t("variants.header"))
     st.write(t("variants.intro"))
-    st.markdown(prose(t("why.sqrt_dk", **traces.sqrt_dk_effect(tab.current(), trace))))
-    # Only the variants' outputs, made from this trace's queries, keys and values head by head: at the limits a whole
-    # trace for each of five variants would not fit a session's memory.
-    cases = teach.variants(trace.case)
-    outputs = {v: traces.variant_outputs(tab.current(), trace, case) for v, case in cases.items()}
-    names = {v: render(lang(), teach.variant_name(v, trace.case)) for v in outputs}
-    st.dataframe(figures.variant_table(outputs, names, teach.EXACT, lang()), key="table_variants")
-    span = min(float(o.min()) for o in outputs.values()), max(float(o.max()) for o in outputs.values())  # one scale
-    queries = labels(trace, "query", trace.case.n)
-    for pair in range(0, len(outputs), 2):  # two to a row: numbers large enough to read
-        for column, (v, o) in zip(st.columns(2), list(outputs.items())[pair : pair + 2], strict=False):
-            dims = labels(trace, "output dim", o.shape[1])
-            figure = heatmap(o, queries, dims, "query", "output dim", names[v], lang(), span=span)
-            charts.chart(figure, f"chart_variant_{v}", where=column)
-            off = (o - outputs[teach.EXACT]).abs()
-            i, c = divmod(int(off.argmax()), off.shape[1])
-            if v == teach.EXACT:
-                column.caption(t("variants.reference"))
-            elif off.max() == 0:
-                column.caption(t("variants.same"))
-            else:
-                reading = t("variants.reading", difference=float(off.max()), token=queries[i], column=c + 1)
-                column.caption(plain(reading))
-
-    room.explorer()
+    variants_room.departures(trace)
+    variants_room.modern(tab.current(), trace)
+    variants_room.explorer()

@@ -1,5 +1,5 @@
 """The forward pass's rooms: the walkthrough's step (buttons, picker, player), the overview's questions (each a link
-to its answer, with the case's own numbers), and the variants page's temperature explorer."""
+to its answer, with the case's own numbers), and step 7's outputs before and after the mask."""
 
 from __future__ import annotations
 
@@ -9,17 +9,15 @@ from collections.abc import MutableMapping
 import pandas as pd
 import streamlit as st
 
-from ..app import charts, tab, traces
+from ..app import tab, traces
 from ..app.language import lang, t
 from ..app.pickers import KEEP
 from ..app.session import Session
-from ..app.text import plain, prose
+from ..app.text import plain
 from ..base import i18n
 from ..base.case import with_options
-from ..show.heatmap import heatmap, labels
 from . import explain_room, teach
 from .compute import Trace
-from .figures import TEMPERATURES
 
 # The walkthrough's step
 
@@ -150,26 +148,3 @@ def _row(v) -> str:
     values = v.tolist()
     shown = ", ".join(f"{x:.4g}" for x in values[: teach.BY_HAND])
     return f"[{shown}{', …' if len(values) > teach.BY_HAND else ''}]"
-
-
-# The temperature explorer (the variants page): a fragment, so that only it reruns while its slider moves
-
-
-@st.fragment
-def explorer() -> None:
-    """Step 5's weights of the first head at a chosen temperature, from the session's trace. It reads the trace
-    itself, since Streamlit keeps a fragment (and what it holds) until the next full run is over."""
-    s = tab.current()
-    trace = traces.current(s)
-    st.subheader(t("variants.temperature"))
-    st.latex(r"A_{ij} = \frac{e^{S_{ij}/T}}{\sum_k e^{S_{ik}/T}}")
-    st.markdown(prose(t("why.temperature")))
-    temperature = st.select_slider(
-        t("variants.temperature_slider"), TEMPERATURES, value=1.0, key="explore_temperature",
-        persist_state=KEEP,
-    )  # fmt: skip
-    case = with_options(trace.case, temperature=temperature, weights_override=None)
-    weights = traces.variant_weights(s, trace, case)  # the first head, when there are several
-    tokens = labels(trace, "query", trace.case.n)
-    title = t("variants.weights_at", temperature=temperature)
-    charts.chart(heatmap(weights, tokens, tokens, "query", "key", title, lang()), "chart_temperature")

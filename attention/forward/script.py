@@ -6,7 +6,7 @@ import inspect
 import re
 
 from ..base import tolerance as rule
-from ..base.case import Case, Matrix
+from ..base.case import MODERN, Case, Matrix
 from .compute import scale_factor, step_names
 from .steps import LABELS, NORM, ROPE, TITLES
 
@@ -27,7 +27,14 @@ def to_script(case: Case) -> str:
     for name, block in blocks(case).items():
         note = {"inputs": " (one row per token)"}.get(name, "")
         lines += ["", f"# Step {LABELS[name]}: {TITLES[name]}{note}", *block]
+    if modern(case):  # the same attention as today's models write it, asserted equal below
+        lines += ["", "", *flex_lines(case)]
     return "\n".join([*lines, "", "", *check_lines(case)]) + "\n"
+
+
+def modern(case: Case) -> bool:
+    """Whether the case has an option of today's models (a window, a softcap, ALiBi, sinks, partial rotary)."""
+    return any(getattr(case.options, name) is not None for name in MODERN)
 
 
 RULE = (rule.rounding, rule.product_error, rule.heads_of, rule.turned_error, rule.normed_error,
@@ -52,27 +59,122 @@ def rule_lines(functions: tuple = RULE) -> list[str]:
     return lines
 
 
-def tolerance_call(case: Case, projected: bool = False) -> str:
+def tolerance_call(case: Case, projected: bool = False, scores: str | None = None, weights: str = "weights") -> str:
     """The call of the inlined rule on the script's own tensors: how far another computation of the outputs may be
-    (projected: it makes q, k and v its own way)."""
+    (projected: it makes q, k and v its own way; scores: the name of step 4's final scores, which the rule reads
+    where ALiBi or a softcap rounds each score once more; weights: the name of the weights the outputs used)."""
     o = case.options
     multiplier, turned = scale_factor(case) / o.temperature, o.rope_base is not None
     w_out = "w_out" if o.w_out is not None else "None"
     norm = ", (queries_unnormed, keys_unnormed, gamma_q, gamma_k, norm_eps)" if o.q_norm is not None else ""
-    return (f"tolerance = attention_tolerance(x, w_query, w_key, w_value, queries, keys, values, weights, "
-            f"{multiplier!r}, {turned}, {w_out}, {projected}{norm})  # (n, d_out)")  # fmt: skip
+    scores = f", scores={scores}" if scores is not None and (o.alibi is not None or o.softcap is not None) else ""
+    return (f"tolerance = attention_tolerance(x, w_query, w_key, w_value, queries, keys, values, {weights}, "
+            f"{multiplier!r}, {turned}, {w_out}, {projected}{norm}{scores})  # (n, d_out)")  # fmt: skip
 
 
 def check_lines(case: Case) -> list[str]:
-    """After step 8: its rows against step 7's, each number within the one rule's tolerance, asserted."""
-    return [
+    """After step 8: its rows against step 7's, and FlexAttention's where the case has an option of today's models,
+    each number within the one rule's tolerance, asserted."""
+    scores = "scores" if case.options.softcap is not None or case.options.alibi is not None else None
+    lines = [
         *rule_lines(),
         "",
         "",
         "# The check: step 8's rows equal step 7's, each number within float rounding",
-        tolerance_call(case),
+        tolerance_call(case, scores=scores),
         'assert within(outputs_by_query, outputs, tolerance), "step 8 differs from step 7 past float rounding"',
     ]
+    if not modern(case):
+        return lines
+    if case.options.weights_override is None:
+        steps, weights = "outputs", "weights"
+    else:  # the case's rounded weights are not attention's: FlexAttention is held to steps 6-7 on the exact ones
+        steps, weights = "outputs_exact", "weights_exact"
+        lines += ["", *_exact_outputs(case)]
+    return [
+        *lines,
+        "",
+        f"# And FlexAttention's outputs equal the steps' ({steps}), each number within float rounding",
+        tolerance_call(case, scores=scores, weights=weights),
+        f'assert within(flex, {steps}, tolerance), "FlexAttention differs from the steps past float rounding"',
+    ]
+
+
+def _exact_outputs(case: Case) -> list[str]:
+    """Steps 6-7 again with the exact softmax, where the case's rounded weights replaced it."""
+    o = case.options
+    lines = ["# Steps 6-7 with the exact softmax (the case's rounded weights replaced it above)",
+             "outputs_exact = weights_exact @ values  # (h?, n_q, d_v/h)"]  # fmt: skip
+    if o.heads > 1:
+        lines.append("outputs_exact = outputs_exact.transpose(0, 1).flatten(1)  # (n_q, d_v)")
+    if o.w_out is not None:
+        lines.append("outputs_exact = outputs_exact @ w_out")
+    return lines
+
+
+def flex_lines(case: Case) -> list[str]:
+    """The case's steps 4-7 as today's models write them, with FlexAttention on the script's own queries, keys and
+    values: ALiBi and the softcap in its score_mod, the mask and the window in its mask_mod (a block mask), and the
+    sinks from its log-sum-exp."""
+    o, h = case.options, case.options.heads
+    lines = [
+        "# The same attention as today's models write it: FlexAttention (torch.nn.attention.flex_attention). Its",
+        "# score_mod changes a score (ALiBi, a softcap), its mask_mod says which keys a query sees (a mask, a window),",
+        "# and a sink comes from its log-sum-exp lse = log Σ_j e^S_ij: a row's output times Σe^S / (e^s_h + Σe^S),",
+        "# which is sigmoid(lse − s_h)",
+        "import warnings",
+        "",
+        "from torch.nn.attention.flex_attention import AuxRequest, create_block_mask, flex_attention",
+        "",
+    ]
+    mods, heads = [], "[None]" if h > 1 else "[None, None]"  # flex_attention takes (batch, h, n, d)
+    if o.alibi is not None or o.softcap is not None:
+        lines += ["", *_score_mod(case), ""]
+        mods.append("score_mod=score_mod")
+    if o.mask is not None or o.window is not None:
+        lines += ["", *_mask_mod(case), "", "", "# which keys each block of queries needs, from mask_mod",
+                  'block_mask = create_block_mask(mask_mod, None, None, len(x), len(x), device="cpu")']  # fmt: skip
+        mods.append("block_mask=block_mask")
+    scale = scale_factor(case) / o.temperature
+    lines += [
+        "# flex_attention warns when it runs without torch.compile: here it runs eagerly on purpose (every score",
+        "# made, the same sums; slower, which a few tokens never notice)",
+        "with warnings.catch_warnings():",
+        '    warnings.simplefilter("ignore", UserWarning)',
+        "    flex, aux = flex_attention(",
+        f"        queries{heads}, keys{heads}, values{heads},{''.join(f' {mod},' for mod in mods)}",
+        f"        scale={scale!r}, return_aux=AuxRequest(lse=True),  # step 4's scale; lse: each row's log Σ e^S",
+        "    )",
+        "flex = flex[0]  # (h, n_q, d_v/h)",
+    ]
+    if o.sinks is not None:
+        lines.append("flex = flex * torch.sigmoid(aux.lse[0] - sinks[:, None])[..., None]  # gpt-oss: the sink's share")
+    lines.append("flex = flex.transpose(0, 1).flatten(1)  # (n_q, d_v): the heads side by side")
+    if o.w_out is not None:
+        lines.append("flex = flex @ w_out")
+    return [*lines, 'print("FlexAttention\'s outputs:\\n", flex)']
+
+
+def _score_mod(case: Case) -> list[str]:
+    o = case.options
+    lines = ["def score_mod(score, b, h, q_idx, kv_idx):  # b: the batch, h: the head, q_idx: query i, kv_idx: key j"]
+    if o.alibi is not None:
+        lines.append("    score = score - slopes[h] * (q_idx - kv_idx)  # ALiBi: − m_h (i − j)")
+    if o.softcap is not None:
+        lines.append(f"    score = {o.softcap!r} * torch.tanh(score / {o.softcap!r})  # the softcap")
+    return [*lines, "    return score"]
+
+
+def _mask_mod(case: Case) -> list[str]:
+    o = case.options
+    sees = []
+    if o.mask == "causal" or o.window is not None:
+        sees.append("(q_idx >= kv_idx)")
+    if o.window is not None:
+        sees.append("(q_idx - kv_idx < window)")
+    if isinstance(o.mask, tuple):
+        sees.append("(mask[q_idx, kv_idx] != 0)")
+    return ["def mask_mod(b, h, q_idx, kv_idx):  # True: query i may attend to key j", f"    return {' & '.join(sees)}"]
 
 
 def blocks(case: Case) -> dict[str, list[str]]:
@@ -208,22 +310,38 @@ def norm_lines(case: Case) -> list[str]:
 
 def _rope(case: Case) -> list[str]:
     o = case.options
-    d = case.d_head
+    d, d_rot = case.d_head, case.d_rot
     positions = "torch.arange(len(x))" if o.positions is None else f"torch.tensor({list(o.positions)})"
-    theta = f"{float(o.rope_base)!r} ** (-torch.arange(0, {d}, 2, dtype=torch.float64) / {d})  # (d/2,)"
+    theta = f"{float(o.rope_base)!r} ** (-torch.arange(0, {d_rot}, 2, dtype=torch.float64) / {d_rot})  # (d/2,)"
     if o.rope_frequencies is not None:  # a model's scaled RoPE (Llama 3's, linear, YaRN): its own θ_p
         theta = f"torch.tensor({list(o.rope_frequencies)!r}, dtype=torch.float64)  # (d/2,): the model's, scaled"
-    return [
+    lines = [
         "# RoPE: pair p of a query or key (its dims 2p and 2p+1) is turned by the angle t·θ_p, t the token's",
         f"# position and θ_p = base^(−2p/d), d = {d} per head: a score then depends on t_i − t_j alone.",
+    ]
+    turned, rest = "", []
+    if d_rot < d:  # partial rotary: the first d_rot dims of a head turned, the others passed on as they are
+        lines = [
+            f"# RoPE, partial (GPT-NeoX, Pythia, Phi): pair p of each head's first d_rot = {d_rot} of its {d} dims is",
+            "# turned by the angle t·θ_p, t the token's position and θ_p = base^(−2p/d_rot); the other "
+            f"{d - d_rot} dims are",
+            "# not turned: a score's part from them matches by content alone, wherever the tokens are.",
+            f"d_rot = {d_rot}",
+        ]
+        theta = theta.replace("(d/2,)", "(d_rot/2,)")
+        turned, rest = "turned = ", ["    return torch.cat((turned, t[..., d_rot:]), dim=-1)  # the rest unturned"]
+    pairs = "0::2], t[..., 1::2]" if d_rot == d else "0:d_rot:2], t[..., 1:d_rot:2]"
+    return [
+        *lines,
         f"positions = {positions}  # (n,)",
         f"theta = {theta}",
         "angles = positions.double()[:, None] * theta  # (n, d/2)",
         f"cos, sin = angles.cos().to(torch.{o.dtype}), angles.sin().to(torch.{o.dtype})",
         "",
         "def rope(t):",
-        "    even, odd = t[..., 0::2], t[..., 1::2]  # (h?, n, d/2): the pairs' first and second numbers",
-        "    return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)",
+        f"    even, odd = t[..., {pairs}  # (h?, n, d/2): the pairs' first and second numbers",
+        f"    {turned or 'return '}torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)",
+        *rest,
         "",
         "",
         "queries, keys = rope(queries), rope(keys)",
@@ -237,30 +355,55 @@ def _scores(case: Case) -> list[str]:
         (".mT", "(h, n_q, n_k), one matrix per head") if case.options.heads > 1 else (".T", "(n_q, n_k)")
     )
     lines = [f"scores = queries @ keys{transpose}  # {per_head}: row i is query i dotted with every key"]
-    options = [f"{code}  # {why}" for code, why in _score_options(case, "scores", "mask")]
-    if case.options.mask is not None:  # the masked_fill comes last; the mask is defined right above it
-        options[-1:-1] = _mask_lines(case)
-    return lines + options + ['print("scores:\\n", scores)']
+    made = {"alibi": _alibi_lines, "mask": _mask_lines}  # what an option's line reads, defined right above it
+    for option, code, why in _score_options(case, "scores", _seen(case), "position_bias"):
+        lines += [*made.get(option, lambda case: [])(case), f"{code}  # {why}"]
+    return [*lines, 'print("scores:\\n", scores)']
 
 
 def _softmax(case: Case) -> list[str]:
     o, blocked = case.options, _fully_masked(case)
     nan_to_num = ".nan_to_num(nan=0.0)" if blocked else ""
     lines = ["from torch.nn.functional import softmax", "", f"weights = softmax(scores, dim=-1){nan_to_num}"]
-    if blocked:
+    if o.sinks is not None:  # the sink's column keeps every row's softmax finite: no NaN to replace
+        lines[-1:] = _sink_lines(case)
+    elif blocked:
         lines[-1] += f"  # fully masked rows ({', '.join(map(str, blocked))}) are NaN: 0, as fused attention gives"
     else:
         lines[-1] += "  # each row is positive and sums to 1"
     lines.append('print("weights:\\n", weights)')
     if o.weights_override is not None:
+        exact = ["weights_exact = weights  # the exact softmax, which FlexAttention is checked against"] * modern(case)
         lines += [
             "",
             "# For readability, approximate the above as follows: the case's weights override (the article's rounded",
             "# softmax) replaces the exact weights in steps 6-8, so the outputs are exact only with this matrix",
+            *exact,
             *literal("weights", o.weights_override),
             f"weights = torch.tensor(weights, dtype=torch.{o.dtype})",
         ]
     return lines
+
+
+def _sink_lines(case: Case) -> list[str]:
+    """gpt-oss's softmax: each head's sink logit as one more column of the scores, dropped after the softmax."""
+    o = case.options
+    column = "sinks[:, None, None]" if o.heads > 1 else "sinks"
+    return [
+        f"sinks = torch.tensor({list(o.sinks)!r}, dtype=torch.{o.dtype})  # (h,): s_h, each head's sink logit",
+        "# gpt-oss: e^s_h joins each row's denominator, A_ij = e^S_ij / (e^s_h + Σ_k e^S_ik): a softmax over the row",
+        "# and the sink, as one more key with no value; the sink's own share is dropped, so a row sums to less than 1",
+        "",
+        "",
+        "def softmax_with_sink(scores):",
+        f"    sink = {column}.expand(*scores.shape[:-1], 1)  # (h?, n_q, 1): the head's s_h beside each row",
+        "    both = softmax(torch.cat((scores, sink), dim=-1), dim=-1)  # (h?, n_q, n_k + 1)",
+        "    return both[..., :-1], both[..., -1:]  # the weights, and the weight the sink took",
+        "",
+        "",
+        "weights, weights_sink = softmax_with_sink(scores)  # a fully masked row: all its weight on the sink, 0 here",
+        'print("the sink\'s weight in each row:\\n", weights_sink)',
+    ]
 
 
 def _weighted(case: Case) -> list[str]:
@@ -302,29 +445,75 @@ BLOCKS = {
 }  # fmt: skip
 
 
-def _score_options(case: Case, scores: str, mask: str) -> list[tuple[str, str]]:
-    """Step 4's lines after the dot products, in the core's order (scale, temperature, mask last): (code, why)."""
+def _score_options(case: Case, scores: str, seen: str, bias: str) -> list[tuple[str, str, str]]:
+    """Step 4's lines after the dot products, in the core's order (scale, temperature, ALiBi, softcap, the mask and
+    the window last): (option, code, why); `seen`: which keys a query may see, `bias`: ALiBi's, for these rows."""
     o, out = case.options, []
     if o.scale == "sqrt_dk":
         d = case.d_head
-        out.append((f"{scores} = {scores} * (1 / math.sqrt({d}))", f"scaled dot product: × 1/√d_k, d_k = {d} per head"))
+        out.append(("scale", f"{scores} = {scores} * (1 / math.sqrt({d}))",
+                    f"scaled dot product: × 1/√d_k, d_k = {d} per head"))  # fmt: skip
     elif o.scale != "none":
-        out.append((f"{scores} = {scores} * {float(o.scale)!r}", "the case's scale factor"))
+        out.append(("scale", f"{scores} = {scores} * {float(o.scale)!r}", "the case's scale factor"))
     if o.temperature != 1:
-        out.append((f"{scores} = {scores} / {float(o.temperature)!r}", "temperature: < 1 sharpens, > 1 flattens"))
-    if o.mask is not None:
-        out.append((f'{scores} = {scores}.masked_fill({mask} == 0, float("-inf"))', "a blocked key gets weight 0"))
+        out.append(("temperature", f"{scores} = {scores} / {float(o.temperature)!r}",
+                    "temperature: < 1 sharpens, > 1 flattens"))  # fmt: skip
+    if o.alibi is not None:
+        out.append(("alibi", f"{scores} = {scores} + {bias}", "ALiBi: the further back a key, the lower its score"))
+    if o.softcap is not None:
+        cap = repr(float(o.softcap))
+        out.append(("softcap", f"{scores} = {cap} * torch.tanh({scores} / {cap})",
+                    f"Gemma 2's softcap: each score squashed into (−{cap}, {cap}), the order kept"))  # fmt: skip
+    if o.mask is not None or o.window is not None:
+        masked = f'{scores} = {scores}.masked_fill({seen} == 0, float("-inf"))'
+        out.append(("mask", masked, "a blocked key gets weight 0"))
     return out
 
 
-def _mask_lines(case: Case) -> list[str]:
-    """The mask as a tensor: 1 = the query (row) may attend to the key (column), 0 = it may not."""
-    if case.options.mask == "causal":
-        return ["n = len(x)", "mask = torch.ones(n, n).tril()  # causal: query i may attend to keys 1..i only"]
+def _seen(case: Case) -> str:
+    """The script's name for which keys each query sees: the case's mask, the window, or both."""
+    o = case.options
+    return "mask" if o.window is None else "in_window" if o.mask is None else "seen"
+
+
+def _alibi_lines(case: Case) -> list[str]:
+    """ALiBi's bias (h?, n, n): − m_h (i − j), each head's slope times how far back the key is."""
+    o = case.options
+    per_head = ("-slopes[:, None, None] * distance  # (h, n_q, n_k)" if o.heads > 1
+                else "-slopes[0] * distance  # (n_q, n_k)")  # fmt: skip
     return [
-        "# The case's mask: row i says which keys query i may attend to (1) or not (0)",
-        *literal("mask", case.options.mask),
-        "mask = torch.tensor(mask)",
+        "# ALiBi (BLOOM, MPT): no position embedding; head h subtracts m_h times the distance i − j from each score",
+        f"slopes = torch.tensor({list(o.alibi)!r}, dtype=torch.{o.dtype})  # (h,): m_h, a slope per head",
+        "place = torch.arange(len(x))  # each token's place i: its index",
+        f"distance = (place[:, None] - place[None, :]).to(torch.{o.dtype})  # (n_q, n_k): i − j",
+        f"position_bias = {per_head}",
+    ]
+
+
+def _mask_lines(case: Case) -> list[str]:
+    """The mask as a tensor: 1 = the query (row) may attend to the key (column), 0 = it may not; and the window."""
+    o = case.options
+    if o.mask == "causal":
+        lines = ["n = len(x)", "mask = torch.ones(n, n).tril()  # causal: query i may attend to keys 1..i only"]
+    elif o.mask is not None:
+        lines = [
+            "# The case's mask: row i says which keys query i may attend to (1) or not (0)",
+            *literal("mask", o.mask),
+            "mask = torch.tensor(mask)",
+        ]
+    else:
+        lines = []
+    if o.window is None:
+        return lines
+    w = o.window
+    return [
+        *lines,
+        *(["n = len(x)"] * (o.mask != "causal")),
+        f"# Sliding window (Mistral, Gemma 2/3, gpt-oss): query i sees keys i − {w} < j ≤ i, itself and the {w - 1} "
+        "before it",
+        f"window = {w}",
+        "in_window = torch.ones(n, n).tril().triu(1 - window)  # (n_q, n_k): 1 inside query i's window",
+        *(["seen = mask * in_window  # a key the mask allows, inside the window"] * (o.mask is not None)),
     ]
 
 
@@ -335,9 +524,11 @@ def _repeat_lines(case: Case) -> list[str]:
         body = ["weights_i = weights[i : i + 1]  # the override's row i, as in step 5"]
     else:
         body = ["scores_i = queries[..., i : i + 1, :] @ keys.mT  # (h?, 1, n_k): query i alone"]
-        body += [code for code, _ in _score_options(case, "scores_i", "mask[i : i + 1]")]
+        rows = f"{_seen(case)}[i : i + 1]", "position_bias[..., i : i + 1, :]"
+        body += [code for _, code, _ in _score_options(case, "scores_i", *rows)]
         nan_to_num = ".nan_to_num(nan=0.0)" if _fully_masked(case) else ""
-        body.append(f"weights_i = softmax(scores_i, dim=-1){nan_to_num}")
+        softmax = "softmax_with_sink(scores_i)[0]" if o.sinks is not None else f"softmax(scores_i, dim=-1){nan_to_num}"
+        body.append(f"weights_i = {softmax}")
     body.append("outputs_i = (values[..., :, None, :] * weights_i.mT[..., :, :, None]).sum(dim=-3)")
     if o.heads > 1:
         body.append("outputs_i = outputs_i.transpose(0, 1).flatten(1)")
@@ -355,11 +546,13 @@ def _repeat_lines(case: Case) -> list[str]:
 
 
 def _fully_masked(case: Case) -> list[int]:
-    """The 1-based rows whose every key is masked: their softmax is NaN, and the core makes it 0."""
-    mask = case.options.mask
-    if mask is None or mask == "causal":  # causal always leaves a query its own key
+    """The 1-based rows whose every key is masked (by the mask, or outside the window): their softmax is NaN, and
+    the core makes it 0 (with sinks, the sink takes the whole row instead)."""
+    o = case.options
+    if not isinstance(o.mask, tuple):  # a causal mask and a window always leave a query its own key
         return []
-    return [i + 1 for i, row in enumerate(mask) if not any(row)]
+    window = o.window or len(o.mask)
+    return [i + 1 for i, row in enumerate(o.mask) if not any(row[max(0, i - window + 1) : i + 1] if o.window else row)]
 
 
 def literal(name: str, matrix: Matrix, labels: tuple[str, ...] | None = None) -> list[str]:

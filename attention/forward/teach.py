@@ -7,9 +7,9 @@ import math
 
 import torch
 
-from ..base.case import Case, with_options
+from ..base.case import MODERN, Case, with_options
 from ..base.i18n import Message, msg, text
-from .compute import Trace, attend
+from .compute import Trace, attend, option_tensors
 
 
 def sqrt_dk_effect(trace: Trace, head: int | None = None) -> dict[str, float]:
@@ -67,14 +67,46 @@ def whys(trace: Trace, step: str, lang: str = "en", head: int | None = None) -> 
         out.append(text(lang, "why.causal_outputs"))
     if step == "softmax" and o.weights_override is not None:
         out.append(text(lang, "why.rounded"))
-    return out
+    return out + [text(lang, f"why.{option}", **numbers) for option, numbers in modern_whys(trace, step, head)]
+
+
+MODERN_STEP = {"window": "scores", "softcap": "scores", "alibi": "scores", "sinks": "softmax", "rope_fraction": "rope"}
+
+
+def modern_whys(trace: Trace, step: str, head: int | None = None) -> list[tuple[str, dict]]:
+    """The options of today's models in effect at this step (the step each changes), with the case's numbers that
+    tell their story: (option, its why's numbers)."""
+    case, o = trace.case, trace.case.options
+    on = [name for name, at in MODERN_STEP.items() if at == step and getattr(o, name) is not None]
+    h, last = head or 0, case.n  # the last token: the one a window cuts most
+    numbers = {
+        "window": lambda: {"w": o.window, "n": last, "first": max(1, last - o.window + 1)},
+        "softcap": lambda: {"cap": o.softcap, "top": _top_score(trace, head),
+                            "capped": o.softcap * math.tanh(_top_score(trace, head) / o.softcap)},
+        "alibi": lambda: {"slope": o.alibi[h], "head": h + 1, "far": 3, "penalty": 3 * o.alibi[h]},
+        "sinks": lambda: {"sink": o.sinks[h], "head": h + 1, "share": _of_head(trace, "weights_sink", h).mean().item()},
+        "rope_fraction": lambda: {"d_rot": case.d_rot, "d": case.d_head, "rest": case.d_head - case.d_rot},
+    }  # fmt: skip
+    return [(name, numbers[name]()) for name in on]
+
+
+def _of_head(trace: Trace, name: str, head: int) -> torch.Tensor:
+    """One head's slice of a recorded tensor (the tensor itself with one head)."""
+    return trace[name][head] if trace.case.options.heads > 1 else trace[name]
+
+
+def _top_score(trace: Trace, head: int | None) -> float:
+    """The largest score before the softcap, by size (of one head, or every head's)."""
+    uncapped = trace["scores_uncapped"] if head is None else trace.view("scores_uncapped", head)
+    return max(uncapped.max().item(), uncapped.min().item(), key=abs)
 
 
 def variants(case: Case) -> dict[str, Case]:
     """Where the article departs from textbook attention, side by side on one case's numbers, keyed by id: "rounded"
     (when the case has the article's rounded weights), "exact", "textbook", "temperature" (when it is not 1) and
-    "causal". A variant's name is variant_name(id, case)."""
+    "causal", each without today's sliding window, cap, ALiBi and sinks. A variant's name is variant_name(id, case)."""
     exact = {"scale": None, "temperature": None, "mask": None, "weights_override": None}
+    exact |= {"window": None, "softcap": None, "alibi": None, "sinks": None}  # today's options: the page's next part
     changes = {"exact": {}, "textbook": {"scale": "sqrt_dk"}, "causal": {"mask": "causal"}}
     if case.options.weights_override is not None:
         changes = {"rounded": {"weights_override": case.options.weights_override}} | changes
@@ -90,6 +122,44 @@ def variant_name(variant: str, case: Case) -> Message:
 
 
 EXACT = "exact"  # the variant the others are compared with
+
+# Today's models' variants (the variants page), by id: each an option of the case; NoPE is RoPE left out
+MODERN_VARIANTS = ("window", "softcap", "alibi", "sinks", "partial", "nope")
+PLAIN = dict.fromkeys(MODERN)  # plain attention: every option of today's models off
+
+
+def modern_chosen(case: Case, nope: bool = False) -> tuple[str, ...]:
+    """The variants of today's models the case has, in MODERN_VARIANTS' order (`nope`: its RoPE was left out)."""
+    o = case.options
+    has = {"window": o.window, "softcap": o.softcap, "alibi": o.alibi, "sinks": o.sinks, "partial": o.rope_fraction}
+    return tuple(v for v in MODERN_VARIANTS if (nope if v == "nope" else has[v] is not None))
+
+
+def window_readings(case: Case, plain_outputs: torch.Tensor, outputs: torch.Tensor) -> list[Message]:
+    """For each query, which tokens it sees (its mask and window) and how far its output moved from plain
+    attention's (the largest change of one of its numbers)."""
+    allowed = option_tensors(case, torch.device("cpu"))[0]  # (n, n) bool, or None: every key
+    moved = (outputs.double() - plain_outputs.double()).abs().amax(dim=-1)  # (n,)
+    readings = []
+    for i in range(case.n):
+        seen = list(range(case.n)) if allowed is None else allowed[i].nonzero().flatten().tolist()
+        said = {"i": i + 1, "token": case.tokens[i], "seen": spans(seen), "moved": moved[i].item()}
+        if len(seen) > 1:
+            readings.append(msg("variants.sees", **said))
+        else:
+            readings.append(msg("variants.sees_one" if seen else "variants.sees_none", **said))
+    return readings
+
+
+def spans(indices: list[int]) -> str:
+    """Token places (from 0) as the numbers a reader counts (from 1), runs as ranges: [2, 3, 4, 7] -> "3–5, 8"."""
+    runs: list[list[int]] = []
+    for i in indices:
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return ", ".join(f"{r[0] + 1}" if len(r) == 1 else f"{r[0] + 1}–{r[-1] + 1}" for r in runs)
 
 
 def rounding_gap(case: Case) -> float:

@@ -55,7 +55,7 @@ EXPECTED = {
     "inputs": ("inputs", "Inputs and weights", ()),
     "broadcasting": ("broadcasting", "Step 6 · the broadcast", ()),
     "one_query": ("one-query", "Step 8 · one query at a time", ()),
-    "variants": ("variants", "The article and textbook attention, side by side", ()),
+    "variants": ("", "Attention's variants on your numbers", ()),  # its screenshot: tests/e2e/test_variants.py
     "multi_head": ("multi-head", "Multi-head attention", ()),
     "explain": ("explain", "Explain a number", ("q₂ · k₂ = 2·4 + 2·4 + 2·0 = 16",)),
     "devices": ("devices", "Devices", ("GPU: unavailable",)),  # the test machine has no GPU

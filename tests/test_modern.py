@@ -251,3 +251,18 @@ def test_every_page_renders_with_every_option_on(every_option_app, page):
             assert not app.exception and not app.error, (step, app.exception)
             drawn |= set(charts(app))
         assert {"position_bias", "scores_uncapped", "weights_sink", "queries_unrotated"} <= drawn
+
+
+def test_the_overviews_window_question_opens_the_variants_page_with_a_window_of_3():
+    from streamlit.testing.v1 import AppTest
+
+    from attention.forward import teach
+    from tests.apptest import APP
+
+    assert "window" in teach.questions(attend(presets.article()))
+    app = AppTest.from_file(APP, default_timeout=60).run()
+    app.query_params["ask"] = "window"
+    app.switch_page("pages/variants.py").run()
+    assert not app.exception
+    assert session(app).controls.window == 3 and current_trace(app).case.options.window == 3
+    assert "window" not in teach.questions(current_trace(app))  # asked and answered

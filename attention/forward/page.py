@@ -8,6 +8,7 @@ import streamlit as st
 from ..app import charts, editors, frame, live, pickers, tab, traces
 from ..app.language import lang, t
 from ..app.text import plain, prose
+from ..base.case import MODERN
 from ..base.i18n import render
 from ..exercise import room as exercise_room
 from ..exercise.state import hiding
@@ -62,6 +63,9 @@ def _walkthrough(trace: Trace) -> None:
     for number, why in enumerate(traces.whys(tab.current(), trace, step.name, lang())):  # the step's, its options'
         st.markdown(f"**{t('why.label')}** · {prose(why)}" if number == 0 else prose(why))
     st.code(script.shown(trace.case, step.name), language="python", wrap_lines=True)  # the reader's code
+    if step.name in ("scores", "softmax") and any(getattr(trace.case.options, o) is not None for o in MODERN):
+        with st.expander(t("walkthrough.flex")):  # today's models' way, which the app's check runs too
+            st.code("\n".join(script.flex_lines(trace.case)), language="python", wrap_lines=True)
     for note in step.notes:
         if getattr(note, "key", None) != "note.override":  # the why above says it: the article rounds for readability
             st.info(plain(render(lang(), note)))

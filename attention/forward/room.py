@@ -87,7 +87,7 @@ def _advance(seconds: float) -> None:
 ASK = "ask"  # the link's parameter: which question, answered once when its page opens
 PAGE = {
     "score": "explain", "look": "explain", "rope": "walkthrough", "output": "explain", "causal": "walkthrough",
-    "sqrt_dk": "variants",
+    "sqrt_dk": "variants", "window": "variants",
 }  # fmt: skip
 
 
@@ -116,6 +116,8 @@ def answer(session: Session, params: MutableMapping[str, str]) -> None:
     elif ask == "output":
         d_out = len(o.w_out[0]) if o.w_out else session.case.d_v
         explain_room.pick("outputs", (_output_row(session.case.n), min(1, d_out - 1)))  # the article's output 3: 7.8
+    elif ask == "window":
+        session.choose(window=teach.QUESTION_WINDOW)  # the Variants page shows what it does, token by token
     elif ask == "causal":
         session.choose(mask="causal")  # one change: the softmax in use stays what the sidebar says
         session.go_to("outputs")  # step 7 by its name: on a RoPE case too, where it is the 8th of nine

@@ -200,7 +200,8 @@ def most_looked_at(trace: Trace) -> tuple[int, int]:
 def questions(trace: Trace) -> dict[str, Message]:
     """The overview's questions, by the id their link carries, each answerable from the screen: a score worked out
     by hand only where its vectors are short, an output only where it is a few numbers, which key a token looks at
-    most where they are not; RoPE's turn on a case with it; a causal mask where there is none yet; ÷√d_k always."""
+    most where they are not; RoPE's turn on a case with it; a causal mask where there is none yet; ÷√d_k always; a
+    sliding window (today's models) where there is none yet."""
     case, o = trace.case, trace.case.options
     tokens, out = case.tokens, {}
     if by_hand(case.d_head):
@@ -220,7 +221,12 @@ def questions(trace: Trace) -> dict[str, Message]:
     if o.mask is None:
         out["causal"] = msg("question.causal", token=tokens[0])
     out["sqrt_dk"] = msg("question.sqrt_dk", d=case.d_head)
+    if o.window is None:  # today's models: the Variants page with a window of 3 on
+        out["window"] = msg("question.window", window=QUESTION_WINDOW)
     return out
+
+
+QUESTION_WINDOW = 3
 
 
 def _number(v: float) -> str:

@@ -348,7 +348,7 @@ def test_a_case_too_big_for_hand_work_offers_no_exercise_and_no_wide_question():
     trace = attend(random_case(n=20, d_in=8, d_k=64, d_v=64, seed=1, mask="causal"))
     assert set(teach.questions(trace)) == {"look", "sqrt_dk", "window"} and on_case(trace) == {}
     small = attend(random_case(n=4, d_in=4, d_k=2, d_v=2, seed=1, mask="causal"))
-    assert set(teach.questions(small)) == {"score", "output", "sqrt_dk"}
+    assert set(teach.questions(small)) == {"score", "output", "sqrt_dk", "window"}
     assert set(on_case(small)) == {"case_weight", "case_score"}
     query, key = teach.seen_cell(small)
     assert key <= query  # a score the causal mask keeps

@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python bench/core.py
+python bench/variants.py  # a trace with each of today's options against the plain trace
 python bench/backward.py  # the backward trace against autograd's backward
 python bench/tiles.py  # attention in tiles against the eight steps at n = 1024: peak memory, time
 python bench/decoding.py  # SmolLM2 generating with the app's KV cache, transformers' and none

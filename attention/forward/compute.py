@@ -223,8 +223,8 @@ def score_options(case: Case, device: torch.device) -> dict:
 
     bias = None
     if o.alibi is not None:
-        i = torch.arange(case.n, device=device)
-        bias = -per_head(o.alibi) * (i[:, None] - i[None, :]).to(dtype)  # (h?, n, n): − m_h (i − j)
+        i = torch.arange(case.n, dtype=dtype, device=device)  # whole numbers, exact in either dtype
+        bias = (i[None, :] - i[:, None]) * per_head(o.alibi)  # (h?, n, n): − m_h (i − j)
     sinks = None if o.sinks is None else per_head(o.sinks)
     return {
         "scale": scale_factor(case), "temperature": o.temperature, "allowed": allowed, "override": override,

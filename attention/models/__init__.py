@@ -120,10 +120,39 @@ def label(id: str) -> Message:
     if found.problem is not None:
         return msg("real.pick_broken", model=name)
     over = found.float32_bytes > offering.budget()  # said before it is picked
+    family = found.family if found.spec is None else family_line(found.spec)  # its attention said with its family
     return msg(
-        "real.pick_over" if over else "real.pick", model=name, family=found.family, layers=found.layers,
+        "real.pick_over" if over else "real.pick", model=name, family=family, layers=found.layers,
         heads=found.heads, disk=size(found.disk_bytes), float32=size(found.float32_bytes),
     )  # fmt: skip
+
+
+def family_line(spec: Spec) -> str | Message:
+    """The model's family and, where its layers differ from plain causal attention, how: "mistral · sliding 3 on every
+    layer", "smollm3 · NoPE on every 4th layer"."""
+    parts = []
+    windows = {w for w in spec.windows or () if w is not None}
+    for window in sorted(windows):  # one part per size of window (a model has one)
+        layers = tuple(i for i, w in enumerate(spec.windows) if w == window)
+        parts.append(msg("real.attention_sliding", window=window, layers=_layers(layers, spec.layers)))
+    if spec.no_rope:
+        parts.append(msg("real.attention_nope", layers=_layers(spec.no_rope, spec.layers)))
+    if not parts:
+        return spec.model_type
+    attention = parts[0]
+    for part in parts[1:]:
+        attention = msg("real.attention_both", first=attention, second=part)
+    return msg("real.family_with", family=spec.model_type, attention=attention)
+
+
+def _layers(chosen: tuple[int, ...], layers: int) -> Message:
+    """Some of a model's layers (0-based) as people count them: every layer, every k-th (k ≥ 4), or a list from 1."""
+    if len(chosen) == layers:
+        return msg("real.layers_every")
+    k = chosen[0] + 1
+    if k >= 4 and chosen == tuple(range(k - 1, layers, k)):
+        return msg("real.layers_nth", k=k)
+    return msg("real.layers_list", layers=", ".join(str(i + 1) for i in chosen))
 
 
 def sizes(id: str) -> Message | None:

@@ -1,6 +1,6 @@
-"""The Llama family (Llama, SmolLM2, Mistral, Qwen2 with biases on q, k and v, Qwen3 with q and k RMS-normed per
-head): its spec from a config, its tensors, its forward pass in plain torch (RMSNorm, RoPE from the core,
-grouped-query attention, SwiGLU), and where a layer's q, k, v weights lie."""
+"""The Llama family (Llama, SmolLM2, Mistral and Qwen2 with their sliding windows, Qwen2's biases on q, k and v, Qwen3
+with q and k RMS-normed per head, SmolLM3 with NoPE layers): its spec from a config, its tensors, its forward pass in
+plain torch (RMSNorm, RoPE from the core, grouped-query attention, SwiGLU), and where a layer's q, k, v weights lie."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ class Llama:
             rope_scaling=None if frequencies is None else kind, rope_frequencies=frequencies, rope_attention=attention,
             norm_eps=config.get("rms_norm_eps", 1e-6), tied=config.get("tie_word_embeddings", False),
             vocab=config["vocab_size"], bias=config.get("attention_bias", config["model_type"] == "qwen2"),
+            windows=sliding_windows(config), no_rope=nope_layers(config),
         )  # fmt: skip
 
     def expected(self, s) -> dict[str, tuple[int, ...] | None]:
@@ -93,10 +94,12 @@ class Llama:
                        for part in "qkv")  # (h, m, hd), (g, m, hd), (g, m, hd)  # fmt: skip
             if (norms := self.norms(w, layer)) is not None:
                 q, k = rms_norm(q, norms[0], s.norm_eps), rms_norm(k, norms[1], s.norm_eps)
-            q, k = rope(q, at, theta), rope(k, at, theta)  # the core's RoPE
-            if s.rope_attention != 1.0:  # YaRN's factor on cos and sin: both q and k grow by it
+            if layer not in s.no_rope:  # the core's RoPE (a NoPE layer's q and k stay as they are)
+                q, k = rope(q, at, theta), rope(k, at, theta)
+            if s.rope_attention != 1.0 and layer not in s.no_rope:  # YaRN's factor on cos and sin: q and k grow by it
                 q, k = q * s.rope_attention, k * s.rope_attention
-            out, weights = attend_heads(q, k, v, layer, cache, causal=True)  # (h, m, hd), (h, m, n)
+            window = s.windows[layer] if s.windows else None  # Mistral's, Qwen2's sliding window
+            out, weights = attend_heads(q, k, v, layer, cache, causal=True, window=window)  # (h, m, hd), (h, m, n)
             inputs.append(x), head_outputs.append(out), every.append(weights)
             if edit is not None:  # heads switched off or patched: before the output projection mixes them
                 out = edit(layer, out)
@@ -109,6 +112,43 @@ class Llama:
         last = rms_norm(h[-1:], w["norm.weight"], s.norm_eps)  # the next token is predicted from the last alone
         logits = last @ w["embed_tokens.weight" if s.tied else "lm_head.weight"].T  # (1, vocabulary)
         return Pass(torch.stack(inputs), torch.stack(head_outputs), torch.stack(every), logits)
+
+
+def sliding_windows(config: dict) -> tuple[int | None, ...] | None:
+    """Each layer's sliding window as transformers reads the config: Mistral's on every layer; Qwen2's, Qwen3's and
+    SmolLM3's only with use_sliding_window, on the layers its layer_types call "sliding_attention" (by default Qwen's
+    from max_window_layers on, SmolLM3's NoPE layers). None: no layer has one."""
+    kind, layers, window = config["model_type"], config["num_hidden_layers"], config.get("sliding_window")
+    if kind not in ("mistral", "qwen2", "qwen3", "smollm3") or window is None:  # Llama's config has none
+        return None
+    if kind != "mistral" and not config.get("use_sliding_window", False):
+        return None
+    if kind == "mistral":  # its layer_types, if any, are not read (transformers warns so)
+        types = ["sliding_attention"] * layers
+    else:
+        types = config.get("layer_types")
+    if types is None and kind == "smollm3":
+        nope = set(nope_layers(config))
+        types = ["sliding_attention" if i in nope else "full_attention" for i in range(layers)]
+    elif types is None:
+        first = config.get("max_window_layers", 28)
+        types = ["sliding_attention" if i >= first else "full_attention" for i in range(layers)]
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1 or len(types) != layers:
+        raise TypeError(f"sliding_window {window!r} over {len(types)} layer_types for {layers} layers")
+    windows = tuple(window if t == "sliding_attention" else None for t in types)
+    return windows if any(w is not None for w in windows) else None
+
+
+def nope_layers(config: dict) -> tuple[int, ...]:
+    """SmolLM3's layers without RoPE (0-based): those its no_rope_layers mark 0 (1: turned), by default every
+    no_rope_layer_interval-th layer; no other family has any."""
+    if config["model_type"] != "smollm3":
+        return ()
+    marks = config.get("no_rope_layers")
+    if marks is None:
+        interval = config.get("no_rope_layer_interval", 4)
+        marks = [int((i + 1) % interval != 0) for i in range(config["num_hidden_layers"])]
+    return tuple(i for i, turned in enumerate(marks) if not turned)
 
 
 def scaled_rope(kind: str, rope: dict, base: float, d: int, config: dict) -> tuple[tuple[float, ...] | None, float]:

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import torch
 
-from ..base.case import MAX_ABS, MAX_WIDE_CELLS, MAX_WIDE_N, Case, CaseError, Options, max_d, with_options
+from ..base.case import MAX_ABS, MAX_N, MAX_WIDE_CELLS, MAX_WIDE_N, Case, CaseError, Options, max_d, with_options
 from ..base.i18n import clip, msg
 from .tokens import labels, readable_for
 
@@ -50,6 +50,10 @@ class Spec:
     rope_frequencies: tuple[float, ...] | None = None  # the scaled θ_p of each pair; None: base^(−2p/head_dim)
     rope_attention: float = 1.0  # YaRN's factor on RoPE's cos and sin: every score grows by its square
     model_type: str = ""  # its config's name of its architecture: "llama", "qwen2", "gpt2", "bert", …
+    # each layer's sliding window (Mistral's on every layer, Qwen2's past max_window_layers): query i sees keys
+    # i − window < j ≤ i; None (the whole tuple or a layer's): causal attention over every earlier token
+    windows: tuple[int | None, ...] | None = None
+    no_rope: tuple[int, ...] = ()  # the layers (0-based) whose q and k are not turned: SmolLM3's NoPE layers
 
 
 class Model:
@@ -147,10 +151,13 @@ def layer_norm(h: torch.Tensor, w: dict, prefix: str, eps: float) -> torch.Tenso
     return torch.nn.functional.layer_norm(h, h.shape[-1:], w[prefix + ".weight"], w[prefix + ".bias"], eps=eps)
 
 
-def attend_heads(q, k, v, layer: int, cache: KVCache | None, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def attend_heads(
+    q, k, v, layer: int, cache: KVCache | None, causal: bool, window: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Every head of a layer: the new tokens' queries (h, m, d) against their keys and values (g, m, d) and, with a
     cache, every earlier token's (appended to it first). Query head i reads key/value head i // (h/g) (grouped-query
-    attention: the group's queries side by side, no copy of the keys). Returns outputs (h, m, d), weights (h, m, n)."""
+    attention: the group's queries side by side, no copy of the keys); with a sliding window, only the window's last
+    keys. Returns outputs (h, m, d), weights (h, m, n)."""
     (h, m, d), g = q.shape, k.shape[0]
     start = 0 if cache is None else cache.length
     n = start + m
@@ -160,6 +167,8 @@ def attend_heads(q, k, v, layer: int, cache: KVCache | None, causal: bool) -> tu
     scores = q.view(g, h // g, m, d) @ k[:, None].mT / math.sqrt(d)  # (g, h/g, m, n)
     if causal:  # new token i (at position start + i) sees the keys up to its own
         allowed = torch.ones(m, n, dtype=torch.bool, device=q.device).tril(diagonal=start)
+        if window is not None:  # and the window's keys alone: j > (start + i) − window
+            allowed = allowed.triu(diagonal=start - window + 1)
         scores = scores.masked_fill(~allowed, float("-inf"))
     weights = torch.softmax(scores, dim=-1)
     return (weights @ v[:, None]).flatten(0, 1), weights.flatten(0, 1)  # (h, m, d), (h, m, n)
@@ -202,21 +211,26 @@ def _x(model: Model, run: Run, layer: int) -> torch.Tensor:
 
 
 def _options(model: Model, layer: int, heads: int = 1) -> dict:
-    """The layer's attention, as the case's options: 1/√head_dim, its mask, RoPE, its grouped heads, a q/k norm."""
+    """The layer's attention, as the case's options: 1/√head_dim, its mask and window, RoPE (none on a NoPE layer),
+    its grouped heads, a q/k norm."""
     spec = model.spec
     options = {"scale": "sqrt_dk", "heads": heads, "bias": spec.bias}  # the ones column travels with the case
     if (norms := spec.family.norms(model.weights, layer)) is not None:  # Qwen3's: the layer's γ_Q and γ_K
         options |= {"q_norm": tuple(norms[0].tolist()), "k_norm": tuple(norms[1].tolist()), "norm_eps": spec.norm_eps}
     if spec.causal:
         options["mask"] = "causal"
-    if spec.rope_base is not None:
-        options["rope_base"] = spec.rope_base
+    if heads > 1 and spec.kv_heads != spec.heads:
+        options["kv_heads"] = spec.kv_heads
+    window = spec.windows[layer] if spec.windows else None
+    if window is not None and window <= MAX_N:  # a longer window than a case's longest sentence changes nothing
+        options["window"] = window
+    if spec.rope_base is None or layer in spec.no_rope:  # learned positions, or a NoPE layer (SmolLM3's)
+        return options
+    options["rope_base"] = spec.rope_base
     if spec.rope_frequencies is not None:  # scaled RoPE (Llama 3's, linear, YaRN): the model's own θ_p
         options["rope_frequencies"] = spec.rope_frequencies
     if spec.rope_attention != 1.0:  # YaRN turns q and k by cos and sin grown by a factor: scores by its square
         options["scale"] = spec.rope_attention**2 / math.sqrt(spec.head_dim)
-    if heads > 1 and spec.kv_heads != spec.heads:
-        options["kv_heads"] = spec.kv_heads
     return options
 
 

@@ -18,7 +18,7 @@ from .gpt2 import Gpt2
 from .llama import Llama
 from .model import Model, Spec
 
-SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "gpt2", "bert", "roberta")  # config.json's model_type
+SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "gpt2", "bert", "roberta", "smollm3")  # config.json's model_type
 PREFIXES = ("model.", "transformer.", "bert.", "roberta.")  # a file saved from a model with a head names its body so
 EXAMPLE = "The cat sat on the mat because it was tired"
 # GGUF's names of a llama model's tensors (llama.cpp's converter), and Hugging Face's, which the adapter reads

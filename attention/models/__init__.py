@@ -129,7 +129,7 @@ def label(id: str) -> Message:
 
 def family_line(spec: Spec) -> str | Message:
     """The model's family and, where its layers differ from plain causal attention, how: "mistral · sliding 3 on every
-    layer", "smollm3 · NoPE on every 4th layer"."""
+    layer", "smollm3 · NoPE on every 4th layer", "gemma2 · sliding 4096 on odd layers · softcap 50"."""
     parts = []
     windows = {w for w in spec.windows or () if w is not None}
     for window in sorted(windows):  # one part per size of window (a model has one)
@@ -137,6 +137,8 @@ def family_line(spec: Spec) -> str | Message:
         parts.append(msg("real.attention_sliding", window=window, layers=_layers(layers, spec.layers)))
     if spec.no_rope:
         parts.append(msg("real.attention_nope", layers=_layers(spec.no_rope, spec.layers)))
+    if spec.softcap is not None:  # Gemma 2's cap on the scores
+        parts.append(msg("real.attention_softcap", cap=spec.softcap))
     if not parts:
         return spec.model_type
     attention = parts[0]
@@ -146,9 +148,15 @@ def family_line(spec: Spec) -> str | Message:
 
 
 def _layers(chosen: tuple[int, ...], layers: int) -> Message:
-    """Some of a model's layers (0-based) as people count them: every layer, every k-th (k ≥ 4), or a list from 1."""
+    """Some of a model's layers (0-based) as people count them: every layer, every k-th (k ≥ 4), the odd ones (from
+    1, of 4 or more), all but every k-th (k ≥ 4), or a list from 1."""
     if len(chosen) == layers:
         return msg("real.layers_every")
+    if layers >= 4 and chosen == tuple(range(0, layers, 2)):  # Gemma 2's sliding layers
+        return msg("real.layers_odd")
+    others = tuple(i for i in range(layers) if i not in chosen)  # Gemma 3's: all but every k-th (its global ones)
+    if others and others[0] >= 3 and others == tuple(range(others[0], layers, others[0] + 1)):
+        return msg("real.layers_but_nth", k=others[0] + 1)
     k = chosen[0] + 1
     if k >= 4 and chosen == tuple(range(k - 1, layers, k)):
         return msg("real.layers_nth", k=k)

@@ -41,7 +41,7 @@ class Spec:
     # a sentence, and a layer and head (1-based) whose pattern is easy to read: the shipped models' are previous-token
     # heads (each token looks mostly at the one before it: the encoder's with weight 1.0, the decoder's 0.74 on average)
     default: tuple[str, int, int]
-    family: object  # its adapter (llama.Llama, gpt2.Gpt2, bert.Bert): its tensors, its forward pass, its heads
+    family: object  # its adapter (llama.Llama, gemma.Gemma, gpt2.Gpt2, bert.Bert): its tensors, forward pass, heads
     bias: bool = False  # q, k and v have biases: a head's case has x's last column of ones, the biases' row
     norm_eps: float = 1e-5  # its RMSNorm's or LayerNorm's epsilon
     tied: bool = True  # the output layer is the token embedding
@@ -54,6 +54,10 @@ class Spec:
     # i − window < j ≤ i; None (the whole tuple or a layer's): causal attention over every earlier token
     windows: tuple[int | None, ...] | None = None
     no_rope: tuple[int, ...] = ()  # the layers (0-based) whose q and k are not turned: SmolLM3's NoPE layers
+    scale: float | None = None  # the scores' multiplier (Gemma's query_pre_attn_scalar^(−1/2)); None: 1/√head_dim
+    softcap: float | None = None  # Gemma 2's cap on the scores: cap · tanh(S / cap), after the scale
+    logit_softcap: float | None = None  # Gemma 2's cap on the final logits, likewise
+    local_rope_base: float | None = None  # Gemma 3's sliding layers' own RoPE base (unscaled); None: rope_base's
 
 
 class Model:
@@ -152,19 +156,24 @@ def layer_norm(h: torch.Tensor, w: dict, prefix: str, eps: float) -> torch.Tenso
 
 
 def attend_heads(
-    q, k, v, layer: int, cache: KVCache | None, causal: bool, window: int | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
+    q, k, v, layer: int, cache: KVCache | None, causal: bool, window: int | None = None,
+    scale: float | None = None, softcap: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """Every head of a layer: the new tokens' queries (h, m, d) against their keys and values (g, m, d) and, with a
     cache, every earlier token's (appended to it first). Query head i reads key/value head i // (h/g) (grouped-query
     attention: the group's queries side by side, no copy of the keys); with a sliding window, only the window's last
-    keys. Returns outputs (h, m, d), weights (h, m, n)."""
+    keys. Scores times scale (None: 1/√d), then capped where softcap is given. Returns outputs (h, m, d), weights
+    (h, m, n)."""
     (h, m, d), g = q.shape, k.shape[0]
     start = 0 if cache is None else cache.length
     n = start + m
     if cache is not None:
         cache.keys[layer, :, start:n], cache.values[layer, :, start:n] = k, v  # appended
         k, v = cache.keys[layer, :, :n], cache.values[layer, :, :n]  # (g, n, d): every token so far
-    scores = q.view(g, h // g, m, d) @ k[:, None].mT / math.sqrt(d)  # (g, h/g, m, n)
+    scores = q.view(g, h // g, m, d) @ k[:, None].mT  # (g, h/g, m, n)
+    scores = scores / math.sqrt(d) if scale is None else scores * scale
+    if softcap is not None:  # Gemma 2's: every score squashed into (−cap, cap), before the mask
+        scores = softcap * torch.tanh(scores / softcap)
     if causal:  # new token i (at position start + i) sees the keys up to its own
         allowed = torch.ones(m, n, dtype=torch.bool, device=q.device).tril(diagonal=start)
         if window is not None:  # and the window's keys alone: j > (start + i) − window
@@ -211,10 +220,12 @@ def _x(model: Model, run: Run, layer: int) -> torch.Tensor:
 
 
 def _options(model: Model, layer: int, heads: int = 1) -> dict:
-    """The layer's attention, as the case's options: 1/√head_dim, its mask and window, RoPE (none on a NoPE layer),
-    its grouped heads, a q/k norm."""
+    """The layer's attention, as the case's options: 1/√head_dim (or the model's own scale), a softcap, its mask and
+    window, RoPE (none on a NoPE layer, a local layer's own base), its grouped heads, a q/k norm."""
     spec = model.spec
-    options = {"scale": "sqrt_dk", "heads": heads, "bias": spec.bias}  # the ones column travels with the case
+    options = {"scale": "sqrt_dk" if spec.scale is None else spec.scale, "heads": heads, "bias": spec.bias}
+    if spec.softcap is not None:  # Gemma 2's cap on the scores
+        options["softcap"] = spec.softcap
     if (norms := spec.family.norms(model.weights, layer)) is not None:  # Qwen3's: the layer's γ_Q and γ_K
         options |= {"q_norm": tuple(norms[0].tolist()), "k_norm": tuple(norms[1].tolist()), "norm_eps": spec.norm_eps}
     if spec.causal:
@@ -226,11 +237,13 @@ def _options(model: Model, layer: int, heads: int = 1) -> dict:
         options["window"] = window
     if spec.rope_base is None or layer in spec.no_rope:  # learned positions, or a NoPE layer (SmolLM3's)
         return options
+    if window is not None and spec.local_rope_base is not None:  # Gemma 3's local layers: their own base, unscaled
+        return options | {"rope_base": spec.local_rope_base}
     options["rope_base"] = spec.rope_base
     if spec.rope_frequencies is not None:  # scaled RoPE (Llama 3's, linear, YaRN): the model's own θ_p
         options["rope_frequencies"] = spec.rope_frequencies
     if spec.rope_attention != 1.0:  # YaRN turns q and k by cos and sin grown by a factor: scores by its square
-        options["scale"] = spec.rope_attention**2 / math.sqrt(spec.head_dim)
+        options["scale"] = spec.rope_attention**2 * (spec.scale or 1 / math.sqrt(spec.head_dim))
     return options
 
 

@@ -14,11 +14,13 @@ import torch
 from ..base.case import CaseError
 from ..base.i18n import clip, msg
 from .bert import Bert
+from .gemma import Gemma
 from .gpt2 import Gpt2
 from .llama import Llama
 from .model import Model, Spec
 
-SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "gpt2", "bert", "roberta", "smollm3")  # config.json's model_type
+# config.json's model_type
+SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "gpt2", "bert", "roberta", "smollm3", "gemma2", "gemma3_text")
 PREFIXES = ("model.", "transformer.", "bert.", "roberta.")  # a file saved from a model with a head names its body so
 EXAMPLE = "The cat sat on the mat because it was tired"
 # GGUF's names of a llama model's tensors (llama.cpp's converter), and Hugging Face's, which the adapter reads
@@ -37,6 +39,8 @@ def family_of(config: dict, where: Path):
     if kind in ("bert", "roberta"):  # RoBERTa counts positions from its padding token + 1
         pad = config.get("pad_token_id")
         return Bert(first_position=(pad if isinstance(pad, int) else 1) + 1 if kind == "roberta" else 0)
+    if kind in ("gemma2", "gemma3_text"):  # Gemma 3's text model: q/k norms
+        return Gemma(qk_norm=kind == "gemma3_text")
     return Gpt2() if kind == "gpt2" else Llama(qk_norm=kind == "qwen3")
 
 

@@ -182,7 +182,8 @@ def chain_terms(spec, n: int) -> int:
 
 
 def test_every_family_is_one_of_the_supported_ones():
-    assert (*FAMILIES, "smollm3") == sources.SUPPORTED  # SmolLM3's: tests/test_families_2026.py
+    # SmolLM3's: tests/test_families_2026.py; BLOOM's and GPT-NeoX's: tests/test_families_bloom_neox.py
+    assert (*FAMILIES, "smollm3", "bloom", "gpt_neox") == sources.SUPPORTED
 
 
 def test_every_head_of_every_layer_through_the_eight_steps_equals_transformers(pair):
@@ -394,7 +395,7 @@ def test_broken_folders_say_which_file_and_what(folder):
     (folder / "config.json").write_text(json.dumps({**config, "model_type": "t5", "architectures": ["T5Model"]}))
     assert message(folder) == (
         f"{folder / 'config.json'}: is t5, not an architecture this app computes "
-        "(it computes: llama, mistral, qwen2, qwen3, gpt2, bert, roberta, smollm3)"
+        "(it computes: llama, mistral, qwen2, qwen3, gpt2, bert, roberta, smollm3, bloom, gpt_neox)"
     )
     (folder / "config.json").write_text(json.dumps({**config, "num_attention_heads": "four"}))
     assert message(folder).startswith(f"{folder / 'config.json'}: cannot be read: ")

@@ -54,6 +54,8 @@ class Spec:
     # i − window < j ≤ i; None (the whole tuple or a layer's): causal attention over every earlier token
     windows: tuple[int | None, ...] | None = None
     no_rope: tuple[int, ...] = ()  # the layers (0-based) whose q and k are not turned: SmolLM3's NoPE layers
+    alibi: tuple[float, ...] | None = None  # ALiBi's slope m_h of each head (BLOOM's): scores − m_h (i − j)
+    rope_fraction: float | None = None  # partial rotary (GPT-NeoX's rotary_pct): RoPE on each head's first dims
 
 
 class Model:
@@ -152,12 +154,20 @@ def layer_norm(h: torch.Tensor, w: dict, prefix: str, eps: float) -> torch.Tenso
 
 
 def attend_heads(
-    q, k, v, layer: int, cache: KVCache | None, causal: bool, window: int | None = None
+    q,
+    k,
+    v,
+    layer: int,
+    cache: KVCache | None,
+    causal: bool,
+    window: int | None = None,
+    slopes: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Every head of a layer: the new tokens' queries (h, m, d) against their keys and values (g, m, d) and, with a
     cache, every earlier token's (appended to it first). Query head i reads key/value head i // (h/g) (grouped-query
     attention: the group's queries side by side, no copy of the keys); with a sliding window, only the window's last
-    keys. Returns outputs (h, m, d), weights (h, m, n)."""
+    keys; with ALiBi's slopes (h,), each head's scores less m_h (i − j). Returns outputs (h, m, d), weights
+    (h, m, n)."""
     (h, m, d), g = q.shape, k.shape[0]
     start = 0 if cache is None else cache.length
     n = start + m
@@ -165,6 +175,9 @@ def attend_heads(
         cache.keys[layer, :, start:n], cache.values[layer, :, start:n] = k, v  # appended
         k, v = cache.keys[layer, :, :n], cache.values[layer, :, :n]  # (g, n, d): every token so far
     scores = q.view(g, h // g, m, d) @ k[:, None].mT / math.sqrt(d)  # (g, h/g, m, n)
+    if slopes is not None:  # ALiBi: j − i, for new token i at position start + i
+        distance = torch.arange(n, device=q.device) - torch.arange(start, n, device=q.device)[:, None]  # (m, n)
+        scores = scores + slopes.view(g, h // g, 1, 1) * distance
     if causal:  # new token i (at position start + i) sees the keys up to its own
         allowed = torch.ones(m, n, dtype=torch.bool, device=q.device).tril(diagonal=start)
         if window is not None:  # and the window's keys alone: j > (start + i) − window
@@ -210,11 +223,13 @@ def _x(model: Model, run: Run, layer: int) -> torch.Tensor:
     return torch.cat([x, torch.ones(len(x), 1)], dim=1) if model.spec.bias else x
 
 
-def _options(model: Model, layer: int, heads: int = 1) -> dict:
-    """The layer's attention, as the case's options: 1/√head_dim, its mask and window, RoPE (none on a NoPE layer),
-    its grouped heads, a q/k norm."""
+def _options(model: Model, layer: int, heads: int = 1, head: int | None = None) -> dict:
+    """The layer's attention, as the case's options: 1/√head_dim, its mask and window, RoPE (none on a NoPE layer, on
+    part of each head with partial rotary), its grouped heads, a q/k norm, ALiBi's slopes (the head's own, or all)."""
     spec = model.spec
     options = {"scale": "sqrt_dk", "heads": heads, "bias": spec.bias}  # the ones column travels with the case
+    if spec.alibi is not None:
+        options["alibi"] = spec.alibi if head is None else spec.alibi[head : head + 1]
     if (norms := spec.family.norms(model.weights, layer)) is not None:  # Qwen3's: the layer's γ_Q and γ_K
         options |= {"q_norm": tuple(norms[0].tolist()), "k_norm": tuple(norms[1].tolist()), "norm_eps": spec.norm_eps}
     if spec.causal:
@@ -227,6 +242,8 @@ def _options(model: Model, layer: int, heads: int = 1) -> dict:
     if spec.rope_base is None or layer in spec.no_rope:  # learned positions, or a NoPE layer (SmolLM3's)
         return options
     options["rope_base"] = spec.rope_base
+    if spec.rope_fraction is not None:  # partial rotary (GPT-NeoX's): the head's first int(d · fraction) dims turned
+        options["rope_fraction"] = spec.rope_fraction
     if spec.rope_frequencies is not None:  # scaled RoPE (Llama 3's, linear, YaRN): the model's own θ_p
         options["rope_frequencies"] = spec.rope_frequencies
     if spec.rope_attention != 1.0:  # YaRN turns q and k by cos and sin grown by a factor: scores by its square
@@ -236,7 +253,9 @@ def _options(model: Model, layer: int, heads: int = 1) -> dict:
 
 def head_case(model: Model, run: Run, layer: int, head: int) -> Case:
     """One head of one layer (0-based) on the run's sentence, as a case: x, the head's weights, the model's options."""
-    return _as_case(run.tokens, _x(model, run, layer), head_weights(model, layer, head), _options(model, layer))
+    return _as_case(
+        run.tokens, _x(model, run, layer), head_weights(model, layer, head), _options(model, layer, head=head)
+    )
 
 
 def layer_case(model: Model, run: Run, layer: int) -> Case:

@@ -14,12 +14,17 @@ import torch
 from ..base.case import CaseError
 from ..base.i18n import clip, msg
 from .bert import Bert
+from .bloom import Bloom
 from .gpt2 import Gpt2
 from .llama import Llama
 from .model import Model, Spec
+from .neox import TANH_GELUS, GptNeox
 
-SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "gpt2", "bert", "roberta", "smollm3")  # config.json's model_type
-PREFIXES = ("model.", "transformer.", "bert.", "roberta.")  # a file saved from a model with a head names its body so
+# config.json's model_type
+SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "gpt2", "bert", "roberta", "smollm3", "bloom", "gpt_neox")
+# a file saved from a model with a head names its body so
+PREFIXES = ("model.", "transformer.", "bert.", "roberta.", "gpt_neox.")
+RENAMED = {"embed_out.weight": "lm_head.weight"}  # GPT-NeoX's output layer in its files, as transformers names it
 EXAMPLE = "The cat sat on the mat because it was tired"
 # GGUF's names of a llama model's tensors (llama.cpp's converter), and Hugging Face's, which the adapter reads
 GGUF_NAMES = {"token_embd": "embed_tokens", "output_norm": "norm", "output": "lm_head", "attn_norm": "input_layernorm",
@@ -37,6 +42,10 @@ def family_of(config: dict, where: Path):
     if kind in ("bert", "roberta"):  # RoBERTa counts positions from its padding token + 1
         pad = config.get("pad_token_id")
         return Bert(first_position=(pad if isinstance(pad, int) else 1) + 1 if kind == "roberta" else 0)
+    if kind == "bloom":
+        return Bloom()
+    if kind == "gpt_neox":
+        return GptNeox(config.get("use_parallel_residual", True), config.get("hidden_act") in TANH_GELUS)
     return Gpt2() if kind == "gpt2" else Llama(qk_norm=kind == "qwen3")
 
 
@@ -160,7 +169,8 @@ def _safetensors(file: Path, names: list[str], done: int, total: int, progress) 
 
 
 def _unprefixed(name: str) -> str:
-    return next((name.removeprefix(p) for p in PREFIXES if name.startswith(p)), name)
+    name = next((name.removeprefix(p) for p in PREFIXES if name.startswith(p)), name)
+    return RENAMED.get(name, name)
 
 
 def _tokenizer(folder: Path):

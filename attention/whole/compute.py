@@ -161,9 +161,10 @@ class Whole:
 def weights(model, run) -> torch.Tensor:
     """Every head's weights on the run's sentence (layers, heads, n, n), from each layer's recorded input: its q and
     k projections, a q/k norm, RoPE, the scores and the softmax, without the MLPs and output projections a new
-    forward pass would repeat. A model whose scores YaRN's factor grows is run again instead."""
+    forward pass would repeat. A model whose scores YaRN's factor grows, ALiBi biases, or partial rotary turns is run
+    again instead."""
     s = model.spec
-    if s.rope_attention != 1.0:
+    if s.rope_attention != 1.0 or s.alibi is not None or s.rope_fraction is not None:
         with torch.inference_mode():
             return s.family.forward(model, torch.tensor(run.ids, device=model.device)).weights.cpu()
     n, g = len(run.ids), s.heads // s.kv_heads

@@ -167,3 +167,15 @@ def test_greedy_tokens_with_and_without_the_cache_are_transformers(pair):
     cached, uncached = (generate(model, SENTENCE, NEW_TOKENS, cached=c) for c in (True, False))
     assert cached.new_ids == uncached.new_ids == their_tokens(hf, model, ids)
     assert len(set(cached.new_ids)) > 1  # the random model says something, not one token again and again
+
+
+def test_the_whole_models_weights_are_its_forward_pass(pair):
+    """The whole-model view's weights of every head (attention/whole) are the forward pass's: its windows and NoPE
+    layers in them (its shortcut from the recorded inputs knows neither, so the pass runs again)."""
+    from attention.whole import compute as whole
+
+    model, _, _ = pair
+    run = model.run(SENTENCE)
+    with torch.inference_mode():
+        own = model.spec.family.forward(model, torch.tensor(run.ids)).weights
+    assert torch.equal(whole.weights(model, run), own)

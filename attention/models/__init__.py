@@ -107,9 +107,17 @@ def about(spec: Spec) -> Message:
     return msg(
         "real.about_model", kind=msg("real.about_causal" if spec.causal else "real.about_encoder"),
         family=spec.model_type, layers=spec.layers, heads=spec.heads, kv_heads=spec.kv_heads, head_dim=spec.head_dim,
-        positions=msg("real.about_learned") if spec.rope_base is None else msg("real.about_rope_scaled",
-                      kind=spec.rope_scaling) if spec.rope_scaling else msg("real.about_rope"),
+        positions=_positions(spec),
     )  # fmt: skip
+
+
+def _positions(spec: Spec) -> Message:
+    """How the model knows where a token is: ALiBi's bias, learned embeddings, RoPE (scaled or not)."""
+    if spec.alibi is not None:
+        return msg("real.about_alibi")
+    if spec.rope_base is None:
+        return msg("real.about_learned")
+    return msg("real.about_rope_scaled", kind=spec.rope_scaling) if spec.rope_scaling else msg("real.about_rope")
 
 
 def label(id: str) -> Message:
@@ -129,8 +137,11 @@ def label(id: str) -> Message:
 
 def family_line(spec: Spec) -> str | Message:
     """The model's family and, where its layers differ from plain causal attention, how: "mistral · sliding 3 on every
-    layer", "smollm3 · NoPE on every 4th layer", "gemma2 · sliding 4096 on odd layers · softcap 50"."""
-    parts = []
+    layer", "smollm3 · NoPE on every 4th layer", "gemma2 · sliding 4096 on odd layers · softcap 50", "bloom · ALiBi",
+    "gpt_neox · RoPE on 25% of each head"."""
+    parts = [msg("real.attention_alibi")] if spec.alibi is not None else []
+    if spec.rope_fraction is not None:
+        parts.append(msg("real.attention_partial_rope", percent=f"{spec.rope_fraction * 100:g}"))
     windows = {w for w in spec.windows or () if w is not None}
     for window in sorted(windows):  # one part per size of window (a model has one)
         layers = tuple(i for i, w in enumerate(spec.windows) if w == window)

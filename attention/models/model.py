@@ -58,6 +58,8 @@ class Spec:
     softcap: float | None = None  # Gemma 2's cap on the scores: cap · tanh(S / cap), after the scale
     logit_softcap: float | None = None  # Gemma 2's cap on the final logits, likewise
     local_rope_base: float | None = None  # Gemma 3's sliding layers' own RoPE base (unscaled); None: rope_base's
+    alibi: tuple[float, ...] | None = None  # ALiBi's slope m_h of each head (BLOOM's): scores − m_h (i − j)
+    rope_fraction: float | None = None  # partial rotary (GPT-NeoX's rotary_pct): RoPE on each head's first dims
 
 
 class Model:
@@ -157,12 +159,13 @@ def layer_norm(h: torch.Tensor, w: dict, prefix: str, eps: float) -> torch.Tenso
 
 def attend_heads(
     q, k, v, layer: int, cache: KVCache | None, causal: bool, window: int | None = None,
-    scale: float | None = None, softcap: float | None = None,
+    scale: float | None = None, softcap: float | None = None, slopes: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """Every head of a layer: the new tokens' queries (h, m, d) against their keys and values (g, m, d) and, with a
     cache, every earlier token's (appended to it first). Query head i reads key/value head i // (h/g) (grouped-query
     attention: the group's queries side by side, no copy of the keys); with a sliding window, only the window's last
-    keys. Scores times scale (None: 1/√d), then capped where softcap is given. Returns outputs (h, m, d), weights
+    keys. Scores times scale (None: 1/√d), less m_h (i − j) with ALiBi's slopes (h,), then capped where softcap is
+    given. Returns outputs (h, m, d), weights
     (h, m, n)."""
     (h, m, d), g = q.shape, k.shape[0]
     start = 0 if cache is None else cache.length
@@ -172,6 +175,9 @@ def attend_heads(
         k, v = cache.keys[layer, :, :n], cache.values[layer, :, :n]  # (g, n, d): every token so far
     scores = q.view(g, h // g, m, d) @ k[:, None].mT  # (g, h/g, m, n)
     scores = scores / math.sqrt(d) if scale is None else scores * scale
+    if slopes is not None:  # ALiBi: j − i, for new token i at position start + i
+        distance = torch.arange(n, device=q.device) - torch.arange(start, n, device=q.device)[:, None]  # (m, n)
+        scores = scores + slopes.view(g, h // g, 1, 1) * distance
     if softcap is not None:  # Gemma 2's: every score squashed into (−cap, cap), before the mask
         scores = softcap * torch.tanh(scores / softcap)
     if causal:  # new token i (at position start + i) sees the keys up to its own
@@ -219,13 +225,16 @@ def _x(model: Model, run: Run, layer: int) -> torch.Tensor:
     return torch.cat([x, torch.ones(len(x), 1)], dim=1) if model.spec.bias else x
 
 
-def _options(model: Model, layer: int, heads: int = 1) -> dict:
+def _options(model: Model, layer: int, heads: int = 1, head: int | None = None) -> dict:
     """The layer's attention, as the case's options: 1/√head_dim (or the model's own scale), a softcap, its mask and
-    window, RoPE (none on a NoPE layer, a local layer's own base), its grouped heads, a q/k norm."""
+    window, RoPE (none on a NoPE layer, a local layer's own base, on part of each head with partial rotary), its
+    grouped heads, a q/k norm, ALiBi's slopes (the head's own, or all)."""
     spec = model.spec
     options = {"scale": "sqrt_dk" if spec.scale is None else spec.scale, "heads": heads, "bias": spec.bias}
     if spec.softcap is not None:  # Gemma 2's cap on the scores
         options["softcap"] = spec.softcap
+    if spec.alibi is not None:
+        options["alibi"] = spec.alibi if head is None else spec.alibi[head : head + 1]
     if (norms := spec.family.norms(model.weights, layer)) is not None:  # Qwen3's: the layer's γ_Q and γ_K
         options |= {"q_norm": tuple(norms[0].tolist()), "k_norm": tuple(norms[1].tolist()), "norm_eps": spec.norm_eps}
     if spec.causal:
@@ -240,6 +249,8 @@ def _options(model: Model, layer: int, heads: int = 1) -> dict:
     if window is not None and spec.local_rope_base is not None:  # Gemma 3's local layers: their own base, unscaled
         return options | {"rope_base": spec.local_rope_base}
     options["rope_base"] = spec.rope_base
+    if spec.rope_fraction is not None:  # partial rotary (GPT-NeoX's): the head's first int(d · fraction) dims turned
+        options["rope_fraction"] = spec.rope_fraction
     if spec.rope_frequencies is not None:  # scaled RoPE (Llama 3's, linear, YaRN): the model's own θ_p
         options["rope_frequencies"] = spec.rope_frequencies
     if spec.rope_attention != 1.0:  # YaRN turns q and k by cos and sin grown by a factor: scores by its square
@@ -249,7 +260,9 @@ def _options(model: Model, layer: int, heads: int = 1) -> dict:
 
 def head_case(model: Model, run: Run, layer: int, head: int) -> Case:
     """One head of one layer (0-based) on the run's sentence, as a case: x, the head's weights, the model's options."""
-    return _as_case(run.tokens, _x(model, run, layer), head_weights(model, layer, head), _options(model, layer))
+    return _as_case(
+        run.tokens, _x(model, run, layer), head_weights(model, layer, head), _options(model, layer, head=head)
+    )
 
 
 def layer_case(model: Model, run: Run, layer: int) -> Case:

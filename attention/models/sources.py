@@ -14,14 +14,19 @@ import torch
 from ..base.case import CaseError
 from ..base.i18n import clip, msg
 from .bert import Bert
+from .bloom import Bloom
 from .gemma import Gemma
 from .gpt2 import Gpt2
 from .llama import Llama
 from .model import Model, Spec
+from .neox import TANH_GELUS, GptNeox
 
 # config.json's model_type
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "gpt2", "bert", "roberta", "smollm3", "gemma2", "gemma3_text")
-PREFIXES = ("model.", "transformer.", "bert.", "roberta.")  # a file saved from a model with a head names its body so
+SUPPORTED += ("bloom", "gpt_neox")
+# a file saved from a model with a head names its body so
+PREFIXES = ("model.", "transformer.", "bert.", "roberta.", "gpt_neox.")
+RENAMED = {"embed_out.weight": "lm_head.weight"}  # GPT-NeoX's output layer in its files, as transformers names it
 EXAMPLE = "The cat sat on the mat because it was tired"
 # GGUF's names of a llama model's tensors (llama.cpp's converter), and Hugging Face's, which the adapter reads
 GGUF_NAMES = {"token_embd": "embed_tokens", "output_norm": "norm", "output": "lm_head", "attn_norm": "input_layernorm",
@@ -41,6 +46,10 @@ def family_of(config: dict, where: Path):
         return Bert(first_position=(pad if isinstance(pad, int) else 1) + 1 if kind == "roberta" else 0)
     if kind in ("gemma2", "gemma3_text"):  # Gemma 3's text model: q/k norms
         return Gemma(qk_norm=kind == "gemma3_text")
+    if kind == "bloom":
+        return Bloom()
+    if kind == "gpt_neox":
+        return GptNeox(config.get("use_parallel_residual", True), config.get("hidden_act") in TANH_GELUS)
     return Gpt2() if kind == "gpt2" else Llama(qk_norm=kind == "qwen3")
 
 
@@ -164,7 +173,8 @@ def _safetensors(file: Path, names: list[str], done: int, total: int, progress) 
 
 
 def _unprefixed(name: str) -> str:
-    return next((name.removeprefix(p) for p in PREFIXES if name.startswith(p)), name)
+    name = next((name.removeprefix(p) for p in PREFIXES if name.startswith(p)), name)
+    return RENAMED.get(name, name)
 
 
 def _tokenizer(folder: Path):

@@ -55,7 +55,7 @@ def test_the_cache_and_the_operators_folder_are_offered_with_their_sizes(made, t
     assert (bert.family, bert.layers, bert.heads, bert.problem) == ("bert", 2, 2, None)
     assert bert.float32_bytes == 4 * parameters and bert.disk_bytes == (folder / "model.safetensors").stat().st_size
     assert offers["local:nested/bert"].path == mine / "nested" / "bert"
-    assert offers["local:broken"].problem == f"{mine / 'broken'}: has no model.safetensors"
+    assert offers["local:broken"].problem == "broken: has no model.safetensors"  # no server path: its name
     if "minilm" in offers:
         assert offers["minilm"].path is None and offers["minilm"].layers == 6 and offers["minilm"].heads == 12
     # an exported script names a cached model by its id, and finds it in the person's own cache
@@ -97,9 +97,9 @@ def test_a_model_past_the_budget_is_refused_with_both_numbers_before_it_is_read(
     monkeypatch.setattr(sources, "open_model", read)
     with pytest.raises(CaseError) as e:
         offered.open_offer(offer, {"ATTENTION_MODEL_BUDGET": "1000"})
-    size = f"{offer.float32_bytes / 2**30:.2f} GiB"
+    size = f"{offer.float32_bytes / 2**10:.3g} KiB"  # as a person reads it: not "0.00 GiB"
     assert str(e.value) == (f"local:tiny-bert: needs {size} of float32 weights, more than this server's budget of "
-                            "0.00 GiB (ATTENTION_MODEL_BUDGET)")  # fmt: skip
+                            "1000 B (ATTENTION_MODEL_BUDGET)")  # fmt: skip
 
 
 def test_two_models_stay_loaded_and_the_least_recently_used_goes(made, tmp_path):
@@ -118,6 +118,27 @@ def test_two_models_stay_loaded_and_the_least_recently_used_goes(made, tmp_path)
 def test_a_broken_offer_says_its_problem_when_opened(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "t5"}))
     offer = offered._offer("local:x", tmp_path)
-    assert offer.family == "?" and offer.problem.startswith(f"{tmp_path / 'config.json'}: is t5, not an architecture")
+    assert offer.family == "?" and offer.problem.startswith("x/config.json: is t5, not an architecture")
     with pytest.raises(CaseError, match="is t5"):
         offered.open_offer(offer)
+
+
+def test_a_file_broken_after_it_was_offered_is_named_by_the_model_never_by_the_servers_path(made, tmp_path):
+    """A notice names the file relative to the offered folder (a truncated file's notice printed /srv/...)."""
+    folder = tmp_path / "models" / "nested" / "bert"
+    shutil.copytree(made[0], folder)
+    offer = offered._offer("local:nested/bert", folder)
+    assert offer.problem is None
+    weights = (folder / "model.safetensors").read_bytes()
+    (folder / "model.safetensors").write_bytes(weights[: len(weights) // 2])  # truncated after it was offered
+    with pytest.raises(CaseError) as e:
+        offered.open_offer(offer)
+    assert str(e.value).startswith("nested/bert/model.safetensors: cannot be read") and str(tmp_path) not in str(
+        e.value
+    )
+
+
+def test_sizes_read_as_people_read_them():
+    from attention.base.numbers import size_text
+
+    assert [size_text(b) for b in (108, 71_000, 12 * 2**20, 3 * 2**29)] == ["108 B", "69.3 KiB", "12 MiB", "1.5 GiB"]

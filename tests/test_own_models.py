@@ -18,6 +18,7 @@ from streamlit.testing.v1 import AppTest
 from attention import attend, models
 from attention.app import loaded
 from attention.app.origins import Article, ModelHead
+from attention.base.numbers import size_text
 from attention.decoding.state import DecodingView
 from attention.forward.steps import step_names
 from attention.models import offered
@@ -130,8 +131,8 @@ def test_the_picker_lists_the_offered_models_with_their_family_layers_heads_and_
     at = opened("local:tiny-llama")
     options = at.selectbox(key="real_model").options
     llama = models.offers()["local:tiny-llama"]
-    line = (f"tiny-llama · llama · 2 layers × 4 heads · {models.size(llama.disk_bytes)} on disk, "
-            f"{models.size(llama.float32_bytes)} in float32")  # fmt: skip
+    line = (f"tiny-llama · llama · 2 layers × 4 heads · {size_text(llama.disk_bytes)} on disk, "
+            f"{size_text(llama.float32_bytes)} in float32")  # fmt: skip
     assert line in options, options
     assert any(o.startswith("tiny-bert · bert · 2 layers × 4 heads") for o in options)
     assert "broken · cannot be opened" in options and "alien · cannot be opened" in options
@@ -184,7 +185,7 @@ def test_a_model_past_the_budget_is_marked_and_refused_with_both_numbers_before_
     assert any(o.startswith("tiny-llama · llama") and o.endswith("past this server's budget") for o in options)
     assert not any(o.startswith("tiny-gpt2") and o.endswith("budget") for o in options)
     at.selectbox(key="real_model").set_value("local:tiny-llama").run()
-    assert any("more than this server's budget of 0.00 GiB" in w.value for w in at.warning)
+    assert any("more than this server's budget of 450 KiB" in w.value for w in at.warning)
     assert session(at).origin.choice.model == "local:tiny-gpt2" and "local:tiny-llama" not in offered._loaded
 
 

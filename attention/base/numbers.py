@@ -63,8 +63,8 @@ def sub(*zero_based: int, sep: str = ",") -> str:
 
 
 def size_text(nbytes: int) -> str:
-    """Bytes as a person reads them: 108 B, 69.3 KiB, 12 MiB."""
-    for unit, size in (("MiB", 2**20), ("KiB", 2**10)):
+    """Bytes as a person reads them: 108 B, 69.3 KiB, 12 MiB, 1.5 GiB."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if nbytes >= size:
             return f"{nbytes / size:.3g} {unit}"
     return f"{nbytes} B"

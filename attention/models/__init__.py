@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..base.case import CaseError
 from ..base.i18n import Message, msg
+from ..base.numbers import size_text
 from . import offered as offering
 from . import sources
 from .model import (
@@ -131,7 +132,7 @@ def label(id: str) -> Message:
     family = found.family if found.spec is None else family_line(found.spec)  # its attention said with its family
     return msg(
         "real.pick_over" if over else "real.pick", model=name, family=family, layers=found.layers,
-        heads=found.heads, disk=size(found.disk_bytes), float32=size(found.float32_bytes),
+        heads=found.heads, disk=size_text(found.disk_bytes), float32=size_text(found.float32_bytes),
     )  # fmt: skip
 
 
@@ -180,16 +181,11 @@ def sizes(id: str) -> Message | None:
     if found is None or found.problem is not None:
         return None
     return msg(
-        "real.sizes", disk=size(found.disk_bytes), float32=size(found.float32_bytes), budget=size(offering.budget())
+        "real.sizes",
+        disk=size_text(found.disk_bytes),
+        float32=size_text(found.float32_bytes),
+        budget=size_text(offering.budget()),
     )
-
-
-def size(count: int) -> str:
-    """Bytes as people read them: KiB, MiB or GiB, one decimal."""
-    for unit, factor in (("GiB", 2**30), ("MiB", 2**20)):
-        if count >= factor:
-            return f"{count / factor:.1f} {unit}"
-    return f"{count / 2**10:.1f} KiB"
 
 
 # Loading ---------------------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..base.case import CaseError
 from ..base.i18n import msg
+from ..base.numbers import size_text
 from . import sources
 from .model import Model, Spec
 from .shipped import SPECS, files, load
@@ -120,7 +121,15 @@ def _described(id: str, path: Path, package: bool, stamp: int) -> Offer:
             id, None if package else path, spec.model_type, spec.layers, spec.heads, disk, 4 * counts, spec=spec
         )
     except CaseError as e:
-        return Offer(id, path, "?", 0, 0, 0, 0, problem=str(e))
+        return Offer(id, path, "?", 0, 0, 0, 0, problem=str(unplaced(e, path, id)))
+
+
+def unplaced(error: CaseError, path: Path, id: str) -> CaseError:
+    """A model's error as a visitor may read it: the model's folder or file named by its id's name ("org/name",
+    "relative/path"), never by where it lies on the server (a notice showed "/srv/models/…/model.safetensors")."""
+    name = id.partition(":")[2] or id
+    where, problem = (str(text).replace(str(path), name) for text in (error.where, error.problem))
+    return CaseError(where, problem)
 
 
 def _safetensors_counts(file: Path) -> int:
@@ -161,7 +170,9 @@ def check_budget(offer: Offer, env: dict | None = None) -> None:
     """CaseError, with both numbers, when the model's float32 weights pass the budget; before anything is read."""
     limit = budget(env)
     if offer.float32_bytes > limit:
-        raise CaseError(offer.id, msg("error.model_budget", size=_gib(offer.float32_bytes), budget=_gib(limit)))
+        raise CaseError(
+            offer.id, msg("error.model_budget", size=size_text(offer.float32_bytes), budget=size_text(limit))
+        )
 
 
 Progress = Callable[[int, int], None]  # (tensors read, of total), called as a model loads
@@ -181,7 +192,10 @@ def open_offer(offer: Offer, env: dict | None = None, progress: Progress | None 
         if offer.path is None:
             model = load(offer.id, progress=progress)
         else:
-            model = sources.load(offer.spec or sources.spec_at(offer.path), offer.path, progress)
+            try:
+                model = sources.load(offer.spec or sources.spec_at(offer.path), offer.path, progress)
+            except CaseError as e:  # a file broken after it was offered (truncated, replaced)
+                raise unplaced(e, offer.path, offer.id) from None
         with _lock:
             _loaded[offer.id] = model
             while len(_loaded) > LOADED:
@@ -196,7 +210,3 @@ def _cached(id: str) -> Model | None:
             _loaded.move_to_end(id)
             return _loaded[id]
     return None
-
-
-def _gib(count: int) -> str:
-    return f"{count / 2**30:.2f} GiB"

@@ -139,7 +139,7 @@ def label(id: str) -> Message:
 def family_line(spec: Spec) -> str | Message:
     """The model's family and, where its layers differ from plain causal attention, how: "mistral · sliding 3 on every
     layer", "smollm3 · NoPE on every 4th layer", "gemma2 · sliding 4096 on odd layers · softcap 50", "bloom · ALiBi",
-    "gpt_neox · RoPE on 25% of each head"."""
+    "gpt_neox · RoPE on 25% of each head", "gpt_oss · sliding 128 on odd layers · sinks"."""
     parts = [msg("real.attention_alibi")] if spec.alibi is not None else []
     if spec.rope_fraction is not None:
         parts.append(msg("real.attention_partial_rope", percent=f"{spec.rope_fraction * 100:g}"))
@@ -149,6 +149,8 @@ def family_line(spec: Spec) -> str | Message:
         parts.append(msg("real.attention_sliding", window=window, layers=_layers(layers, spec.layers)))
     if spec.no_rope:
         parts.append(msg("real.attention_nope", layers=_layers(spec.no_rope, spec.layers)))
+    if spec.sinks:  # gpt-oss's learned sink logit per head
+        parts.append(msg("real.attention_sinks"))
     if spec.softcap is not None:  # Gemma 2's cap on the scores
         parts.append(msg("real.attention_softcap", cap=spec.softcap))
     if not parts:

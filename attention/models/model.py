@@ -60,6 +60,7 @@ class Spec:
     local_rope_base: float | None = None  # Gemma 3's sliding layers' own RoPE base (unscaled); None: rope_base's
     alibi: tuple[float, ...] | None = None  # ALiBi's slope m_h of each head (BLOOM's): scores − m_h (i − j)
     rope_fraction: float | None = None  # partial rotary (GPT-NeoX's rotary_pct): RoPE on each head's first dims
+    sinks: bool = False  # gpt-oss's: each head's learned logit s_h (family.sinks) joins its softmax's denominator
 
 
 class Model:
@@ -160,13 +161,14 @@ def layer_norm(h: torch.Tensor, w: dict, prefix: str, eps: float) -> torch.Tenso
 def attend_heads(
     q, k, v, layer: int, cache: KVCache | None, causal: bool, window: int | None = None,
     scale: float | None = None, softcap: float | None = None, slopes: torch.Tensor | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """Every head of a layer: the new tokens' queries (h, m, d) against their keys and values (g, m, d) and, with a
     cache, every earlier token's (appended to it first). Query head i reads key/value head i // (h/g) (grouped-query
     attention: the group's queries side by side, no copy of the keys); with a sliding window, only the window's last
     keys. Scores times scale (None: 1/√d), less m_h (i − j) with ALiBi's slopes (h,), then capped where softcap is
-    given. Returns outputs (h, m, d), weights
-    (h, m, n)."""
+    given; with sinks (h,), e^s_h joins each row's softmax denominator (gpt-oss's: one more key, dropped after the
+    softmax, as transformers' eager attention). Returns outputs (h, m, d), weights (h, m, n)."""
     (h, m, d), g = q.shape, k.shape[0]
     start = 0 if cache is None else cache.length
     n = start + m
@@ -185,7 +187,11 @@ def attend_heads(
         if window is not None:  # and the window's keys alone: j > (start + i) − window
             allowed = allowed.triu(diagonal=start - window + 1)
         scores = scores.masked_fill(~allowed, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
+    if sinks is None:
+        weights = torch.softmax(scores, dim=-1)
+    else:  # the sink's column beside each row's scores, its weight dropped after the softmax
+        column = sinks.view(g, h // g, 1, 1).expand(g, h // g, m, 1)  # (g, h/g, m, 1)
+        weights = torch.softmax(torch.cat([scores, column], dim=-1), dim=-1)[..., :-1]
     return (weights @ v[:, None]).flatten(0, 1), weights.flatten(0, 1)  # (h, m, d), (h, m, n)
 
 
@@ -235,6 +241,9 @@ def _options(model: Model, layer: int, heads: int = 1, head: int | None = None) 
         options["softcap"] = spec.softcap
     if spec.alibi is not None:
         options["alibi"] = spec.alibi if head is None else spec.alibi[head : head + 1]
+    if spec.sinks:  # gpt-oss's learned sink logits of the layer
+        sinks = tuple(spec.family.sinks(model.weights, layer).tolist())
+        options["sinks"] = sinks if head is None else sinks[head : head + 1]
     if (norms := spec.family.norms(model.weights, layer)) is not None:  # Qwen3's: the layer's γ_Q and γ_K
         options |= {"q_norm": tuple(norms[0].tolist()), "k_norm": tuple(norms[1].tolist()), "norm_eps": spec.norm_eps}
     if spec.causal:

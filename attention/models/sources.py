@@ -17,6 +17,7 @@ from .bert import Bert
 from .bloom import Bloom
 from .gemma import Gemma
 from .gpt2 import Gpt2
+from .gpt_oss import GptOss
 from .llama import Llama
 from .model import Model, Spec
 from .neox import TANH_GELUS, GptNeox
@@ -24,6 +25,7 @@ from .neox import TANH_GELUS, GptNeox
 # config.json's model_type
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "gpt2", "bert", "roberta", "smollm3", "gemma2", "gemma3_text")
 SUPPORTED += ("bloom", "gpt_neox")
+SUPPORTED += ("gpt_oss",)
 # a file saved from a model with a head names its body so
 PREFIXES = ("model.", "transformer.", "bert.", "roberta.", "gpt_neox.")
 RENAMED = {"embed_out.weight": "lm_head.weight"}  # GPT-NeoX's output layer in its files, as transformers names it
@@ -50,6 +52,12 @@ def family_of(config: dict, where: Path):
         return Bloom()
     if kind == "gpt_neox":
         return GptNeox(config.get("use_parallel_residual", True), config.get("hidden_act") in TANH_GELUS)
+    if kind == "gpt_oss":  # its experts' routing and SwiGLU's numbers, as GptOssConfig's defaults
+        experts, alpha, limit = (
+            config.get(key, d)
+            for key, d in (("num_local_experts", 128), ("swiglu_alpha", 1.702), ("swiglu_limit", 7.0))
+        )
+        return GptOss(experts=experts, top_k=config.get("num_experts_per_tok", 4), alpha=alpha, limit=limit)
     return Gpt2() if kind == "gpt2" else Llama(qk_norm=kind == "qwen3")
 
 

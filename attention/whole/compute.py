@@ -162,10 +162,11 @@ def weights(model, run) -> torch.Tensor:
     """Every head's weights on the run's sentence (layers, heads, n, n), from each layer's recorded input: its q and
     k projections, a q/k norm, RoPE, the scores and the softmax, without the MLPs and output projections a new
     forward pass would repeat. A model whose attention differs from that (YaRN's factor, ALiBi, partial rotary, a
-    sliding window, NoPE layers, Gemma's scale, softcap and local RoPE) is run again instead."""
+    sliding window, NoPE layers, Gemma's scale, softcap and local RoPE, gpt-oss's sinks) is run again instead."""
     s = model.spec
     plain = s.rope_attention == 1.0 and not any(w is not None for w in s.windows or ()) and not s.no_rope
     plain &= all(value is None for value in (s.alibi, s.rope_fraction, s.scale, s.softcap, s.local_rope_base))
+    plain &= not s.sinks
     if not plain:
         with torch.inference_mode():
             return s.family.forward(model, torch.tensor(run.ids, device=model.device)).weights.cpu()

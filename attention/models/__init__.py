@@ -139,7 +139,8 @@ def label(id: str) -> Message:
 def family_line(spec: Spec) -> str | Message:
     """The model's family and, where its layers differ from plain causal attention, how: "mistral · sliding 3 on every
     layer", "smollm3 · NoPE on every 4th layer", "gemma2 · sliding 4096 on odd layers · softcap 50", "bloom · ALiBi",
-    "gpt_neox · RoPE on 25% of each head", "gpt_oss · sliding 128 on odd layers · sinks"."""
+    "gpt_neox · RoPE on 25% of each head", "phi3 · RoPE on 75% of each head", "gpt_oss · sliding 128 on odd layers ·
+    sinks"."""
     parts = [msg("real.attention_alibi")] if spec.alibi is not None else []
     if spec.rope_fraction is not None:
         parts.append(msg("real.attention_partial_rope", percent=f"{spec.rope_fraction * 100:g}"))

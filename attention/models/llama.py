@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..base.case import rotary_dims
 from ..forward.compute import rms_norm, rope, rope_theta
 from .model import Edit, KVCache, Pass, attend_heads, linear
 
@@ -84,7 +85,10 @@ class Llama:
         w, s = model.weights, model.spec
         start = 0 if cache is None else cache.length
         at = torch.arange(start, start + len(ids), device=ids.device)  # the tokens' positions
-        theta = rope_theta(s, s.head_dim)  # (head_dim/2,): each pair's frequency, scaled as the config says
+        d_rot = rotary_dims(s.head_dim, s.rope_fraction)  # the dims RoPE turns: all, or partial rotary's first
+        theta = rope_theta(s, d_rot)  # (d_rot/2,): each turned pair's frequency, scaled as the config says
+        gain = torch.ones(s.head_dim, device=ids.device)  # YaRN's, LongRoPE's factor on cos and sin: the turned dims'
+        gain[:d_rot] = s.rope_attention
         h = w["embed_tokens.weight"][ids]  # (m, d)
         inputs, head_outputs, every = [], [], []
         for layer in range(s.layers):
@@ -96,8 +100,8 @@ class Llama:
                 q, k = rms_norm(q, norms[0], s.norm_eps), rms_norm(k, norms[1], s.norm_eps)
             if layer not in s.no_rope:  # the core's RoPE (a NoPE layer's q and k stay as they are)
                 q, k = rope(q, at, theta), rope(k, at, theta)
-            if s.rope_attention != 1.0 and layer not in s.no_rope:  # YaRN's factor on cos and sin: q and k grow by it
-                q, k = q * s.rope_attention, k * s.rope_attention
+            if s.rope_attention != 1.0 and layer not in s.no_rope:  # q and k's turned dims grow by the factor
+                q, k = q * gain, k * gain
             window = s.windows[layer] if s.windows else None  # Mistral's, Qwen2's sliding window
             out, weights = attend_heads(q, k, v, layer, cache, causal=True, window=window)  # (h, m, hd), (h, m, n)
             inputs.append(x), head_outputs.append(out), every.append(weights)

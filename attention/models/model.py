@@ -10,7 +10,18 @@ from typing import NamedTuple
 
 import torch
 
-from ..base.case import MAX_ABS, MAX_N, MAX_WIDE_CELLS, MAX_WIDE_N, Case, CaseError, Options, max_d, with_options
+from ..base.case import (
+    MAX_ABS,
+    MAX_N,
+    MAX_WIDE_CELLS,
+    MAX_WIDE_N,
+    Case,
+    CaseError,
+    Options,
+    max_d,
+    rotary_dims,
+    with_options,
+)
 from ..base.i18n import clip, msg
 from .tokens import labels, readable_for
 
@@ -223,6 +234,12 @@ def head_weights(model: Model, layer: int, head: int | None = None) -> dict[str,
         rows = slice(None) if first is None else slice(first, first + d)
         columns = weight[rows].T  # (out, in) -> the case's (d_in, d_head)
         out[name] = columns if bias is None else torch.cat([columns, bias[rows][None]])
+    if s.rope_attention != 1.0 and s.rope_fraction is not None:  # the factor on the turned dims alone: no scale says it
+        d_rot = rotary_dims(d, s.rope_fraction)
+        for name in ("w_query", "w_key"):  # RoPE is linear: turning factor · q is turning q, then the factor
+            gain = torch.ones(d, dtype=out[name].dtype, device=out[name].device)
+            gain[:d_rot] = s.rope_attention
+            out[name] = (out[name].unflatten(-1, (-1, d)) * gain).flatten(-2)
     return out
 
 
@@ -262,7 +279,8 @@ def _options(model: Model, layer: int, heads: int = 1, head: int | None = None) 
         options["rope_fraction"] = spec.rope_fraction
     if spec.rope_frequencies is not None:  # scaled RoPE (Llama 3's, linear, YaRN): the model's own θ_p
         options["rope_frequencies"] = spec.rope_frequencies
-    if spec.rope_attention != 1.0:  # YaRN turns q and k by cos and sin grown by a factor: scores by its square
+    if spec.rope_attention != 1.0 and spec.rope_fraction is None:  # YaRN's, LongRoPE's factor on cos and sin: scores
+        # grow by its square (with partial rotary head_weights puts it in W_Q's and W_K's turned columns instead)
         options["scale"] = spec.rope_attention**2 * (spec.scale or 1 / math.sqrt(spec.head_dim))
     return options
 

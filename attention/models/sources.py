@@ -21,11 +21,11 @@ from .gpt_oss import GptOss
 from .llama import Llama
 from .model import Model, Spec
 from .neox import TANH_GELUS, GptNeox
+from .phi3 import Phi3
 
 # config.json's model_type
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "gpt2", "bert", "roberta", "smollm3", "gemma2", "gemma3_text")
-SUPPORTED += ("bloom", "gpt_neox")
-SUPPORTED += ("gpt_oss",)
+SUPPORTED += ("bloom", "gpt_neox", "gpt_oss", "phi3")
 # a file saved from a model with a head names its body so
 PREFIXES = ("model.", "transformer.", "bert.", "roberta.", "gpt_neox.")
 RENAMED = {"embed_out.weight": "lm_head.weight"}  # GPT-NeoX's output layer in its files, as transformers names it
@@ -50,6 +50,8 @@ def family_of(config: dict, where: Path):
         return Gemma(qk_norm=kind == "gemma3_text")
     if kind == "bloom":
         return Bloom()
+    if kind == "phi3":
+        return Phi3()
     if kind == "gpt_neox":
         return GptNeox(config.get("use_parallel_residual", True), config.get("hidden_act") in TANH_GELUS)
     if kind == "gpt_oss":  # its experts' routing and SwiGLU's numbers, as GptOssConfig's defaults

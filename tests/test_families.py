@@ -428,7 +428,10 @@ def test_a_gguf_file_of_another_architecture_or_truncated_is_named(tmp_path, ggu
     writer = GGUFWriter(path, "gpt2")
     writer.add_block_count(1)
     written(writer)
-    assert message(path) == f"{path}: is GGUF gpt2, not an architecture this app computes (it computes: GGUF llama)"
+    assert message(path) == (
+        f"{path}: is GGUF gpt2, not an architecture this app computes "
+        "(it computes: GGUF llama, qwen2, qwen3, gemma2, gemma3, phi3)"
+    )
     good = gguf_pair[2].read_bytes()
     path.write_bytes(good[: len(good) // 2])
     assert message(path).startswith(f"{path}: cannot be read: ")

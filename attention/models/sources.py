@@ -1,12 +1,13 @@
 """A model's files read into a Model: a folder in Hugging Face's layout (config.json, model.safetensors or its shards
-with their index, tokenizer.json) or a GGUF file of the llama architecture; its spec made from its config by its
-family's adapter. A broken file is a CaseError naming the file and the problem, never a traceback."""
+with their index, tokenizer.json) or a GGUF file of llama.cpp's llama, qwen2, qwen3, gemma2, gemma3 or phi3
+architecture; its spec made from its config by its family's adapter. A broken file is a CaseError naming the file and
+the problem, never a traceback."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -34,7 +35,43 @@ EXAMPLE = "The cat sat on the mat because it was tired"
 GGUF_NAMES = {"token_embd": "embed_tokens", "output_norm": "norm", "output": "lm_head", "attn_norm": "input_layernorm",
               "ffn_norm": "post_attention_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
               "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj",
-              "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}  # fmt: skip
+              "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj", "attn_q_norm": "self_attn.q_norm",
+              "attn_k_norm": "self_attn.k_norm"}  # fmt: skip
+GEMMA_NAMES = {"ffn_norm": "pre_feedforward_layernorm", "post_attention_norm": "post_attention_layernorm",
+               "post_ffw_norm": "post_feedforward_layernorm"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GgufArchitecture:
+    """How llama.cpp's converter writes one architecture's tensors, against Hugging Face's files."""
+
+    model_type: str  # transformers' config model_type: the family whose adapter computes it
+    names: dict = field(default_factory=dict)  # its tensor names unlike llama's (GGUF_NAMES), and Hugging Face's
+    interleaved: bool = False  # q and k rows already in RoPE's interleaved pairs (llama.cpp permutes llama's alone)
+    norm_shift: float = 0.0  # added to every norm weight (Gemma's 1: its RMSNorm scales by 1 + γ)
+
+
+# llama.cpp's architectures read here (general.architecture), by its name
+GGUF_ARCHITECTURES = {
+    "llama": GgufArchitecture("llama", interleaved=True),
+    "qwen2": GgufArchitecture("qwen2"),
+    "qwen3": GgufArchitecture("qwen3"),
+    "gemma2": GgufArchitecture("gemma2", GEMMA_NAMES, norm_shift=1.0),
+    "gemma3": GgufArchitecture("gemma3_text", GEMMA_NAMES, norm_shift=1.0),
+    "phi3": GgufArchitecture("phi3", {"attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"}),
+}
+# metadata keys (after "{architecture}.") read as transformers' config keys, where the file has them
+GGUF_KEYS = {"block_count": "num_hidden_layers", "embedding_length": "hidden_size",
+             "attention.head_count": "num_attention_heads", "attention.head_count_kv": "num_key_value_heads",
+             "attention.key_length": "head_dim", "context_length": "max_position_embeddings",
+             "attention.sliding_window": "sliding_window", "attn_logit_softcapping": "attn_logit_softcapping",
+             "final_logit_softcapping": "final_logit_softcapping"}  # fmt: skip
+# RoPE's metadata as the keys of transformers' rope_parameters (llama.cpp's scaling types: none, linear, yarn, longrope)
+GGUF_ROPE = {"rope.freq_base": "rope_theta", "rope.scaling.type": "rope_type", "rope.scaling.factor": "factor",
+             "rope.scaling.original_context_length": "original_max_position_embeddings",
+             "rope.scaling.yarn_attn_factor": "attention_factor", "rope.scaling.attn_factor": "attention_factor",
+             "rope.scaling.yarn_beta_fast": "beta_fast", "rope.scaling.yarn_beta_slow": "beta_slow"}  # fmt: skip
+GEMMA_27B_LAYERS = {"gemma2": 46, "gemma3": 62}  # llama.cpp scales their 27B's scores by (width / heads)^(-1/2)
 
 
 def family_of(config: dict, where: Path):
@@ -109,6 +146,7 @@ def load(spec: Spec, path: Path, progress=None) -> Model:
         reader = gguf_reader(path)
         tensors, tokenizer = _gguf_tensors(reader, path, progress), gguf_tokenizer(reader, path)
         files = (path,)
+        ready = GGUF_ARCHITECTURES[_field(reader, "general.architecture")].interleaved
     else:
         files = _weight_files(path)
         names = {file: _read(file, lambda f=file: _safetensors_names(f)) for file in files}
@@ -117,9 +155,9 @@ def load(spec: Spec, path: Path, progress=None) -> Model:
             done = len(tensors)
             tensors |= _read(file, lambda f=file, done=done: _safetensors(f, names[f], done, total, progress))
         tensors = {_unprefixed(name): t for name, t in tensors.items()}
-        tokenizer = _tokenizer(path)
+        tokenizer, ready = _tokenizer(path), False
     weights = _checked(spec, tensors, files[0] if len(files) == 1 else path)
-    if path.suffix != ".gguf":  # a GGUF file's tensors are already as the forward pass reads them
+    if not ready:  # a llama GGUF file's tensors are already as the forward pass reads them; others as Hugging Face's
         weights = spec.family.weights(spec, weights)
     if tokenizer.get_vocab_size() > spec.vocab:  # a token id past the embedding's rows would fail in the model
         where = path if path.suffix == ".gguf" else path / "tokenizer.json"
@@ -204,14 +242,16 @@ def _tokenizer(folder: Path):
 
 
 def gguf_reader(path: Path):
+    """The file's reader, once its architecture is one read here (GGUF_ARCHITECTURES)."""
     from gguf import GGUFReader
 
     if not path.is_file():
         raise CaseError(str(path), msg("error.model_absent", file=path.name))
     reader = _read(path, lambda: GGUFReader(path))
     found = _field(reader, "general.architecture", "?")
-    if found != "llama":
-        raise CaseError(str(path), msg("error.model_architecture", found=f"GGUF {found}", supported="GGUF llama"))
+    if found not in GGUF_ARCHITECTURES:
+        supported = "GGUF " + ", ".join(GGUF_ARCHITECTURES)
+        raise CaseError(str(path), msg("error.model_architecture", found=f"GGUF {found}", supported=supported))
     return reader
 
 
@@ -222,38 +262,86 @@ def _field(reader, key: str, default=None):
 
 def gguf_spec(reader, path: Path) -> Spec:
     """The spec from a GGUF file's metadata, as Hugging Face's config keys; its quantization: its weights' type."""
-    heads = _field(reader, "llama.attention.head_count")
-    width = _field(reader, "llama.embedding_length")
-    names = {t.name for t in reader.tensors}
-    config = {
-        "model_type": "llama", "num_hidden_layers": _field(reader, "llama.block_count"), "hidden_size": width,
-        "num_attention_heads": heads, "num_key_value_heads": _field(reader, "llama.attention.head_count_kv", heads),
-        "rope_theta": _field(reader, "llama.rope.freq_base", 10000.0),
-        "rms_norm_eps": _field(reader, "llama.attention.layer_norm_rms_epsilon", 1e-5),
-        "tie_word_embeddings": "output.weight" not in names,
-        "vocab_size": len(reader.fields["tokenizer.ggml.tokens"].data) if "tokenizer.ggml.tokens" in reader.fields
-        else None,
-    }  # fmt: skip
-    config = {k: v for k, v in config.items() if v is not None}  # a missing one: spec_of names it
     kinds = Counter(t.tensor_type.name for t in reader.tensors if len(t.shape) == 2)
     quantized = kinds.most_common(1)[0][0] if kinds else None
-    spec = spec_of(config, path, path.stem, (str(path),), None if quantized == "F32" else quantized)
-    divisors = next((t for t in reader.tensors if t.name == "rope_freqs.weight"), None)
+    spec = spec_of(gguf_config(reader), path, path.stem, (str(path),), None if quantized == "F32" else quantized)
+    divisors = _gguf_vector(reader, "rope_freqs.weight")
     if divisors is None:
         return spec
     # Llama 3's scaled RoPE as llama.cpp writes it: each pair's frequency base^(−2p/d) divided by its number here
-    from gguf.quants import dequantize
-
     d = spec.head_dim
     theta = spec.rope_base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-    theta = theta / torch.tensor(dequantize(divisors.data, divisors.tensor_type), dtype=torch.float64).flatten()
+    theta = theta / torch.tensor(divisors, dtype=torch.float64)
     return replace(spec, rope_scaling="llama3", rope_frequencies=tuple(theta.tolist()))
 
 
-def _gguf_tensors(reader, path: Path, progress=None) -> dict[str, torch.Tensor]:
-    """Every tensor dequantized to float32, under Hugging Face's names; progress told after each."""
+def gguf_config(reader) -> dict:
+    """A GGUF file's metadata as the config transformers has for its family (as llama.cpp's converter wrote it from
+    that config): the keys GGUF_KEYS and GGUF_ROPE name, and what llama.cpp tells from the tensors or by itself."""
+    arch = _field(reader, "general.architecture")
+    get = lambda key, default=None: _field(reader, f"{arch}.{key}", default)  # noqa: E731
+    names = {t.name for t in reader.tensors}
+    config = {hf: get(key) for key, hf in GGUF_KEYS.items()}
+    config |= {"model_type": GGUF_ARCHITECTURES[arch].model_type, "tie_word_embeddings": "output.weight" not in names,
+               "rms_norm_eps": get("attention.layer_norm_rms_epsilon", 1e-5),
+               "attention_bias": "blk.0.attn_q.bias" in names}  # fmt: skip
+    if "tokenizer.ggml.tokens" in reader.fields:
+        config["vocab_size"] = len(reader.fields["tokenizer.ggml.tokens"].data)
+    heads, width = config["num_attention_heads"], config["hidden_size"]
+    head_dim = config["head_dim"] or (width // heads if isinstance(width, int) and isinstance(heads, int) else None)
+    rope = {hf: get(key) for key, hf in GGUF_ROPE.items()} | {"rope_type": _rope_type(get("rope.scaling.type"))}
+    turned = get("rope.dimension_count")
+    if turned and head_dim and turned != head_dim:  # Phi-4-mini's RoPE on part of each head
+        rope["partial_rotary_factor"] = turned / head_dim
+    short, long = _gguf_vector(reader, "rope_factors_short.weight"), _gguf_vector(reader, "rope_factors_long.weight")
+    if short is not None:  # Phi-3's LongRoPE: its factors as tensors (llama.cpp writes no scaling type for it)
+        rope |= {"rope_type": "longrope", "short_factor": short, "long_factor": long}
+        config["original_max_position_embeddings"] = rope["original_max_position_embeddings"]
+    if arch == "phi3" and config["sliding_window"] == 0:  # llama.cpp's "none" for Phi-3
+        config["sliding_window"] = None
+    if arch.startswith("gemma"):
+        config["query_pre_attn_scalar"] = _gemma_scalar(get("attention.scale"), arch, config, head_dim)
+    if arch == "gemma3":  # the local layers' own RoPE (llama.cpp's default base 10000), and which layers are local
+        rope = {"full_attention": rope, "sliding_attention": {"rope_theta": get("rope.freq_base_swa", 10000.0)}}
+        pattern = get("attention.sliding_window_pattern")
+        if isinstance(pattern, list):  # one flag a layer: true where it slides
+            config["layer_types"] = ["sliding_attention" if p else "full_attention" for p in pattern]
+        elif pattern is not None:
+            config["sliding_window_pattern"] = pattern
+    config["rope_parameters"] = {k: v for k, v in rope.items() if v is not None}
+    return {k: v for k, v in config.items() if v is not None}  # a missing one: the adapter's default, or named
+
+
+def _rope_type(kind: str | None) -> str:
+    """llama.cpp's RoPE scaling type as transformers' rope_type."""
+    return "default" if kind in (None, "none") else kind
+
+
+def _gemma_scalar(scale: float | None, arch: str, config: dict, head_dim: int | None) -> float | None:
+    """Gemma's query_pre_attn_scalar, which llama.cpp's converter does not write: from attention.scale where a file
+    has it, else as llama.cpp takes it: head_dim, but width / heads for the 27B models (told by their layers)."""
+    if scale:
+        return scale**-2
+    if config["num_hidden_layers"] == GEMMA_27B_LAYERS[arch]:
+        return config["hidden_size"] / config["num_attention_heads"]
+    return head_dim
+
+
+def _gguf_vector(reader, name: str) -> list[float] | None:
+    """A small tensor of numbers the file holds beside the weights (RoPE's factors), as a list; None without it."""
     from gguf.quants import dequantize
 
+    found = next((t for t in reader.tensors if t.name == name), None)
+    return None if found is None else dequantize(found.data, found.tensor_type).flatten().tolist()
+
+
+def _gguf_tensors(reader, path: Path, progress=None) -> dict[str, torch.Tensor]:
+    """Every tensor dequantized to float32, under Hugging Face's names (Gemma's norms as Hugging Face's γ again);
+    progress told after each."""
+    from gguf.quants import dequantize
+
+    arch = GGUF_ARCHITECTURES[_field(reader, "general.architecture")]
+    names = GGUF_NAMES | arch.names
     tensors, total = {}, len(reader.tensors)
     for t in reader.tensors:  # GGUF lists a shape innermost first: an (out, in) weight is [in, out]
         shape = tuple(reversed([int(s) for s in t.shape]))
@@ -261,10 +349,12 @@ def _gguf_tensors(reader, path: Path, progress=None) -> dict[str, torch.Tensor]:
         block, _, rest = t.name.partition(".")
         if block == "blk":  # blk.3.attn_q.weight → layers.3.self_attn.q_proj.weight
             layer, part, kind = rest.split(".", 2)
-            name = f"layers.{layer}.{GGUF_NAMES.get(part, part)}.{kind}"
+            name = f"layers.{layer}.{names.get(part, part)}.{kind}"
         else:
-            name = f"{GGUF_NAMES.get(block, block)}.{rest}"
+            name = f"{names.get(block, block)}.{rest}"
         tensors[name] = torch.tensor(array, dtype=torch.float32)  # a copy: the file is mapped read-only
+        if arch.norm_shift and name.endswith("norm.weight"):  # in float32, as transformers' GGUF loader takes it off
+            tensors[name] -= arch.norm_shift
         if progress is not None:
             progress(len(tensors), total)
     return tensors
@@ -272,7 +362,8 @@ def _gguf_tensors(reader, path: Path, progress=None) -> dict[str, torch.Tensor]:
 
 def gguf_tokenizer(reader, path: Path):
     """The tokenizer rebuilt from the file's vocabulary: GPT-2's byte-level BPE (SmolLM2's: digits one by one), or
-    SentencePiece's (Llama 2's, Mistral's: ▁ for a space, bytes as <0x..> tokens, <s> first), as transformers does."""
+    SentencePiece's (Llama 2's, Mistral's: ▁ for a space, bytes as <0x..> tokens, <s> first; Gemma's without a ▁ put
+    in front), as transformers does."""
     from tokenizers import AddedToken, Tokenizer, decoders, normalizers, pre_tokenizers, processors
     from tokenizers.models import BPE
 
@@ -293,9 +384,10 @@ def gguf_tokenizer(reader, path: Path):
     unknown = tokens[_field(reader, "tokenizer.ggml.unknown_token_id", 0)]
     merges = _sentence_piece_merges(vocab, _field(reader, "tokenizer.ggml.scores", [0.0] * len(tokens)))
     tokenizer = Tokenizer(BPE(vocab, merges, unk_token=unknown, fuse_unk=True, byte_fallback=True))
-    tokenizer.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    prefix = bool(_field(reader, "tokenizer.ggml.add_space_prefix", True))  # Gemma's files: no ▁ put in front
+    tokenizer.normalizer = normalizers.Sequence([normalizers.Prepend("▁")] * prefix + [normalizers.Replace(" ", "▁")])
     tokenizer.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
-                                           decoders.Strip(" ", 1, 0)])  # fmt: skip
+                                           *[decoders.Strip(" ", 1, 0)] * prefix])  # fmt: skip
     kinds = _field(reader, "tokenizer.ggml.token_type", [])
     tokenizer.add_special_tokens([AddedToken(t, special=True) for t, k in zip(tokens, kinds, strict=False) if k == 3])
     if _field(reader, "tokenizer.ggml.add_bos_token", True):  # SentencePiece models read <s> first

@@ -31,6 +31,17 @@ TARGET_CASE = 1.5  # one head's case / transformers' forward pass of the sentenc
 SIZES = {"hidden_size": 576, "num_hidden_layers": 8, "num_attention_heads": 9, "intermediate_size": 1536}
 LLAMA3 = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,  # Llama 3.2's
           "original_max_position_embeddings": 8192, "rope_theta": 500000.0}  # fmt: skip
+WINDOW = 4  # the newer families' sliding window
+TOKENS = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}  # within the byte vocabulary (the defaults are not)
+# Gemma's: grouped-query heads of 64, its scale's own scalar (Gemma 2's 256 is its head_dim), a window on Gemma 2's
+# odd layers and on Gemma 3's all but every 6th, whose RoPE is linear × 8 on the global layers and base 10,000 locally
+GEMMA = {"num_key_value_heads": 3, "head_dim": 64, "query_pre_attn_scalar": 64, "sliding_window": WINDOW}
+GEMMA3_ROPE = {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+               "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}  # fmt: skip
+# Phi-4-mini's way: RoPE on 75% of each head (24 of its 32 pairs), LongRoPE's short factors (an original length of 64,
+# the app's longest sentence, of 256: its attention factor is √(1 + ln 4 / ln 64))
+LONGROPE = {"rope_type": "longrope", "rope_theta": 1e4, "partial_rotary_factor": 0.75,
+            "short_factor": [1.0 + i / 8 for i in range(24)], "long_factor": [2.0 + i for i in range(24)]}  # fmt: skip
 FAMILIES = {  # family: (transformers' config and model classes, config, tokenizer)
     "llama": ("LlamaConfig", "LlamaForCausalLM", {**SIZES, "num_key_value_heads": 3, "rope_parameters": LLAMA3},
               "byte"),
@@ -41,6 +52,22 @@ FAMILIES = {  # family: (transformers' config and model classes, config, tokeniz
     "bert": ("BertConfig", "BertModel", {**SIZES, "num_attention_heads": 12, "hidden_size": 384}, "word"),
     "roberta": ("RobertaConfig", "RobertaModel", {**SIZES, "num_attention_heads": 12, "hidden_size": 384,
                 "max_position_embeddings": 130, "pad_token_id": 1}, "byte"),
+    # the 2026 families, each with its attention switched on (tests/test_families_*.py's choices, at this size): a
+    # window of 4 is shorter than the sentence (10 tokens), so it leaves keys out; the special tokens in the vocabulary
+    "smollm3": ("SmolLM3Config", "SmolLM3ForCausalLM", {**SIZES, **TOKENS, "num_key_value_heads": 3,
+                "no_rope_layer_interval": 4}, "byte"),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", {**SIZES, **TOKENS, **GEMMA, "attn_logit_softcapping": 50.0,
+               "final_logit_softcapping": 30.0}, "byte"),
+    "gemma3_text": ("Gemma3TextConfig", "Gemma3ForCausalLM", {**SIZES, **TOKENS, **GEMMA,
+                    "rope_parameters": GEMMA3_ROPE}, "byte"),
+    "bloom": ("BloomConfig", "BloomForCausalLM", {"hidden_size": 576, "n_layer": 8, "n_head": 9, **TOKENS}, "byte"),
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", {**SIZES, **TOKENS, "rotary_pct": 0.25}, "byte"),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", {**SIZES, **TOKENS, "num_key_value_heads": 3, "sliding_window": WINDOW,
+             "rope_parameters": LONGROPE, "original_max_position_embeddings": 64, "max_position_embeddings": 256},
+             "byte"),
+    "gpt_oss": ("GptOssConfig", "GptOssForCausalLM", {**SIZES, **TOKENS, "num_key_value_heads": 3, "head_dim": 64,
+                "sliding_window": WINDOW, "num_local_experts": 4, "num_experts_per_tok": 2, "intermediate_size": 768},
+                "byte"),
 }  # fmt: skip
 
 
@@ -98,15 +125,17 @@ def made(family: str, folder: Path, tokenizer: Path) -> None:
     shutil.copy(tokenizer, folder / "tokenizer.json")
 
 
-def timed(run, repeats: int) -> float:
-    """The median of `repeats` runs' seconds, after one to warm up."""
-    run()
-    seconds = []
+def timed(ours, theirs, repeats: int) -> tuple[float, float]:
+    """The medians of `repeats` runs' seconds of each, after one of each to warm up; the two interleaved, so that
+    a spell of load on these shared cores falls on both (one after the other, a ratio swung 0.6–1.5×)."""
+    ours(), theirs()
+    seconds = ([], [])
     for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        seconds.append(time.perf_counter() - start)
-    return statistics.median(seconds)
+        for run, kept in zip((ours, theirs), seconds, strict=True):
+            start = time.perf_counter()
+            run()
+            kept.append(time.perf_counter() - start)
+    return statistics.median(seconds[0]), statistics.median(seconds[1])
 
 
 def forward(path: Path, model_class: str, repeats: int) -> tuple[float, float, int]:
@@ -120,8 +149,8 @@ def forward(path: Path, model_class: str, repeats: int) -> tuple[float, float, i
                                                                 **gguf).eval()  # fmt: skip
     ids = torch.tensor([model.tokenize(SENTENCE)[0]])
     with torch.inference_mode():
-        hf = timed(lambda: theirs(ids), repeats)
-        app = timed(lambda: attend(models.head_case(model, model.run(SENTENCE), 0, 0)), repeats)
+        app, hf = timed(lambda: attend(models.head_case(model, model.run(SENTENCE), 0, 0)), lambda: theirs(ids),
+                        repeats)  # fmt: skip
     return app, hf, model.nbytes
 
 
@@ -129,6 +158,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split(":")[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", default=str(Path(__file__).with_name("models.md")))
+    parser.add_argument("--families", nargs="+", choices=FAMILIES, help="these random families only (default: all)")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -141,11 +171,14 @@ def main() -> None:
         rows = [("SmolLM2-135M-Instruct (Q4_1 GGUF, shipped)", shipped, "LlamaForCausalLM"),
                 ("all-MiniLM-L6-v2 (safetensors, shipped)", models.files("minilm")["model.safetensors"].parent,
                  "BertModel")]  # fmt: skip
-        for family, (_, model_class, _, tokenizer) in FAMILIES.items():
+        rows = rows if args.families is None else []  # a few families alone: the shipped models left out too
+        for family in args.families or FAMILIES:
+            _, model_class, _, tokenizer = FAMILIES[family]
             folder = work / family
             made(family, folder, made_tokenizers[tokenizer])
-            scaled = ", Llama 3.2's scaled RoPE" if "rope_parameters" in FAMILIES[family][2] else ""
-            rows.append((f"{family} (random, {SIZES['num_hidden_layers']} layers{scaled}, safetensors)", folder,
+            scaled = ", Llama 3.2's scaled RoPE" if family == "llama" else ""
+            line = models.family_line(sources.spec_at(folder))  # its attention in the picker's words
+            rows.append((f"{line} (random, {SIZES['num_hidden_layers']} layers{scaled}, safetensors)", folder,
                          model_class))  # fmt: skip
         table = []
         for title, path, model_class in rows:
@@ -168,7 +201,8 @@ def write(args, table) -> None:
         f"{os.getloadavg()[0]:.1f} at the end. Each load in a fresh process (its peak resident memory over what the "
         "imports alone hold, through the load and one pass of 10 tokens); a case: "
         f"'{SENTENCE}' through the app's model, then layer 1, head 1 through the eight steps, against "
-        f"transformers' eager forward pass of the same tokens; medians of {args.repeats} after one.",
+        f"transformers' eager forward pass of the same tokens; medians of {args.repeats} after one, the two "
+        "interleaved.",
         "",
         "| model | layers × heads | float32 weights | load and a first pass: app | transformers | ratio | "
         "peak memory: app | transformers | ratio | one head's case | transformers' forward | ratio (≤ 1.5×) |",

@@ -339,7 +339,7 @@ def test_the_sessions_cache_counts_what_a_decoding_holds():
 
 
 def modern_case(seed: int):
-    """A small random case (n ≤ 10, one or two heads, maybe grouped) with a random combination of the five options."""
+    """A small random case (n ≤ 10, one or two heads, maybe grouped) with a random combination of today's options."""
     g = random.Random(seed)
     n, heads, d_head = g.randint(2, 10), g.choice([1, 2]), g.choice([2, 4])
     options = {"heads": heads, "scale": g.choice(["none", "sqrt_dk"])}
@@ -350,8 +350,11 @@ def modern_case(seed: int):
         "alibi": [round(g.uniform(0.05, 1.0), 2) for _ in range(heads)],
         "sinks": [round(g.uniform(-2.0, 2.0), 1) for _ in range(heads)],
         "rope_fraction": 0.5,
+        "relative_bias": [[round(g.uniform(-2.0, 2.0), 1) for _ in range(8)] for _ in range(heads)],
     }
     options |= {name: values[name] for name in chosen}
+    if "relative_bias" in chosen:  # decoding is causal: at least 1 + its 4 exact buckets
+        options["relative_max_distance"] = g.randint(5, 12)
     if "rope_fraction" in chosen or g.random() < 0.3:
         options["rope_base"] = 100.0
         options["rope_fraction"] = 0.5 if d_head == 4 else None  # a head of 2 dims turns both (one pair)

@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from attention.app.choices import alibi_slopes
+from attention.app.choices import RELATIVE_MAX_DISTANCE, alibi_slopes, relative_table
 from attention.base import presets
 from attention.base.case import CaseError, case_to_dict, parse_case, with_options
 from attention.base.record import compare
@@ -37,6 +37,10 @@ def modern_case(seed: int) -> dict:
         options["mask"] = "causal"
     if rng.random() < 0.3:
         options["temperature"] = 0.5
+    if rng.random() < 0.5:  # T5's bias: 4 to 16 buckets, a max distance past the exact ones
+        buckets = rng.choice([4, 8, 16])
+        options["relative_bias"] = [[rng.uniform(-3, 3) for _ in range(buckets)] for _ in range(h)]
+        options["relative_max_distance"] = rng.randint(buckets // 2 + 1, 12)
     base = presets.random_case(n, rng.randint(2, 5), 4 * h, 4 * h, seed=seed)
     return case_to_dict(with_options(base, **options))
 
@@ -47,7 +51,7 @@ def test_random_cases_with_random_variants_equal_flex_attention(seed):
     trace = attend(case)
     checked = check(trace)
     assert checked.oracle == ("flex_attention" if any(k in case_to_dict(case)["options"] for k in (
-        "window", "softcap", "alibi", "sinks", "rope_fraction")) else checked.oracle)  # fmt: skip
+        "window", "softcap", "alibi", "sinks", "rope_fraction", "relative_bias")) else checked.oracle)  # fmt: skip
     assert checked.agrees, checked
     assert "differs" not in " ".join(trace.step("repeat").notes)  # step 8, a query at a time, equals step 7
 
@@ -60,6 +64,14 @@ def test_random_cases_with_random_variants_equal_flex_attention(seed):
         ({"sinks": [0.0]}, {"sinks": [0.05]}),
         ({"window": 3}, {"window": 4}),
         ({"rope_base": 100.0, "rope_fraction": 0.5}, {"rope_base": 100.0, "rope_fraction": 0.25}),
+        (
+            {"relative_bias": [[0.0, -1.0, 0.5, 2.0]], "relative_max_distance": 4},
+            {"relative_bias": [[0.0, -1.0, 0.5, 2.02]], "relative_max_distance": 4},
+        ),
+        (
+            {"relative_bias": [[0.0, -1.0, 0.5, 2.0] * 2], "relative_max_distance": 4},  # one bucket's edge moves
+            {"relative_bias": [[0.0, -1.0, 0.5, 2.0] * 2], "relative_max_distance": 5},
+        ),
     ],
 )
 def test_the_check_fails_on_a_small_real_difference(options, other):
@@ -124,6 +136,15 @@ def test_alibi_bias_is_minus_slope_times_distance():
         ({"sinks": ["a"]}, "Sink logits, head 1", "not a number"),
         ({"rope_fraction": 0.5}, "Rotary fraction", "needs RoPE"),
         ({"rope_base": 100.0, "rope_fraction": 0.3}, "Rotary fraction", "even number"),
+        ({"heads": 2, "relative_bias": [[0.0] * 8]}, "T5 relative bias", "one row of buckets per head: 2, not 1"),
+        ({"relative_bias": [[0.0, 1.0]]}, "T5 relative bias", "between 4 and 256 columns"),
+        ({"relative_bias": [[0.0, 1.0, "x", 2.0]]}, "T5 relative bias, row 1, column 3", "not a number"),
+        ({"relative_bias": [[0.0] * 8], "relative_max_distance": 2}, "T5 max distance", "from 3 to 1024"),
+        (
+            {"relative_bias": [[0.0] * 8], "mask": "causal", "relative_max_distance": 4},
+            "T5 max distance",
+            "from 5 to 1024",
+        ),
     ],
 )
 def test_bad_values_are_messages_naming_the_place(options, where, problem):
@@ -184,13 +205,15 @@ def test_the_sidebar_makes_every_variant_and_nope(at):
     at.toggle(key="alibi").set_value(True).run()
     at.toggle(key="sinks").set_value(True).run()
     at.number_input(key="sink").set_value(1.5).run()
+    at.toggle(key="relative").set_value(True).run()
     assert not at.exception and session(at).error is None
     o = current_trace(at).case.options
     assert (o.window, o.softcap, o.alibi, o.sinks, o.rope_base) == (2, 5.0, (2**-8,), (1.5,), 10000.0)
+    assert o.relative_bias == relative_table(1) and o.relative_max_distance == RELATIVE_MAX_DISTANCE
     assert check(current_trace(at)).agrees
     at.number_input(key="heads").set_value(2).run()  # per-head options follow the heads
     o = current_trace(at).case.options
-    assert o.alibi == alibi_slopes(2) and o.sinks == (1.5,) * 2
+    assert o.alibi == alibi_slopes(2) and o.sinks == (1.5,) * 2 and o.relative_bias == relative_table(2)
     at.selectbox(key="rope_fraction").set_value(0.5).run()  # d_head 2: one pair, a half is 1 dim
     assert "even" in str(session(at).error.problem) and current_trace(at).case.options.rope_fraction is None
     at.toggle(key="rope").set_value(False).run()  # NoPE
@@ -210,7 +233,15 @@ def test_a_link_carries_every_variant_and_opens_with_the_sidebar_showing_them():
     from attention.app import links
     from tests.apptest import APP
 
-    options = {"window": 2, "softcap": 3.0, "heads": 2, "alibi": [0.5, 0.125], "sinks": [1.0, -2.0]}
+    options = {
+        "window": 2,
+        "softcap": 3.0,
+        "heads": 2,
+        "alibi": [0.5, 0.125],
+        "sinks": [1.0, -2.0],
+        "relative_bias": [[0.5, -1.0, 0.0, 2.0], [1.0, 0.0, -0.5, 0.25]],
+        "relative_max_distance": 7,
+    }
     case = with_options(presets.random_case(5, 4, 8, 8, seed=9), rope_base=100.0, rope_fraction=0.5, **options)
     app = AppTest.from_file(APP, default_timeout=60)
     app.query_params["case"] = links.files.case_to_link(case)
@@ -219,6 +250,7 @@ def test_a_link_carries_every_variant_and_opens_with_the_sidebar_showing_them():
     assert current_trace(app).case == case
     c = session(app).controls
     assert (c.window, c.softcap, c.alibi, c.sinks, c.rope, c.rope_fraction) == (2, 3.0, True, True, True, 0.5)
+    assert c.relative and session(app).inputs.relative_max_distance == 7  # the link's own table and distance
     assert links.link_token(session(app)) is not None
     assert links.files.case_from_link(links.link_token(session(app))) == case  # shared again: the same numbers
 
@@ -231,7 +263,14 @@ def every_option_app():
     from attention.base.files import case_to_link
     from tests.apptest import APP
 
-    options = {"window": 3, "softcap": 2.0, "heads": 2, "alibi": [0.5, 0.125], "sinks": [0.5, -1.0]}
+    options = {
+        "window": 3,
+        "softcap": 2.0,
+        "heads": 2,
+        "alibi": [0.5, 0.125],
+        "sinks": [0.5, -1.0],
+        "relative_bias": [[0.0, -0.5, -1.0, -1.5] * 2, [1.0, 0.0, -0.5, 0.25] * 2],
+    }
     case = with_options(presets.random_case(6, 4, 8, 8, seed=2), rope_base=100.0, rope_fraction=0.5, **options)
     app = AppTest.from_file(APP, default_timeout=60)
     app.query_params["case"] = case_to_link(case)

@@ -53,11 +53,27 @@ def test_the_trace_is_left_as_it_was_in_float64_too():
 
 # Today's options: each one's why at the step it changes, in both languages, only when it is on
 
-ON = {"window": 3, "softcap": 2.0, "alibi": [0.5, 0.25], "sinks": [0.5, -1.0], "rope_fraction": 0.5}
-AT = {"window": "scores", "softcap": "scores", "alibi": "scores", "sinks": "softmax", "rope_fraction": "rope"}
+ON = {
+    "window": 3,
+    "softcap": 2.0,
+    "alibi": [0.5, 0.25],
+    "sinks": [0.5, -1.0],
+    "rope_fraction": 0.5,
+    "relative_bias": [[0.0, -0.5, -1.0, -1.5] * 2, [0.0, 0.5, 1.0, 1.5] * 2],
+}
+AT = {
+    "window": "scores",
+    "softcap": "scores",
+    "alibi": "scores",
+    "sinks": "softmax",
+    "rope_fraction": "rope",
+    "relative_bias": "scores",
+}
 SAYS = {"window": "window (Mistral, Gemma 2/3, gpt-oss)", "softcap": "softcap (Gemma 2", "alibi": "ALiBi (BLOOM, MPT)",
-        "sinks": "sink (gpt-oss)", "rope_fraction": "rotary (GPT-NeoX, Pythia, Phi)"}  # fmt: skip
-SAYS_ZH = {"window": "滑动窗口", "softcap": "软上限", "alibi": "ALiBi", "sinks": "汇点", "rope_fraction": "部分旋转"}
+        "sinks": "sink (gpt-oss)", "rope_fraction": "rotary (GPT-NeoX, Pythia, Phi)",
+        "relative_bias": "T5's relative bias (T5, Flan-T5)"}  # fmt: skip
+SAYS_ZH = {"window": "滑动窗口", "softcap": "软上限", "alibi": "ALiBi", "sinks": "汇点", "rope_fraction": "部分旋转",
+           "relative_bias": "T5 的相对位置偏置"}  # fmt: skip
 STEPS = ("qkv", "rope", "scores", "softmax", "weighted", "outputs")
 
 
@@ -85,3 +101,5 @@ def test_the_whys_tell_the_cases_own_numbers():
     share = trace["weights_sink"][1].mean().item()
     assert f"head 2's sink logit is -1, and the sink takes {share:.0%}" in softmax
     assert "RoPE turns 2 of each head's 4 dims; the other 2" in " ".join(whys(trace, "rope"))
+    # T5's (8 buckets both ways, max distance 128): one key back is bucket 1; 5 back, past the 2 exact ones, bucket 2
+    assert "head 1 adds -0.5 to the key just before a query and -1 to one 5 tokens back" in scores

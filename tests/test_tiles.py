@@ -377,7 +377,7 @@ def test_an_old_link_with_a_tile_and_no_block_sizes_opens_the_tile_it_named():
 
 
 def modern_case(seed: int):
-    """A small random case (n ≤ 10, one or two heads) with a random combination of the five options."""
+    """A small random case (n ≤ 10, one or two heads) with a random combination of today's options."""
     g = random.Random(seed)
     n, heads, d_head = g.randint(3, 10), g.choice([1, 2]), g.choice([2, 4])
     options = {"heads": heads, "scale": g.choice(["none", "sqrt_dk"]), "mask": g.choice([None, "causal"])}
@@ -388,8 +388,11 @@ def modern_case(seed: int):
         "alibi": [round(g.uniform(0.05, 1.0), 2) for _ in range(heads)],
         "sinks": [round(g.uniform(-2.0, 2.0), 1) for _ in range(heads)],
         "rope_fraction": 0.5 if d_head == 4 else None,
+        "relative_bias": [[round(g.uniform(-2.0, 2.0), 1) for _ in range(8)] for _ in range(heads)],
     }
     options |= {name: values[name] for name in chosen}
+    if "relative_bias" in chosen:  # at least 1 + the exact buckets: 5 (causal), 3 (both ways)
+        options["relative_max_distance"] = g.randint(5, 12)
     if options.get("rope_fraction") or g.random() < 0.3:
         options["rope_base"] = 100.0
     options = {k: v for k, v in options.items() if v is not None}
@@ -463,7 +466,8 @@ def test_a_wrong_window_in_the_tiles_is_caught(monkeypatch):
 
 def test_the_exported_script_with_every_option_asserts_step_7_and_counts_the_skipped(tmp_path):
     options = {"window": 2, "softcap": 2.0, "alibi": [0.5, 0.25], "sinks": [0.5, -1.0], "rope_base": 100.0,
-               "rope_fraction": 0.5}  # fmt: skip
+               "rope_fraction": 0.5, "relative_bias": [[0.5, -1.0, 2.0, 0.0] * 2, [1.0, 0.0, -0.5, 0.25] * 2],
+               "relative_max_distance": 6}  # fmt: skip
     case = random_case(n=9, d_k=8, d_v=4, seed=23, heads=2, **options)
     path = tmp_path / "tiles.py"
     text = to_script(case, 2, 3)

@@ -63,6 +63,7 @@ class Controls:
     window: int = 0  # a sliding window of this many keys; 0: none
     softcap: float = 0.0  # Gemma 2's cap on the scores; 0: none
     alibi: bool = False  # ALiBi's linear bias, with the paper's slopes (or a loaded case's own)
+    relative: bool = False  # T5's relative bias, with relative_table's numbers (or a loaded case's own)
     sinks: bool = False  # gpt-oss's sink logits, each head's `sink` (or a loaded case's own)
     sink: float = 0.0
     rope: bool = False  # RoPE (off: NoPE, as SmolLM3's and Llama 4's every fourth layer)
@@ -77,7 +78,8 @@ class Controls:
             scale=o.scale if isinstance(o.scale, str) else "custom",
             scale_value=1.0 if isinstance(o.scale, str) else o.scale, temperature=o.temperature, heads=o.heads,
             dtype=o.dtype, mask="custom" if isinstance(o.mask, tuple) else o.mask or "none", window=o.window or 0,
-            softcap=o.softcap or 0.0, alibi=o.alibi is not None, sinks=o.sinks is not None,
+            softcap=o.softcap or 0.0, alibi=o.alibi is not None, relative=o.relative_bias is not None,
+            sinks=o.sinks is not None,
             sink=o.sinks[0] if o.sinks else keep.sink, rope=o.rope_base is not None,
             rope_fraction=o.rope_fraction or 1.0,
         )  # fmt: skip
@@ -121,7 +123,7 @@ def allowed(name: str, value: object) -> bool:
     if name in ranges:
         number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
         return number and ranges[name][0] <= value <= ranges[name][1]
-    if name in ("use_rounded", "alibi", "sinks", "rope"):
+    if name in ("use_rounded", "alibi", "relative", "sinks", "rope"):
         return isinstance(value, bool)
     if name == "device":
         return isinstance(value, str) and DEVICE_PATTERN.fullmatch(value) is not None
@@ -156,6 +158,8 @@ class Inputs:
     # a loaded case's own ALiBi slopes and sink logits, one per head (a control turns each on or off)
     alibi: tuple[float, ...] | None = None
     sinks: tuple[float, ...] | None = None
+    relative_bias: Grid | None = None  # and T5's table (heads × buckets), with its max distance
+    relative_max_distance: int | None = None
 
     @classmethod
     def of(cls, case: Case) -> Inputs:
@@ -165,6 +169,8 @@ class Inputs:
             w_out=o.w_out, mask=o.mask if isinstance(o.mask, tuple) else None, rounded=o.weights_override,
             rope_base=o.rope_base, positions=o.positions, rope_frequencies=o.rope_frequencies, kv_heads=o.kv_heads,
             bias=o.bias, q_norm=o.q_norm, k_norm=o.k_norm, norm_eps=o.norm_eps, alibi=o.alibi, sinks=o.sinks,
+            relative_bias=o.relative_bias,
+            relative_max_distance=o.relative_max_distance if o.relative_bias is not None else None,
         )  # fmt: skip
 
     def with_cells(self, name: str, cells: dict[tuple[int, int], object]) -> Inputs:
@@ -194,6 +200,7 @@ class Inputs:
         kept = {} if c.n != len(self.x) else {"rounded": self.rounded, "mask": self.mask, "positions": self.positions}
         kept |= {"rope_base": self.rope_base, "kv_heads": self.kv_heads, "bias": self.bias and c.d_in == len(self.x[0])}
         kept |= {"norm_eps": self.norm_eps, "alibi": self.alibi, "sinks": self.sinks}
+        kept |= {"relative_bias": self.relative_bias, "relative_max_distance": self.relative_max_distance}
         if c.d_k == len(self.w_query[0]):  # a pair's frequency, a dim's norm weight each: the same head widths
             kept |= {"rope_frequencies": self.rope_frequencies, "q_norm": self.q_norm, "k_norm": self.k_norm}
         matrices = {name: _grid(grids[name]) for name in NUMBERS}
@@ -227,7 +234,28 @@ def options(c: Controls, i: Inputs) -> dict:
         "alibi": per_head(i.alibi, c.heads, alibi_slopes(c.heads)) if c.alibi else None,
         "sinks": per_head(i.sinks, c.heads, (c.sink,) * c.heads) if c.sinks else None,
         "rope_fraction": c.rope_fraction if rope and c.rope_fraction != 1 else None,
+        **relative(c, i),
     }
+
+
+RELATIVE_BUCKETS, RELATIVE_MAX_DISTANCE = 16, 32  # T5's are 32 and 128: at a few tokens these show every kind
+
+
+def relative(c: Controls, i: Inputs) -> dict:
+    """T5's relative bias as the options set it: a loaded case's own table while the heads are as many, else
+    relative_table's."""
+    if not c.relative:
+        return {"relative_bias": None}  # and the case's default max distance
+    if i.relative_bias is not None and len(i.relative_bias) == c.heads:
+        return {"relative_bias": i.relative_bias, "relative_max_distance": i.relative_max_distance}
+    return {"relative_bias": relative_table(c.heads), "relative_max_distance": RELATIVE_MAX_DISTANCE}
+
+
+def relative_table(heads: int) -> Grid:
+    """A table of T5's shape to start from (T5 learns its own): each bucket a little lower than the one before it
+    within its half (the nearer key the higher), head k + 1 falling k + 1 times as fast."""
+    half = RELATIVE_BUCKETS // 2
+    return tuple(tuple(-(h + 1) * (b % half) / half for b in range(RELATIVE_BUCKETS)) for h in range(heads))
 
 
 def alibi_slopes(heads: int) -> tuple[float, ...]:

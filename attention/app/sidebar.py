@@ -123,12 +123,14 @@ def _options(session: Session, language: str) -> None:
 
 
 def modern(session: Session) -> None:
-    """The attention of today's models: a sliding window, a softcap, ALiBi, sinks, RoPE whole, in part or off."""
+    """The attention of today's models: a sliding window, a softcap, ALiBi, T5's bias, sinks, RoPE whole, in part or
+    off."""
     c = session.controls
     st.number_input(t("sidebar.window"), 0, MAX_N, c.window, step=1, key="window", help=t("sidebar.window_help"))
     st.number_input(t("sidebar.softcap"), 0.0, MAX_SOFTCAP, c.softcap, step=1.0, key="softcap", format="%g",
                     help=t("sidebar.softcap_help"))  # fmt: skip
     st.toggle(t("sidebar.alibi"), c.alibi, key="alibi", help=t("sidebar.alibi_help"))
+    st.toggle(t("sidebar.relative"), c.relative, key="relative", help=t("sidebar.relative_help"))
     st.toggle(t("sidebar.sinks"), c.sinks, key="sinks", help=t("sidebar.sinks_help"))
     if c.sinks:
         st.number_input(t("sidebar.sink"), -MAX_SINK, MAX_SINK, c.sink, step=0.5, key="sink", format="%g")

@@ -3,7 +3,7 @@ and the same gradients by torch.autograd, its oracle."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import torch
@@ -11,7 +11,17 @@ import torch
 from ..base.case import Case
 from ..base.record import Check, Record, Recorder, Step, compare, worst
 from ..base.tolerance import gradient_tolerance
-from ..forward.compute import Trace, option_tensors, positions, qk_normed, rope, rope_theta, score_options
+from ..forward.compute import (
+    Trace,
+    buckets_of,
+    option_tensors,
+    position_bias,
+    positions,
+    qk_normed,
+    rope,
+    rope_theta,
+    score_options,
+)  # fmt: skip
 from ..forward.steps import NORM, ROPE
 from .loss import Loss, gradient
 from .steps import GRAD_AXES, backward_names, step
@@ -43,8 +53,9 @@ class Backward(Record):
 
     @property
     def gradients(self) -> dict[str, torch.Tensor]:
-        """The leaves' gradients: x, W_Q, W_K, W_V (and w_out and the sink logits when the case has them)."""
-        names = ("d_x", "d_w_query", "d_w_key", "d_w_value", "d_w_out", "d_sinks")
+        """The leaves' gradients: x, W_Q, W_K, W_V (and w_out, the sink logits and T5's table when the case has
+        them)."""
+        names = ("d_x", "d_w_query", "d_w_key", "d_w_value", "d_w_out", "d_sinks", "d_relative_bias")
         return {name: self[name] for name in names if name in self}
 
     def heading(self) -> str:
@@ -117,13 +128,16 @@ def softmax_back(weights, d_weights, weights_sink=None) -> tuple[torch.Tensor, t
 
 def _back_through_step_4(trace: Trace, d_scores: torch.Tensor, record) -> tuple[torch.Tensor, torch.Tensor]:
     """Step 4 back: S = cap · tanh(U / cap) (a softcap) with U = (scale / temperature) · Q Kᵀ + ALiBi's bias (a
-    constant: no gradient to pass to anything), masked (a masked score is a constant −∞, its gradient exactly 0)."""
+    constant: no gradient to pass to anything) or T5's (its learned table's entries: each gathers the gradients of
+    the scores it was added to), masked (a masked score is a constant −∞, its gradient exactly 0)."""
     options = score_options(trace.case, torch.device("cpu"))
     allowed, cap, tensors = options["allowed"], options["softcap"], {}
     d_scores_uncapped = d_scores  # (h?, n_q, n_k)
     if cap is not None:  # tanh' = 1 − tanh², at most 1: a capped score moves less than the one before the cap
         slope = 1 - torch.tanh(trace["scores_uncapped"] / cap).square()  # (h?, n_q, n_k): as the forward's tanh
         d_scores_uncapped = tensors["d_scores_uncapped"] = d_scores * slope
+    if trace.case.options.relative_bias is not None:  # T5's learned table: each entry was added to its bucket's scores
+        tensors["d_relative_bias"] = bucket_sums(trace.case, d_scores_uncapped)  # (h, buckets)
     factor = options["scale"] / options["temperature"]
     d_scores_raw = d_scores_uncapped if factor == 1 else d_scores_uncapped * factor  # at 1 the same tensor (memory)
     if allowed is not None:
@@ -133,6 +147,15 @@ def _back_through_step_4(trace: Trace, d_scores: torch.Tensor, record) -> tuple[
     d_keys = d_scores_raw.mT @ queries  # (h?, n_k, d_k/h)
     record("scores", **tensors, d_scores_raw=d_scores_raw, d_queries=d_queries, d_keys=d_keys)
     return d_queries, d_keys
+
+
+def bucket_sums(case: Case, d_biased: torch.Tensor) -> torch.Tensor:
+    """dt_h[b] = Σ dU_h,ij over the pairs whose distance j − i falls in bucket b (h, buckets): the gradient of T5's
+    table, whose entry b was added to every such score (a masked pair's dU is 0)."""
+    o, n = case.options, case.n
+    table = torch.tensor(o.relative_bias, dtype=d_biased.dtype)  # (h, buckets)
+    d = d_biased.reshape(-1, n * n)  # (h, n²)
+    return torch.zeros_like(table).index_add_(1, buckets_of(o, range(n), range(n)).flatten(), d)
 
 
 def _back_through_step_3(trace: Trace, d_queries, d_keys, record) -> tuple[torch.Tensor, torch.Tensor]:
@@ -168,6 +191,8 @@ def autograd(case: Case, loss: Loss) -> dict[str, torch.Tensor]:
         leaves["w_out"] = w_out.clone().requires_grad_(True)
     if o.sinks is not None:  # gpt-oss's sink logits: learned, so a leaf
         leaves["sinks"] = torch.tensor(o.sinks, dtype=dtype, requires_grad=True)  # (h,)
+    if o.relative_bias is not None:  # T5's table: learned, so a leaf
+        leaves["relative_bias"] = torch.tensor(o.relative_bias, dtype=dtype, requires_grad=True)  # (h, buckets)
     x = leaves["x"]
     q, k, v = (x @ leaves[name] for name in ("w_query", "w_key", "w_value"))
     q = q.unflatten(-1, (h, -1)).transpose(0, 1)
@@ -176,7 +201,7 @@ def autograd(case: Case, loss: Loss) -> dict[str, torch.Tensor]:
     if o.rope_base is not None:
         t, theta = positions(case), rope_theta(o, case.d_rot)
         q, k = rope(q, t, theta), rope(k, t, theta)
-    a = _autograd_weights(case, q, k, leaves.get("sinks"))  # (h, n, n)
+    a = _autograd_weights(case, q, k, leaves.get("sinks"), leaves.get("relative_bias"))  # (h, n, n)
     outputs = (a @ v).transpose(0, 1).flatten(1)
     if w_out is not None:
         outputs = outputs @ leaves["w_out"]
@@ -188,15 +213,19 @@ def autograd(case: Case, loss: Loss) -> dict[str, torch.Tensor]:
     return grads | ({"d_sinks": grads["d_sinks"].reshape(1, -1)} if "d_sinks" in grads else {})  # (1, h)
 
 
-def _autograd_weights(case: Case, q: torch.Tensor, k: torch.Tensor, sinks: torch.Tensor | None) -> torch.Tensor:
-    """Steps 4-5 for autograd, differentiable: the scaled scores, ALiBi's bias (a constant), the cap, the mask (a
+def _autograd_weights(case: Case, q, k, sinks: torch.Tensor | None, table: torch.Tensor | None) -> torch.Tensor:
+    """Steps 4-5 for autograd, differentiable: the scaled scores, ALiBi's bias (a constant) and T5's (the table's
+    entries, looked up: differentiable), the cap, the mask (a
     fully masked row made finite, then its weights 0), and the softmax, with the sink as one more logit per row
     whose weight is dropped (its own formulation: the core's softmax_with_sink is what it checks)."""
     options = score_options(case, torch.device("cpu"))
-    allowed, override, bias, cap = (options[name] for name in ("allowed", "override", "position_bias", "softcap"))
+    allowed, override, cap = (options[name] for name in ("allowed", "override", "softcap"))
     scores = q @ k.mT * (options["scale"] / options["temperature"])  # (h, n, n): one head's too
-    if bias is not None:
-        scores = scores + bias
+    every = range(case.n)
+    if case.options.alibi is not None:
+        scores = scores + position_bias(replace(case.options, relative_bias=None), every, every, q.dtype, q.device)
+    if table is not None:
+        scores = scores + table[:, buckets_of(case.options, every, every)]
     if cap is not None:
         scores = cap * torch.tanh(scores / cap)
     if allowed is not None:
@@ -240,13 +269,15 @@ def tolerances(result: Backward) -> dict[str, torch.Tensor]:
 
 
 def tolerance_options(trace: Trace) -> dict:
-    """What the one rule reads of steps 4-5's options: the scores before any cap where ALiBi or a cap came after the
+    """What the one rule reads of steps 4-5's options: the scores before any cap where a bias or a cap came after the
     scale, the cap, and the sinks' weights."""
     o, out = trace.case.options, {}
-    if o.softcap is not None or o.alibi is not None:
+    if o.softcap is not None or o.biased:
         out["scores"] = trace["scores_uncapped" if o.softcap is not None else "scores"]
     if o.softcap is not None:
         out["softcap"] = o.softcap
     if o.sinks is not None:
         out["sink"] = trace["weights_sink"]
+    if o.relative_bias is not None:  # T5's bucket of each pair: its table's gradient sums them
+        out["buckets"] = buckets_of(o, range(trace.case.n), range(trace.case.n)), len(o.relative_bias[0])
     return out

@@ -94,13 +94,16 @@ def _scores(case: Case, loss: Loss) -> list[str]:
     transpose = ".mT" if o.heads > 1 else ".T"
     lines, d = [], "d_scores"
     if o.softcap is not None:  # tanh' = 1 − tanh², from the scores before the cap
-        bias = " + position_bias" if o.alibi is not None else ""
+        bias = " + position_bias" if o.biased else ""
         lines += [
             f"scores_uncapped = queries @ keys{transpose} * {factor!r}{bias}  # (h?, n_q, n_k): before the cap",
             f"d_scores_uncapped = d_scores * (1 - torch.tanh(scores_uncapped / {float(o.softcap)!r}) ** 2)  # the "
             "cap's slope, at most 1",
         ]  # fmt: skip
         d = "d_scores_uncapped"
+    if o.relative_bias is not None:  # T5's table: entry b was added to every score whose j − i is in bucket b
+        lines.append(f"d_relative_bias = torch.zeros_like(relative_bias).index_add_(1, buckets.flatten(), "
+                     f"{d}.reshape(-1, len(x) ** 2))  # (h, buckets): each bucket's scores' gradients")  # fmt: skip
     lines.append(f"d_scores_raw = {d} * {factor!r}  # the scale and temperature: one factor for every score")
     if o.alibi is not None:
         lines.append("# ALiBi's bias is a constant: it hands the gradient on unchanged and gets none itself")
@@ -180,11 +183,12 @@ def _check(case: Case, loss: Loss) -> list[str]:
     asserted equal."""
     o = case.options
     h, g = o.heads, o.kv_heads or o.heads
-    sinks = o.sinks is not None
+    sinks, table = o.sinks is not None, o.relative_bias is not None
     lines = [
         "# The check: the same forward, differentiable, and torch.autograd's gradients",
-        f"leaves = [t.clone().requires_grad_(True) for t in (x, w_query, w_key, w_value{', sinks' * sinks})]",
-        f"X, WQ, WK, WV{', S' * sinks} = leaves",
+        "leaves = [t.clone().requires_grad_(True) for t in "
+        f"(x, w_query, w_key, w_value{', sinks' * sinks}{', relative_bias' * table})]",
+        f"X, WQ, WK, WV{', S' * sinks}{', T' * table} = leaves",
         "q, k, v = X @ WQ, X @ WK, X @ WV",
         f"q = q.unflatten(-1, ({h}, -1)).transpose(0, 1)",
         f"k, v = (t.unflatten(-1, ({g}, -1)).transpose(0, 1).repeat_interleave({h // g}, dim=0) for t in (k, v))",
@@ -205,7 +209,7 @@ def _check(case: Case, loss: Loss) -> list[str]:
     w_out, target = "w_out" if o.w_out is not None else "None", loss.cell is None
     norm = ", (queries_unnormed, keys_unnormed, gamma_q, gamma_k, norm_eps)" if o.q_norm is not None else ""
     options = "".join(f", {name}={value}" for name, value in _tolerance_options(case).items())
-    mine = "".join(f', "d_{name}": d_{name}' for name in ("sinks",) * sinks)
+    mine = "".join(f', "d_{name}": d_{name}' for name in ("sinks",) * sinks + ("relative_bias",) * table)
     return [
         *lines,
         "",
@@ -228,12 +232,15 @@ GRADIENT_RULE = (rule.gradient_tolerance, rule.scores_back_errors, rule.capped_b
 
 
 def _check_weights(case: Case) -> list[str]:
-    """The check's steps 4-5, differentiable: the scale, ALiBi's bias, the cap, the mask and window, the softmax
-    (with the sink logits S, autograd's leaf, as one more column), the override's value."""
+    """The check's steps 4-5, differentiable: the scale, ALiBi's bias, T5's (its table T, autograd's leaf), the
+    cap, the mask and window, the softmax (with the sink logits S, autograd's leaf, as one more column), the
+    override's value."""
     o = case.options
     lines = [f"s = q @ k.mT * {scale_factor(case) / o.temperature!r}"]
     if o.alibi is not None:
-        lines.append("s = s + position_bias  # a constant")
+        lines.append("s = s - slopes[:, None, None] * distance  # ALiBi's bias: a constant")
+    if o.relative_bias is not None:
+        lines.append("s = s + T[:, buckets]  # T5's bias: its table T, a leaf")
     if o.softcap is not None:
         lines.append(f"s = {float(o.softcap)!r} * torch.tanh(s / {float(o.softcap)!r})")
     seen = seen_name(case)
@@ -256,10 +263,12 @@ def _check_weights(case: Case) -> list[str]:
 def _tolerance_options(case: Case) -> dict[str, str]:
     """The rule's reads of steps 4-5's options, by the script's names (as compute.tolerance_options)."""
     o, out = case.options, {}
-    if o.softcap is not None or o.alibi is not None:
+    if o.softcap is not None or o.biased:
         out["scores"] = "scores_uncapped" if o.softcap is not None else "scores"
     if o.softcap is not None:
         out["softcap"] = repr(float(o.softcap))
     if o.sinks is not None:
         out["sink"] = "weights_sink"
+    if o.relative_bias is not None:
+        out["buckets"] = f"(buckets, {len(o.relative_bias[0])})"
     return out

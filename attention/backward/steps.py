@@ -18,7 +18,8 @@ from .loss import Loss
 NOT_GONE_BACK_THROUGH = ("repeat", "qkv")
 BACKWARD_NAMES = tuple(name for name in reversed(STEP_NAMES) if name not in NOT_GONE_BACK_THROUGH)
 # A gradient's axes: its forward twin's, and those of the few with no twin in the trace
-GRAD_AXES = {"d_w_out": ("value dim", "output dim"), "d_concat": ("query", "value dim"), "d_sinks": ("sink", "head")}
+GRAD_AXES = {"d_w_out": ("value dim", "output dim"), "d_concat": ("query", "value dim"), "d_sinks": ("sink", "head"),
+             "d_relative_bias": ("head", "bucket")}  # fmt: skip
 # What each gradient is made from: the gradients before it (the loss's first) and the forward tensors it meets
 MADE_FROM = {
     "d_outputs": ("outputs",),
@@ -31,6 +32,7 @@ MADE_FROM = {
     "d_scores": ("weights_exact", "d_weights"),
     "d_sinks": ("weights_sink", "weights_exact", "d_weights"),
     "d_scores_uncapped": ("d_scores", "scores_uncapped"),
+    "d_relative_bias": ("d_scores",),  # d_scores_uncapped with a softcap between (_made_from)
     "d_scores_raw": ("d_scores",),  # d_scores_uncapped with a softcap between (_made_from)
     "d_queries": ("d_scores_raw", "keys"),
     "d_keys": ("d_scores_raw", "queries"),
@@ -72,6 +74,8 @@ def _notes(name: str, case: Case):
         yield msg("backward.note.window", window=o.window)
     if name == "scores" and o.alibi is not None:
         yield msg("backward.note.alibi")
+    if name == "scores" and o.relative_bias is not None:
+        yield msg("backward.note.relative")
     if name == "scores" and o.softcap is not None:
         yield msg("backward.note.softcap", cap=o.softcap)
     if name == ROPE and o.rope_fraction is not None:
@@ -82,7 +86,7 @@ def _made_from(grad: str, tensors: Mapping, case: Case) -> tuple[str, ...]:
     """A gradient's parents; d_head_outputs is d_concat's, or the loss's own d_outputs without w_out; the norm's
     are RoPE's when the case turns queries and keys after the norm; the raw scores' the capped ones' with a cap."""
     parents = MADE_FROM.get(grad, ())
-    if grad == "d_scores_raw" and "d_scores_uncapped" in tensors:
+    if grad in ("d_scores_raw", "d_relative_bias") and "d_scores_uncapped" in tensors:
         return ("d_scores_uncapped",)
     if grad.endswith("_unnormed") and case.options.rope_base is not None:
         return (parents[0] + "_unrotated", parents[1])
@@ -121,7 +125,7 @@ OR = r"\ \text{or}\ "
 
 def _scores_formula(case: Case) -> str:
     """Step 4 back: through the cap (U the scores before it), the scale and temperature (ALiBi's bias B a constant:
-    no gradient of its own), the mask and window, to Q and K."""
+    no gradient of its own; T5's learned table t a sum per bucket), the mask and window, to Q and K."""
     o, factor = case.options, scale_factor(case) / case.options.temperature
     parts, d = [], "dS"
     if o.softcap is not None:
@@ -130,6 +134,8 @@ def _scores_formula(case: Case) -> str:
     parts.append(rf"dS^{{raw}} = {factor:g}\, {d}")
     if o.alibi is not None:
         parts.append(r"dB = 0\ (\text{constant})")
+    if o.relative_bias is not None:  # T5's table is learned: each bucket's entry gathers its scores' gradients
+        parts.append(rf"dt_h[b] = \textstyle\sum_{{\mathrm{{bucket}}(j - i) = b}} {d}_{{h,ij}}")
     blocked = [r"M_{ij} = 0"] * (o.mask is not None) + [rf"j \le i - {o.window}"] * (o.window is not None)
     if blocked:
         parts.append(r"dS^{raw}_{ij} = 0\ \text{where}\ " + OR.join(blocked))

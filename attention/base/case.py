@@ -32,13 +32,14 @@ MIN_SCALE, MAX_SCALE = 0.001, 100.0
 MIN_SOFTCAP, MAX_SOFTCAP = 0.1, 1000.0  # Gemma 2 caps attention scores at 50 (and its final logits at 30)
 MAX_SLOPE = 100.0  # |an ALiBi slope|: the paper's are 2^(−8k/h), at most 1/2
 MAX_SINK = 100.0  # |a sink logit|: gpt-oss's learned ones lie within a few units of 0
+MAX_BUCKETS, MAX_BUCKET_BIAS = 256, 1000.0  # T5's relative bias: 32 buckets a head; |a bias| (T5's: within ±50)
 MAX_TOKEN_CHARS = 40
 DTYPES = ("float32", "float64")
 DEVICE_PATTERN = re.compile(r"cpu|cuda|cuda:\d{1,2}|mps|auto")
 
 
-# The options of today's models (Options' last five): plain attention when each is None
-MODERN = ("window", "softcap", "alibi", "sinks", "rope_fraction")
+# The options of today's models (Options' last six but one): plain attention when each is None
+MODERN = ("window", "softcap", "alibi", "sinks", "rope_fraction", "relative_bias")
 
 
 class CaseError(ValueError):
@@ -86,6 +87,16 @@ class Options:
     sinks: tuple[float, ...] | None = None  # gpt-oss: head h's sink logit s_h; e^s_h joins each softmax's denominator
     rope_fraction: float | None = None  # partial rotary (GPT-NeoX, Phi): RoPE turns each head's first
     # rope_fraction · d_head dims (pairs with θ_p = base^(−2p/d_rot)) and leaves the rest; None: all of them
+    # T5's relative position bias: head h's learned bias b_h[k] for each bucket k of the distance j − i, added to the
+    # scores (heads × buckets); the buckets' own distances up to half of them, then logarithmic up to
+    # relative_max_distance (T5's: 32 buckets, 128); bidirectional (half the buckets for keys ahead) unless causal
+    relative_bias: Matrix | None = None
+    relative_max_distance: int = 128
+
+    @property
+    def biased(self) -> bool:
+        """Step 4 adds a term for where each key is from its query: ALiBi's or T5's."""
+        return self.alibi is not None or self.relative_bias is not None
 
 
 @dataclass(frozen=True)
@@ -521,6 +532,7 @@ def _modern(o: Options, heads: int, d_head: int) -> dict:
         "alibi": _per_head(o.alibi, "alibi", heads, MAX_SLOPE),
         "sinks": _per_head(o.sinks, "sinks", heads, MAX_SINK),
         "rope_fraction": _fraction(o.rope_fraction, o.rope_base, d_head),
+        **_relative(o.relative_bias, o.relative_max_distance, heads, o.mask == "causal"),
     }
 
 
@@ -541,6 +553,25 @@ def _per_head(values: object, option: str, heads: int, bound: float) -> tuple[fl
         count = len(values) if isinstance(values, list | tuple) else excerpt(values)
         raise CaseError(_at(option), msg("error.per_head", heads=heads, count=count))
     return tuple(_number(v, msg("where.of_head", name=_at(option), head=i + 1), bound) for i, v in enumerate(values))
+
+
+def _relative(table: object, max_distance: object, heads: int, causal: bool) -> dict:
+    """T5's relative bias: a row of buckets per head (at least 2, as many in each), and the largest distance told
+    apart (more than the exact buckets: half the buckets, a quarter when they are bidirectional)."""
+    exact = 2 if causal else 4  # buckets per exact distance step's half: T5's num_buckets // 2 (// 2 again both ways)
+    if isinstance(table, list | tuple) and len(table) != heads:  # a row per head, said as such
+        raise CaseError(_at("relative_bias"), msg("error.rows_per_head", heads=heads, count=len(table)))
+    table = None if table is None else _matrix(table, _at("relative_bias"), rows=(heads, heads),
+                                               cols=(exact, MAX_BUCKETS), cell=_bucket_bias)  # fmt: skip
+    low = 1 + (len(table[0]) if table else exact) // exact
+    if isinstance(max_distance, bool) or not isinstance(max_distance, int) or not low <= max_distance <= MAX_N:
+        raise CaseError(_at("relative_max_distance"), msg("error.max_distance", low=low, high=MAX_N,
+                                                          value=excerpt(max_distance)))  # fmt: skip
+    return {"relative_bias": table, "relative_max_distance": max_distance}
+
+
+def _bucket_bias(value: object, where: Callable[[], str]) -> float:
+    return _number(value, where, MAX_BUCKET_BIAS)
 
 
 def _fraction(fraction: object, base: object, d_head: int) -> float | None:

@@ -109,7 +109,7 @@ def attention_tolerance(
 
 def gradient_tolerance(
     x, w_query, w_key, w_value, queries, keys, values, weights, softmax, d_outputs, multiplier, rope, w_out, target,
-    norm=None, scores=None, softcap=None, sink=None,
+    norm=None, scores=None, softcap=None, sink=None, buckets=None,
 ):  # fmt: skip
     """How far two float computations of the leaves' gradients may be apart, number by number: the backward pass run
     on absolute values (each sum's Σ|terms|, carried through the chain) times √K · eps, K every term summed on the
@@ -118,7 +118,8 @@ def gradient_tolerance(
     dims RoPE turned (True: all; 0 or False: none); norm: a q/k norm's (queries, keys before it, γ_Q, γ_K, ε), or
     None; scores: step 4's scores before any cap (scores_uncapped with a softcap, else the scores) where ALiBi's
     bias or a softcap came after the scale, else None; softcap: the cap; sink: step 5's weights_sink (h?, n_q, 1)
-    where the case has sink logits. {d_x: …, d_w_query: …, d_sinks: …}."""
+    where the case has sink logits; buckets: T5's bucket of each pair (n, n) and its table's width, where the case
+    has its bias (its gradient sums each bucket's dU). {d_x: …, d_w_query: …, d_sinks: …}."""
     dtype = queries.dtype
     q, k, v, a, s = (t.detach().cpu().to(dtype) for t in (queries, keys, values, weights, softmax))
     q, k, v, a, s = (t if t.dim() == 3 else t[None] for t in (q, k, v, a, s))  # (h, n, d): in the run's dtype
@@ -138,7 +139,11 @@ def gradient_tolerance(
         out["d_w_out"] = r * concat.T @ d_o.abs() + concat.T @ error_o
         d_c, error_o = d_o @ w_out.T, error_o @ w_out.abs().T
     d_h, error_h = (m.unflatten(-1, (h, -1)).transpose(0, 1).to(dtype) for m in (d_c, error_o))  # (h, n, d_v/h)
-    d_q, d_k, d_v, e_sinks = scores_back_errors(q, k, v, a, s, d_h, error_h, multiplier, r, u, softcap, a_sink)
+    d_q, d_k, d_v, e_sinks, d_u = scores_back_errors(q, k, v, a, s, d_h, error_h, multiplier, r, u, softcap, a_sink)
+    if buckets is not None:  # dt[b] = Σ dU_ij over bucket b's pairs: their errors, and the sum's own rounding
+        index, width = buckets[0].flatten(), buckets[1]
+        sums = [torch.zeros(h, width, dtype=torch.float64).index_add_(1, index, m.reshape(h, -1)) for m in d_u]
+        out["d_relative_bias"] = sums[0] + rounding(int(index.bincount().max()), dtype) * sums[1]
     if rope:  # each of a pair's two gradients reaches both of its numbers (rope: the dims turned, or True: all)
         d_q, d_k = (both_of_pair(m, rope) for m in (d_q, d_k))
     if norm is not None:  # back through the norm: dQ's and dK's errors carried, and its own sums' rounding
@@ -155,14 +160,16 @@ def gradient_tolerance(
 
 def scores_back_errors(q, k, v, a, s, d_h, error_h, multiplier, r, u=None, softcap=None, a_sink=None):
     """The errors of dQ, dK (h, n, d_k/h), dV (h, n, d_v/h) and the sink logits' gradients (h,), float64, a head at
-    a time (its n × n matrices alone): steps 6 to 4 back (weights_back), then the cap's slope and the scale.
+    a time (its n × n matrices alone): steps 6 to 4 back (weights_back), then the cap's slope and the scale; and
+    dU's (the scores' before the scale) errors and sizes (h, n, n) each.
     u: the scores before any cap (h, n, n) or None; a_sink: the sinks' weights (h, n, 1) or None."""
     eps = torch.finfo(q.dtype).eps
     # a score's rounding σ_ij (its sum of d_head products, the scale, the softmax's exp and division), per unit of
     # Σ_k |q_ik k_jk|: it moves weight j by A_ij Σ_k A_ik (δs_ij − δs_ik); ALiBi's sum and a cap's tanh, division
     # and product round it a few eps of |U| more (|S| ≤ |U|, and the cap's slope ≤ 1 carries the rest)
     unit = abs(multiplier) * (rounding(q.shape[-1], q.dtype) + 2 * eps)
-    d_q, d_k, d_v, e_sinks = torch.zeros_like(q, dtype=torch.float64), torch.zeros_like(k, dtype=torch.float64), [], []
+    d_q, d_k = torch.zeros_like(q, dtype=torch.float64), torch.zeros_like(k, dtype=torch.float64)
+    d_v, e_sinks, e_u, size_u = [], [], [], []
     for i in range(q.shape[0]):
         sigma = unit * (q[i].abs().double() @ k[i].abs().double().T) + 4 * eps  # (n, n)
         if u is not None:  # a masked score's −∞ counts 0: its weight is 0
@@ -171,11 +178,14 @@ def scores_back_errors(q, k, v, a, s, d_h, error_h, multiplier, r, u=None, softc
         e_s, e_v, d_s, e_sink = weights_back(a[i], s[i], v[i], d_h[i], error_h[i], sigma, r, sink)
         if softcap is not None:  # dU = (1 − tanh²(U / cap)) dS: dS's error carried, and the slope's own
             e_s = capped_back(e_s, d_s, u[i], softcap, sigma, eps)
+        e_u.append(e_s)
+        size_u.append(d_s.abs())  # |dU| ≤ |dS|: the cap's slope is at most 1
         e_s = e_s * abs(multiplier)
         d_q[i], d_k[i] = e_s @ k[i].abs().double(), e_s.T @ q[i].abs().double()
         d_v.append(e_v)
         e_sinks.append(e_sink)
-    return d_q, d_k, torch.stack(d_v), None if a_sink is None else torch.stack(e_sinks)
+    e_sinks = None if a_sink is None else torch.stack(e_sinks)
+    return d_q, d_k, torch.stack(d_v), e_sinks, (torch.stack(e_u), torch.stack(size_u))
 
 
 def capped_back(e_s, d_s, u, cap, sigma, eps):

@@ -17,6 +17,7 @@ from ..forward.compute import (
     Trace,
     attend,
     option_tensors,
+    position_bias,
     positions,
     qk_normed,
     rope,
@@ -178,9 +179,8 @@ def decode(case: Case, causal: Trace | None = None) -> Decoding:
                                                                                      case.w_value))  # fmt: skip
     at = positions(case)  # (n,): each token's position for RoPE
     theta = None if o.rope_base is None else rope_theta(o, case.d_rot)  # partial rotary: the first d_rot dims
-    # ALiBi's slopes m_h and the sinks' logits s_h, each (h, 1, 1) to broadcast over a head's row, or None
-    per_head = {name: None if getattr(o, name) is None else torch.tensor(getattr(o, name), dtype=dtype,
-                device=device)[:, None, None] for name in ("alibi", "sinks")}  # fmt: skip
+    # the sinks' logits s_h (h, 1, 1) to broadcast over a head's row, or None
+    sinks = None if o.sinks is None else torch.tensor(o.sinks, dtype=dtype, device=device)[:, None, None]
     # the cache: (g, tokens cached, d_head) keys and (g, tokens cached, d_v/g) values, a row appended a step
     k_cache = torch.empty(g, 0, w_key.shape[1] // g, dtype=dtype, device=device)
     v_cache = torch.empty(g, 0, w_value.shape[1] // g, dtype=dtype, device=device)
@@ -201,7 +201,7 @@ def decode(case: Case, causal: Trace | None = None) -> Decoding:
             k_cache, v_cache = k_cache[:, 1:], v_cache[:, 1:]  # (g, window, d): never more
         first = t + 1 - k_cache.shape[1]  # the oldest token cached: 0, or t − window + 1
         tensors = {"x_t": x_t, "q_t": q_t, "k_t": k_t, "v_t": v_t, "k_cache": k_cache, "v_cache": v_cache}
-        tensors |= attend_cached(q_t, k_cache, v_cache, range(first, t + 1), case, per_head, w_out)
+        tensors |= attend_cached(q_t, k_cache, v_cache, range(first, t + 1), case, sinks, w_out)
         recorder.record(name, **{k: _shaped(tensor, k, h) for k, tensor in tensors.items()})
         tensors, seconds = recorder.records[name]
         check = compare(CAUSAL, tensors["output_t"], rows[t : t + 1], allowed[t : t + 1])
@@ -213,26 +213,26 @@ def decode(case: Case, causal: Trace | None = None) -> Decoding:
     return Decoding(case, causal_scores, tuple(steps), outputs, notes)
 
 
-def attend_cached(q_t: Tensor, keys: Tensor, values: Tensor, cached: range, case: Case, per_head: dict,
+def attend_cached(q_t: Tensor, keys: Tensor, values: Tensor, cached: range, case: Case, sinks: Tensor | None,
                   w_out: Tensor | None) -> dict[str, Tensor]:  # fmt: skip
     """Steps 4-7 for token t's one query against the cache (keys and values of the tokens `cached`, t the last):
-    its row of scores (ALiBi's bias for each cached key's distance t − j, the cap), the softmax (a sink's logit in
-    its denominator), the weighted sum of the cached values. Every cached key is allowed: the window is the cache."""
+    its row of scores (ALiBi's or T5's bias for each cached key's distance j − t, the cap), the softmax (a sink's
+    logit in its denominator), the weighted sum of the cached values. Every cached key is allowed: the window is the
+    cache."""
     o, (h, g) = case.options, (q_t.shape[0], keys.shape[0])
     t, parts, sink = cached[-1], {}, {}
     # grouped-query attention: query heads i·h/g … (i+1)·h/g − 1 read key/value head i (no copy of the cache)
     scores_t = (q_t.view(g, h // g, -1) @ keys.mT * (scale_factor(case) / o.temperature)).view(h, 1, -1)  # (h, 1, c)
-    if per_head["alibi"] is not None:  # ALiBi: − m_h (t − j), from each key's token index j
-        distance = t - torch.arange(cached.start, cached.stop, device=keys.device)  # (c,): t − j
-        parts["position_bias_t"] = -per_head["alibi"] * distance.to(scores_t.dtype)  # (h, 1, c)
+    if o.biased:  # ALiBi's − m_h (t − j) or T5's b_h[bucket(j − t)], from each key's token index j
+        parts["position_bias_t"] = position_bias(o, range(t, t + 1), cached, scores_t.dtype, keys.device)  # (h, 1, c)
         scores_t = scores_t + parts["position_bias_t"]
     if o.softcap is not None:  # Gemma 2: cap · tanh(s / cap)
         parts["scores_uncapped_t"] = scores_t
         scores_t = o.softcap * torch.tanh(scores_t / o.softcap)
-    if per_head["sinks"] is None:
+    if sinks is None:
         weights_t = torch.softmax(scores_t, dim=-1)  # (h, 1, c)
     else:  # gpt-oss: e^s_h joins the denominator; the sink's weight goes to no value
-        weights_t, sink["weights_sink_t"] = softmax_with_sink(scores_t, per_head["sinks"])  # (h, 1, c), (h, 1, 1)
+        weights_t, sink["weights_sink_t"] = softmax_with_sink(scores_t, sinks)  # (h, 1, c), (h, 1, 1)
     heads_t = (weights_t.view(g, h // g, -1) @ values).view(h, 1, -1)  # (h, 1, d_v/h)
     output_t = heads_t.transpose(0, 1).flatten(1)  # (1, d_v): the heads side by side
     output_t = output_t if w_out is None else output_t @ w_out  # (1, d_out)

@@ -1,5 +1,5 @@
-"""A cached score's arithmetic: q_t · k_j with k_j read from the cache (made once, at step j), scaled, with ALiBi's
-bias and the cap where the case has them, the same number in the whole causal computation's scores, and with a sink
+"""A cached score's arithmetic: q_t · k_j with k_j read from the cache (made once, at step j), scaled, with ALiBi's or
+T5's bias and the cap where the case has them, the same number in the whole causal computation's scores, and with a sink
 the weight it becomes."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..base.explain import Context, Derivation, abbreviate, explains, factor
 from ..base.i18n import msg
 from ..base.numbers import approx
-from ..forward.compute import positions, scale_factor
+from ..forward.compute import positions, relative_bucket, scale_factor
 from .compute import Decoding
 
 
@@ -46,14 +46,20 @@ def cached_score(c: Context, tensor: str, head: int | None, index: tuple[int, ..
 
 
 def _options_lines(c: Context, head: int | None, j: int, t: int, token: int, scaled: float) -> list:
-    """ALiBi's bias for the key's distance, then the cap, each with its numbers (none without them)."""
-    o, lines, score = c.case.options, [], scaled
+    """ALiBi's or T5's bias for the key's distance, then the cap, each with its numbers (none without them)."""
+    o, lines, score, h = c.case.options, [], scaled, 0 if head is None else head
     if o.alibi is not None:  # − m_h (t − j): token indices, whatever the RoPE positions
-        slope = o.alibi[0 if head is None else head]
-        bias = c.view("position_bias_t", head)[0, j].item()
+        slope = o.alibi[h]
+        bias = -slope * (t - token)
         said = {"slope": approx(slope), "t": t + 1, "j": token + 1, "bias": approx(bias), "before": approx(score)}
         score += bias
         lines.append(msg("decoding.explain_alibi", **said, value=approx(score)))
+    if o.relative_bias is not None:  # T5's learned number for the bucket of j − t (a key back: T5's decoder's)
+        bucket = relative_bucket(o, token - t)
+        bias = o.relative_bias[h][bucket]
+        said = {"distance": token - t, "bucket": bucket, "bias": approx(bias), "before": approx(score)}
+        score += bias
+        lines.append(msg("decoding.explain_relative", **said, value=approx(score)))
     if o.softcap is not None:
         uncapped = c.view("scores_uncapped_t", head)[0, j].item()
         said = {"cap": approx(o.softcap), "uncapped": approx(uncapped)}

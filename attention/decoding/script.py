@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..base.case import Case
 from ..forward.compute import scale_factor
-from ..forward.script import literal, rule_lines, tolerance_call
+from ..forward.script import literal, relative_lines, rule_lines, tolerance_call
 from .compute import decodable
 
 SCRIPT_ROPE = [  # the exported script's RoPE: the core's rope(), written out
@@ -104,7 +104,7 @@ def _loop(case: Case) -> list[str]:
         "    first = t + 1 - len(k_cache)  # the oldest token the cache holds",
         "    keys_t, values_t = torch.cat(k_cache, dim=1), torch.cat(v_cache, dim=1)  # (G, cached, d): the cache",
         "    scores_t = (q_t.view(G, H // G, -1) @ keys_t.mT * MULTIPLIER).view(H, 1, -1)  # (H, 1, cached)",
-        "    scores_t = options(scores_t, t - torch.arange(first, t + 1))  # each cached key's distance t − j",
+        "    scores_t = options(scores_t, (t - torch.arange(first, t + 1))[None])  # (1, cached): each key's t − j",
         "    weights_t = softmax(scores_t)",
         "    output_t = (weights_t.view(G, H // G, -1) @ values_t).view(H, 1, -1).transpose(0, 1).flatten(1)",
         "    outputs.append(output_t if w_out is None else output_t @ w_out)  # (1, d_out)",
@@ -118,10 +118,12 @@ def _score_functions(case: Case) -> list[str]:
     o = case.options
     lines = [
         "def options(scores, distance):",
-        '    """Step 4 after the scale: ALiBi\'s bias − m_h · (i − j), then Gemma 2\'s cap; distance: i − j."""',
+        '    """Step 4 after the scale: ALiBi\'s or T5\'s bias, then Gemma 2\'s cap; distance: i − j."""',
     ]
     if o.alibi is not None:
         lines.append("    scores = scores - SLOPES * distance  # (H, 1, 1) slopes: the further back, the lower")
+    if o.relative_bias is not None:
+        lines.append("    scores = scores + relative_bias[:, bucket(-distance)]  # T5: the head's t_h[bucket(j − i)]")
     if o.softcap is not None:
         lines.append("    scores = SOFTCAP * torch.tanh(scores / SOFTCAP)  # within ±SOFTCAP, the order kept")
     lines += ["    return scores", "", ""]
@@ -179,7 +181,7 @@ def _modern_constants(case: Case) -> list[str]:
         lines.append(f"SLOPES = torch.tensor({list(o.alibi)!r}, dtype={dtype}).view(-1, 1, 1)  # ALiBi's m_h, per head")
     if o.sinks is not None:
         lines.append(f"SINKS = torch.tensor({list(o.sinks)!r}, dtype={dtype}).view(-1, 1, 1)  # gpt-oss's sinks")
-    return lines
+    return lines + ([] if o.relative_bias is None else ["", *relative_lines(case)])
 
 
 def _check(case: Case) -> list[str]:

@@ -200,6 +200,61 @@ def rope_theta(o, d: int) -> Tensor:
     return o.rope_base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
 
 
+def position_bias(o, i: range, j: range, dtype: torch.dtype, device: torch.device) -> Tensor | None:
+    """Step 4's term for where each key is from each query, queries at token indices i and keys at j, each a run of
+    consecutive tokens (h, len(i), len(j)): ALiBi's − m_h (i − j) and T5's learned t_h[bucket(j − i)], or None with
+    neither. Made once per distance (h, len(i) + len(j) − 1) and spread over the pairs: a pair's bias is its
+    distance's (n² lookups were 7 of a 1024-token trace's 57 ms)."""
+    if not o.biased:
+        return None
+    distance = torch.arange(j.start - (i.stop - 1), j.stop - i.start, device=device)  # every j − i, least first
+    by_distance = 0
+    if o.alibi is not None:  # whole-number distances: exact in either dtype
+        by_distance = distance.to(dtype) * torch.tensor(o.alibi, dtype=dtype, device=device)[:, None]
+    if o.relative_bias is not None:
+        by_distance = by_distance + torch.tensor(o.relative_bias, dtype=dtype, device=device)[:, _buckets(o, distance)]
+    return _spread(by_distance, len(j))
+
+
+def _spread(by_distance: Tensor, keys: int) -> Tensor:
+    """(…, D) values by distance j − i, least first, as (…, queries, keys): query r's row is the keys' window of
+    distances that starts len(i) − 1 − r from the least (a view per row, then one copy)."""
+    return by_distance.unfold(-1, keys, 1).flip(-2)
+
+
+def relative_buckets(distance: Tensor, buckets: int, max_distance: int, bidirectional: bool) -> Tensor:
+    """T5's bucket of each distance j − i: one bucket per distance below half the buckets, then logarithmically
+    wider ones up to max_distance (past it, the last); bidirectional, keys ahead take the second half of the buckets.
+    In float32, as T5 computes it (a bucket's edge is where the log crosses a whole number)."""
+    if bidirectional:
+        buckets //= 2
+        ahead = (distance > 0).long() * buckets
+        distance = distance.abs()
+    else:
+        ahead, distance = 0, (-distance).clamp(min=0)  # keys ahead: bucket 0 (a causal mask hides them)
+    exact = buckets // 2
+    spread = torch.log(distance.float() / exact) / math.log(max_distance / exact) * (buckets - exact)
+    far = (exact + spread.long()).clamp(max=buckets - 1)  # a distance of 0's −∞ is not taken: exact
+    return ahead + torch.where(distance < exact, distance, far)
+
+
+def buckets_of(o, i: range, j: range) -> Tensor:
+    """T5's bucket of each query at token index i and key at j, each a run of consecutive tokens (len(i), len(j)),
+    under the case's options: its table's width, its max distance, and both directions unless the mask is causal
+    (T5's encoder and decoder)."""
+    return _spread(_buckets(o, torch.arange(j.start - (i.stop - 1), j.stop - i.start)), len(j))
+
+
+def _buckets(o, distance: Tensor) -> Tensor:
+    """T5's bucket of each distance under the case's options (each distinct distance once: a few, not n²)."""
+    return relative_buckets(distance, len(o.relative_bias[0]), o.relative_max_distance, o.mask != "causal")
+
+
+def relative_bucket(o, distance: int) -> int:
+    """T5's bucket of one distance j − i, as the trace computed it."""
+    return int(_buckets(o, torch.tensor([distance]))[0])
+
+
 def softmax_with_sink(scores: Tensor, sinks: Tensor) -> tuple[Tensor, Tensor]:
     """Step 5 with gpt-oss's sinks (sinks broadcast to (h?, 1, 1)): A_ij = e^S_ij / (e^s_h + Σ_k e^S_ik), and the
     weight the sink took, e^s_h over the same sum: the softmax of each row with the sink as one more key, as
@@ -221,10 +276,8 @@ def score_options(case: Case, device: torch.device) -> dict:
         tensor = torch.tensor(values, dtype=dtype, device=device)
         return tensor[:, None, None] if h > 1 else tensor[0]
 
-    bias = None
-    if o.alibi is not None:
-        i = torch.arange(case.n, dtype=dtype, device=device)  # whole numbers, exact in either dtype
-        bias = (i[None, :] - i[:, None]) * per_head(o.alibi)  # (h?, n, n): − m_h (i − j)
+    bias = position_bias(o, range(case.n), range(case.n), dtype, device)  # (h, n, n) or None
+    bias = bias[0] if bias is not None and h == 1 else bias  # (h?, n, n)
     sinks = None if o.sinks is None else per_head(o.sinks)
     return {
         "scale": scale_factor(case), "temperature": o.temperature, "allowed": allowed, "override": override,
@@ -402,7 +455,7 @@ def tolerance(case: Case, tensor: Callable[[str], Tensor], rows: int | None = No
     if o.q_norm is not None:  # step 3's queries and keys, before the norm
         norm = (tensor("queries_unnormed")[..., :rows, :], tensor("keys_unnormed"), o.q_norm, o.k_norm, o.norm_eps)
     rope = case.d_rot if o.rope_base is not None else 0  # how many of a head's dims RoPE turned
-    scores = tensor("scores")[..., :rows, :] if o.alibi is not None or o.softcap is not None else None
+    scores = tensor("scores")[..., :rows, :] if o.biased or o.softcap is not None else None
     return attention_tolerance(
         x, w_query, w_key, w_value, queries, keys, values, weights, multiplier, rope, w_out, projected, norm, scores
     )

@@ -11,7 +11,7 @@ import torch
 from ..base.explain import Cells, Context, Derivation, abbreviate, close, explains, factor, pair, place, prefixed
 from ..base.i18n import msg
 from ..base.numbers import approx, sub, written
-from .compute import Trace, scale_factor
+from .compute import Trace, relative_bucket, scale_factor
 
 DIRECT_EXP_UP_TO = 80.0  # exp(s) is written out as is when every |s| is at most this; past it, exp(s − max)
 
@@ -156,21 +156,43 @@ def scores_raw(c: Context, tensor: str, head: int | None, index: tuple[int, ...]
 
 @explains(Trace, "position_bias")
 def position_bias(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -> Derivation:
-    """Step 4, ALiBi: the head's slope times how far back the key is, subtracted: − m_h · (i − j)."""
+    """Step 4's bias for where the key is: ALiBi's slope times how far back the key is, subtracted (− m_h · (i − j)),
+    and T5's learned number for the bucket of the key's distance (b_h[bucket(j − i)])."""
     i, j = index
-    slope = c.record.case.options.alibi[head or 0]
-    value = c.view(tensor, head)[i, j].item()
-    title = msg("explain.alibi.title", cell=c.cell_name(tensor, head, i, j), query=c.token(i), key=c.token(j))
-    computed = -slope * (i - j)
+    o, value = c.record.case.options, c.view(tensor, head)[i, j].item()
+    title = msg("explain.alibi.title" if o.relative_bias is None else "explain.relative.title",
+                cell=c.cell_name(tensor, head, i, j), query=c.token(i), key=c.token(j))  # fmt: skip
+    lines, terms, expression, computed = [], [], [], 0.0
+    if o.alibi is not None:
+        slope = o.alibi[head or 0]
+        lines.append(msg("explain.alibi.line", head=(head or 0) + 1, slope=c.num(slope), query=c.token(i),
+                         key=c.token(j), distance=i - j))  # fmt: skip
+        terms.append("− m · (i − j)")
+        expression.append(f"−{factor(c.num(slope))} · {factor(written(float(i - j)))}")
+        computed -= slope * (i - j)
+    if o.relative_bias is not None:
+        k = relative_bucket(o, j - i)
+        bias = o.relative_bias[head or 0][k]
+        lines.append(_bucket_line(c, o, i, j, k))
+        terms.append(f"t[{k}]")
+        expression.append(factor(c.num(bias)))
+        computed += bias
     end, warning = c.ending(tensor, computed, value, c.tol(4, value))
-    lines = (
-        msg("explain.alibi.line", head=(head or 0) + 1, slope=c.num(slope), query=c.token(i), key=c.token(j),
-            distance=i - j),
-        msg("explain.equation", lhs=prefixed(head, f"b{pair(i, j)} = − m · (i − j)"),
-            expression=f"−{factor(c.num(slope))} · {factor(written(float(i - j)))}", end=end),
-        *warning,
-    )  # fmt: skip
-    return Derivation(title, lines, {tensor: ((i,), (j,))}, head)
+    lines.append(msg("explain.equation", lhs=prefixed(head, f"b{pair(i, j)} = {' + '.join(terms)}"),
+                     expression=" + ".join(expression), end=end))  # fmt: skip
+    return Derivation(title, (*lines, *warning), {tensor: ((i,), (j,))}, head)
+
+
+def _bucket_line(c: Context, o, i: int, j: int, k: int) -> str:
+    """Which of T5's buckets key j's distance from query i falls in, and why: its own (a near one), a logarithmic
+    one, the last (max distance and beyond), or bucket 0 for a key ahead of a causal query."""
+    bidirectional, distance = o.mask != "causal", j - i
+    half = len(o.relative_bias[0]) // (2 if bidirectional else 1)  # the buckets of one direction
+    far = abs(distance) if bidirectional else max(-distance, 0)
+    kind = "near" if far < half // 2 else "last" if far >= o.relative_max_distance else "log"
+    return msg(f"explain.relative.{kind}", query=c.token(i), key=c.token(j), distance=distance, bucket=k,
+               exact=half // 2, max=o.relative_max_distance, ahead=msg("explain.relative.ahead", half=half)
+               if bidirectional and distance > 0 else "")  # fmt: skip
 
 
 @explains(Trace, "scores_uncapped")
@@ -233,7 +255,7 @@ def _score_sum(c: Context, tensor: str, head: int | None, i: int, j: int, lhs: s
     raw, value = c.view("scores_raw", head)[i, j].item(), c.view(tensor, head)[i, j].item()
     qk, parts = f"q{sub(i)} · k{sub(j)}", {"scores_raw": ((i,), (j,))}
     scale, temperature = scale_factor(c.record.case), o.temperature
-    bias = None if o.alibi is None else c.view("position_bias", head)[i, j].item()
+    bias = c.view("position_bias", head)[i, j].item() if o.biased else None
     if scale == 1 and temperature == 1 and bias is None:
         lines = [msg("explain.raw_score", lhs=prefixed(head, lhs), qk=qk, value=c.num(value))]
         if raw != value:
@@ -254,8 +276,9 @@ def _score_sum(c: Context, tensor: str, head: int | None, i: int, j: int, lhs: s
         lines.append(msg("explain.raw_score_why", why=why))
     scaled = raw * scale / temperature
     computed, size = scaled, abs(scaled)
-    if bias is not None:  # ALiBi: its bias added after the scale
-        lines.append(msg("explain.alibi_added", b=f"b{pair(i, j)}", bias=c.num(bias)))
+    if bias is not None:  # ALiBi's or T5's: its bias added after the scale
+        lines.append(msg("explain.alibi_added" if o.relative_bias is None else "explain.relative_added",
+                         b=f"b{pair(i, j)}", bias=c.num(bias)))  # fmt: skip
         ops, numbers = ops + f" + b{pair(i, j)}", numbers + f" + {factor(c.num(bias))}"
         computed, size = scaled + bias, size + abs(bias)
         parts["position_bias"] = ((i,), (j,))

@@ -11,7 +11,7 @@ from torch.nn.attention.flex_attention import AuxRequest, create_block_mask, fle
 
 from ..base.case import MODERN, Case
 from ..base.record import Check, compare
-from .compute import Trace, scale_factor, tolerance
+from .compute import Trace, buckets_of, scale_factor, tolerance
 
 CHUNK_CELLS = 1 << 22  # weights nn.MultiheadAttention makes at once (16 MiB in float32), a block of queries at a time
 
@@ -71,19 +71,24 @@ def _rotate_complex(m: torch.Tensor, case: Case) -> torch.Tensor:
 
 
 def flex_outputs(case: Case) -> torch.Tensor:
-    """The case's exact attention by FlexAttention, as today's models write theirs: ALiBi and the softcap in its
-    score_mod, the mask and the sliding window in its mask_mod, and gpt-oss's sinks from its log-sum-exp (a row's
+    """The case's exact attention by FlexAttention, as today's models write theirs: ALiBi, T5's bias and the softcap
+    in its score_mod, the mask and the sliding window in its mask_mod, and gpt-oss's sinks from its log-sum-exp (a row's
     output times Σe^S / (Σe^S + e^s_h) = sigmoid(lse − s_h)); then concat and w_out. Eager on the CPU (flex_attention
     without torch.compile: every score made, no fused kernel)."""
     o, n = case.options, case.n
     dtype = getattr(torch, o.dtype)
     q, k, v = projected(case)
     slopes = None if o.alibi is None else torch.tensor(o.alibi, dtype=dtype)
+    table, buckets = None, None
+    if o.relative_bias is not None:  # T5's table (h, buckets) and each query-key pair's bucket (n, n)
+        table, buckets = torch.tensor(o.relative_bias, dtype=dtype), buckets_of(o, range(n), range(n))
     explicit = None if not isinstance(o.mask, tuple) else torch.tensor(o.mask) != 0
 
     def score_mod(score, b, h, q_idx, kv_idx):
         if slopes is not None:  # ALiBi
             score = score - slopes[h] * (q_idx - kv_idx)
+        if table is not None:  # T5: the head's learned bias for the pair's bucket
+            score = score + table[h, buckets[q_idx, kv_idx]]
         if o.softcap is not None:  # Gemma 2
             score = o.softcap * torch.tanh(score / o.softcap)
         return score

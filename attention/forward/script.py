@@ -67,7 +67,7 @@ def tolerance_call(case: Case, projected: bool = False, scores: str | None = Non
     multiplier, turned = scale_factor(case) / o.temperature, o.rope_base is not None
     w_out = "w_out" if o.w_out is not None else "None"
     norm = ", (queries_unnormed, keys_unnormed, gamma_q, gamma_k, norm_eps)" if o.q_norm is not None else ""
-    scores = f", scores={scores}" if scores is not None and (o.alibi is not None or o.softcap is not None) else ""
+    scores = f", scores={scores}" if scores is not None and (o.biased or o.softcap is not None) else ""
     return (f"tolerance = attention_tolerance(x, w_query, w_key, w_value, queries, keys, values, {weights}, "
             f"{multiplier!r}, {turned}, {w_out}, {projected}{norm}{scores})  # (n, d_out)")  # fmt: skip
 
@@ -75,7 +75,7 @@ def tolerance_call(case: Case, projected: bool = False, scores: str | None = Non
 def check_lines(case: Case) -> list[str]:
     """After step 8: its rows against step 7's, and FlexAttention's where the case has an option of today's models,
     each number within the one rule's tolerance, asserted."""
-    scores = "scores" if case.options.softcap is not None or case.options.alibi is not None else None
+    scores = "scores" if case.options.softcap is not None or case.options.biased else None
     lines = [
         *rule_lines(),
         "",
@@ -114,21 +114,21 @@ def _exact_outputs(case: Case) -> list[str]:
 
 def flex_lines(case: Case) -> list[str]:
     """The case's steps 4-7 as today's models write them, with FlexAttention on the script's own queries, keys and
-    values: ALiBi and the softcap in its score_mod, the mask and the window in its mask_mod (a block mask), and the
-    sinks from its log-sum-exp."""
+    values: ALiBi, T5's bias and the softcap in its score_mod, the mask and the window in its mask_mod (a block
+    mask), and the sinks from its log-sum-exp."""
     o, h = case.options, case.options.heads
     lines = [
         "# The same attention as today's models write it: FlexAttention (torch.nn.attention.flex_attention). Its",
-        "# score_mod changes a score (ALiBi, a softcap), its mask_mod says which keys a query sees (a mask, a window),",
-        "# and a sink comes from its log-sum-exp lse = log Σ_j e^S_ij: a row's output times Σe^S / (e^s_h + Σe^S),",
-        "# which is sigmoid(lse − s_h)",
+        "# score_mod changes a score (ALiBi, T5's bias, a softcap), its mask_mod says which keys a query sees (a mask,",
+        "# a window), and a sink comes from its log-sum-exp lse = log Σ_j e^S_ij: a row's output times",
+        "# Σe^S / (e^s_h + Σe^S), which is sigmoid(lse − s_h)",
         "import warnings",
         "",
         "from torch.nn.attention.flex_attention import AuxRequest, create_block_mask, flex_attention",
         "",
     ]
     mods, heads = [], "[None]" if h > 1 else "[None, None]"  # flex_attention takes (batch, h, n, d)
-    if o.alibi is not None or o.softcap is not None:
+    if o.biased or o.softcap is not None:
         lines += ["", *_score_mod(case), ""]
         mods.append("score_mod=score_mod")
     if o.mask is not None or o.window is not None:
@@ -160,6 +160,8 @@ def _score_mod(case: Case) -> list[str]:
     lines = ["def score_mod(score, b, h, q_idx, kv_idx):  # b: the batch, h: the head, q_idx: query i, kv_idx: key j"]
     if o.alibi is not None:
         lines.append("    score = score - slopes[h] * (q_idx - kv_idx)  # ALiBi: − m_h (i − j)")
+    if o.relative_bias is not None:
+        lines.append("    score = score + relative_bias[h, buckets[q_idx, kv_idx]]  # T5: t_h[bucket(j − i)]")
     if o.softcap is not None:
         lines.append(f"    score = {o.softcap!r} * torch.tanh(score / {o.softcap!r})  # the softcap")
     return [*lines, "    return score"]
@@ -355,7 +357,7 @@ def _scores(case: Case) -> list[str]:
         (".mT", "(h, n_q, n_k), one matrix per head") if case.options.heads > 1 else (".T", "(n_q, n_k)")
     )
     lines = [f"scores = queries @ keys{transpose}  # {per_head}: row i is query i dotted with every key"]
-    made = {"alibi": _alibi_lines, "mask": _mask_lines}  # what an option's line reads, defined right above it
+    made = {"bias": _bias_lines, "mask": _mask_lines}  # what an option's line reads, defined right above it
     for option, code, why in _score_options(case, "scores", _seen(case), "position_bias"):
         lines += [*made.get(option, lambda case: [])(case), f"{code}  # {why}"]
     return [*lines, 'print("scores:\\n", scores)']
@@ -446,8 +448,9 @@ BLOCKS = {
 
 
 def _score_options(case: Case, scores: str, seen: str, bias: str) -> list[tuple[str, str, str]]:
-    """Step 4's lines after the dot products, in the core's order (scale, temperature, ALiBi, softcap, the mask and
-    the window last): (option, code, why); `seen`: which keys a query may see, `bias`: ALiBi's, for these rows."""
+    """Step 4's lines after the dot products, in the core's order (scale, temperature, ALiBi's or T5's bias, softcap,
+    the mask and the window last): (option, code, why); `seen`: which keys a query may see, `bias`: the bias's name,
+    for these rows."""
     o, out = case.options, []
     if o.scale == "sqrt_dk":
         d = case.d_head
@@ -458,8 +461,10 @@ def _score_options(case: Case, scores: str, seen: str, bias: str) -> list[tuple[
     if o.temperature != 1:
         out.append(("temperature", f"{scores} = {scores} / {float(o.temperature)!r}",
                     "temperature: < 1 sharpens, > 1 flattens"))  # fmt: skip
-    if o.alibi is not None:
-        out.append(("alibi", f"{scores} = {scores} + {bias}", "ALiBi: the further back a key, the lower its score"))
+    if o.biased:
+        why = "ALiBi: the further back a key, the lower its score" if o.relative_bias is None else (
+            "T5: the head's learned number for how far the key is")  # fmt: skip
+        out.append(("bias", f"{scores} = {scores} + {bias}", why))
     if o.softcap is not None:
         cap = repr(float(o.softcap))
         out.append(("softcap", f"{scores} = {cap} * torch.tanh({scores} / {cap})",
@@ -476,18 +481,54 @@ def _seen(case: Case) -> str:
     return "mask" if o.window is None else "in_window" if o.mask is None else "seen"
 
 
-def _alibi_lines(case: Case) -> list[str]:
-    """ALiBi's bias (h?, n, n): − m_h (i − j), each head's slope times how far back the key is."""
+def _bias_lines(case: Case) -> list[str]:
+    """Step 4's bias for where each key is (h?, n, n): ALiBi's − m_h (i − j), each head's slope times how far back
+    the key is; T5's b_h[bucket(j − i)], each head's learned number for the distance's bucket; or both, summed."""
     o = case.options
-    per_head = ("-slopes[:, None, None] * distance  # (h, n_q, n_k)" if o.heads > 1
-                else "-slopes[0] * distance  # (n_q, n_k)")  # fmt: skip
+    lines = ["place = torch.arange(len(x))  # each token's place i: its index"]
+    if o.alibi is not None:
+        per_head = ("-slopes[:, None, None] * distance  # (h, n_q, n_k)" if o.heads > 1
+                    else "-slopes[0] * distance  # (n_q, n_k)")  # fmt: skip
+        lines += [
+            "# ALiBi (BLOOM, MPT): no position embedding; head h subtracts m_h times the distance i − j from a score",
+            f"slopes = torch.tensor({list(o.alibi)!r}, dtype=torch.{o.dtype})  # (h,): m_h, a slope per head",
+            f"distance = (place[:, None] - place[None, :]).to(torch.{o.dtype})  # (n_q, n_k): i − j",
+            f"position_bias = {per_head}",
+        ]
+    if o.relative_bias is not None:
+        looked_up = "relative_bias[:, buckets]" if o.heads > 1 else "relative_bias[0][buckets]"
+        plus = "position_bias + " if o.alibi is not None else ""
+        lines += [*relative_lines(case), "buckets = bucket(place[None, :] - place[:, None])  # (n_q, n_k): j − i's",
+                  f"position_bias = {plus}{looked_up}  # (h?, n_q, n_k): t_h[bucket(j − i)]"]  # fmt: skip
+    return lines
+
+
+def relative_lines(case: Case) -> list[str]:
+    """T5's table `relative_bias` (h, buckets) and `bucket`, the bucket of each distance j − i (whole numbers), as
+    transformers' T5Attention computes it."""
+    o = case.options
+    both = o.mask != "causal"
     return [
-        "# ALiBi (BLOOM, MPT): no position embedding; head h subtracts m_h times the distance i − j from each score",
-        f"slopes = torch.tensor({list(o.alibi)!r}, dtype=torch.{o.dtype})  # (h,): m_h, a slope per head",
-        "place = torch.arange(len(x))  # each token's place i: its index",
-        f"distance = (place[:, None] - place[None, :]).to(torch.{o.dtype})  # (n_q, n_k): i − j",
-        f"position_bias = {per_head}",
-    ]
+        "import math",
+        "",
+        "# T5: no position embedding; each head adds a learned number for the distance j − i's bucket: one bucket for",
+        "# each near distance, then logarithmically wider ones up to max_distance (past it, the last)"
+        + (", and the second half of the buckets for keys ahead" if both else " (keys behind: a causal model)"),
+        f"relative_bias = torch.tensor({[list(row) for row in o.relative_bias]!r}, dtype=torch.{o.dtype})"
+        "  # (h, buckets): t_h",
+        "",
+        "",
+        f"def bucket(distance, buckets={len(o.relative_bias[0])}, max_distance={o.relative_max_distance}):",
+        "    ahead = 0",
+        *(["    buckets //= 2", "    ahead = (distance > 0).long() * buckets  # keys ahead: the second half",
+           "    distance = distance.abs()"] if both else ["    distance = (-distance).clamp(min=0)  # keys behind"]),
+        "    exact = buckets // 2  # distances below it: a bucket each",
+        "    spread = torch.log(distance.float() / exact) / math.log(max_distance / exact) * (buckets - exact)",
+        "    far = (exact + spread.long()).clamp(max=buckets - 1)  # logarithmic, the last past max_distance",
+        "    return ahead + torch.where(distance < exact, distance, far)",
+        "",
+        "",
+    ]  # fmt: skip
 
 
 def _mask_lines(case: Case) -> list[str]:

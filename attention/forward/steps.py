@@ -63,7 +63,7 @@ MADE_FROM = {
     "keys_unnormed": ("x", "w_key"),
     "values": ("x", "w_value"),
     "scores_raw": ("queries", "keys"),
-    "position_bias": ("options.alibi",),
+    "position_bias": ("options.alibi", "options.relative_bias"),
     "scores_uncapped": ("scores_raw", "position_bias"),
     "scores": ("scores_uncapped", "scores_raw", "position_bias"),
     "weights_exact": ("scores", "options.sinks"),
@@ -131,6 +131,8 @@ def step(case: Case, name: str, tensors: Mapping, device: str, seconds: float, n
         if tensor in ("scores", "scores_uncapped"):  # the scores before the cap, else the raw ones and any bias
             parents = tuple(p for p in parents if p in tensors)
             parents = ("scores_uncapped",) if "scores_uncapped" in parents else parents
+        if tensor == "position_bias":  # ALiBi's slopes, T5's table, or both
+            parents = tuple(p for p in parents if getattr(case.options, p.removeprefix("options.")) is not None)
         if tensor in ("weights_exact", "weights_sink") and case.options.sinks is None:
             parents = ("scores",)
         reads[tensor] = parents
@@ -200,6 +202,7 @@ def _scores(case: Case, words: Callable[..., str]) -> str:
     temperature = "" if o.temperature == 1 else rf" \,/\, {o.temperature:g}"
     mask = rf",\quad S_{{ij}} = -\infty\ {words('where')}\ M_{{ij}} = 0" if o.mask is not None else ""
     bias = r" - m_h\,(i - j)" if o.alibi is not None else ""
+    bias += r" + t_h[\mathrm{bucket}(j - i)]" if o.relative_bias is not None else ""
     cap = rf",\quad S \leftarrow {o.softcap:g} \tanh(S / {o.softcap:g})" if o.softcap is not None else ""
     window = ""
     if o.window is not None:  # the keys outside the window: after the query, or window or more before it

@@ -9,7 +9,7 @@ import torch
 
 from ..base.case import MODERN, Case, with_options
 from ..base.i18n import Message, msg, text
-from .compute import Trace, attend, option_tensors
+from .compute import Trace, attend, option_tensors, relative_bucket
 
 
 def sqrt_dk_effect(trace: Trace, head: int | None = None) -> dict[str, float]:
@@ -70,7 +70,8 @@ def whys(trace: Trace, step: str, lang: str = "en", head: int | None = None) -> 
     return out + [text(lang, f"why.{option}", **numbers) for option, numbers in modern_whys(trace, step, head)]
 
 
-MODERN_STEP = {"window": "scores", "softcap": "scores", "alibi": "scores", "sinks": "softmax", "rope_fraction": "rope"}
+MODERN_STEP = {"window": "scores", "softcap": "scores", "alibi": "scores", "relative_bias": "scores",
+               "sinks": "softmax", "rope_fraction": "rope"}  # fmt: skip
 
 
 def modern_whys(trace: Trace, step: str, head: int | None = None) -> list[tuple[str, dict]]:
@@ -84,6 +85,8 @@ def modern_whys(trace: Trace, step: str, head: int | None = None) -> list[tuple[
         "softcap": lambda: {"cap": o.softcap, "top": _top_score(trace, head),
                             "capped": o.softcap * math.tanh(_top_score(trace, head) / o.softcap)},
         "alibi": lambda: {"slope": o.alibi[h], "head": h + 1, "far": 3, "penalty": 3 * o.alibi[h]},
+        "relative_bias": lambda: {"head": h + 1, "near": o.relative_bias[h][relative_bucket(o, -1)],
+                                  "far": o.relative_bias[h][relative_bucket(o, 1 - last)], "n": last - 1},
         "sinks": lambda: {"sink": o.sinks[h], "head": h + 1, "share": _of_head(trace, "weights_sink", h).mean().item()},
         "rope_fraction": lambda: {"d_rot": case.d_rot, "d": case.d_head, "rest": case.d_head - case.d_rot},
     }  # fmt: skip
@@ -104,9 +107,10 @@ def _top_score(trace: Trace, head: int | None) -> float:
 def variants(case: Case) -> dict[str, Case]:
     """Where the article departs from textbook attention, side by side on one case's numbers, keyed by id: "rounded"
     (when the case has the article's rounded weights), "exact", "textbook", "temperature" (when it is not 1) and
-    "causal", each without today's sliding window, cap, ALiBi and sinks. A variant's name is variant_name(id, case)."""
+    "causal", each without today's sliding window, cap, ALiBi, T5's bias and sinks. A variant's name is
+    variant_name(id, case)."""
     exact = {"scale": None, "temperature": None, "mask": None, "weights_override": None}
-    exact |= {"window": None, "softcap": None, "alibi": None, "sinks": None}  # today's options: the page's next part
+    exact |= dict.fromkeys(("window", "softcap", "alibi", "relative_bias", "sinks"))  # today's: the page's next part
     changes = {"exact": {}, "textbook": {"scale": "sqrt_dk"}, "causal": {"mask": "causal"}}
     if case.options.weights_override is not None:
         changes = {"rounded": {"weights_override": case.options.weights_override}} | changes
@@ -124,14 +128,15 @@ def variant_name(variant: str, case: Case) -> Message:
 EXACT = "exact"  # the variant the others are compared with
 
 # Today's models' variants (the variants page), by id: each an option of the case; NoPE is RoPE left out
-MODERN_VARIANTS = ("window", "softcap", "alibi", "sinks", "partial", "nope")
+MODERN_VARIANTS = ("window", "softcap", "alibi", "relative", "sinks", "partial", "nope")
 PLAIN = dict.fromkeys(MODERN)  # plain attention: every option of today's models off
 
 
 def modern_chosen(case: Case, nope: bool = False) -> tuple[str, ...]:
     """The variants of today's models the case has, in MODERN_VARIANTS' order (`nope`: its RoPE was left out)."""
     o = case.options
-    has = {"window": o.window, "softcap": o.softcap, "alibi": o.alibi, "sinks": o.sinks, "partial": o.rope_fraction}
+    has = {"window": o.window, "softcap": o.softcap, "alibi": o.alibi, "relative": o.relative_bias, "sinks": o.sinks,
+           "partial": o.rope_fraction}  # fmt: skip
     return tuple(v for v in MODERN_VARIANTS if (nope if v == "nope" else has[v] is not None))
 
 

@@ -61,7 +61,7 @@ DEFAULTS = {"window": 3, "softcap": 5.0, "rope_fraction": 0.5}  # a cap of 5: Ge
 LONGER_N = 8  # a sentence long enough for a window of 3 to leave tokens out
 ROPE_D = 4  # a head's width on which RoPE turns two pairs, and partial rotary one of them
 KEPT = ("scale", "scale_value", "temperature", "mask", "window", "softcap", "alibi", "sinks", "sink", "rope")
-KEPT += ("rope_fraction",)  # the controls a new random case keeps (its sizes and numbers are new)
+KEPT += ("rope_fraction", "relative")  # the controls a new random case keeps (its sizes and numbers are new)
 NOPE = "variants_nope"  # the NoPE switch: RoPE off, read against RoPE on (see nope)
 
 
@@ -105,6 +105,7 @@ def _switch(session: Session, variant: str) -> None:
         "window": {"window": DEFAULTS["window"] if on else 0},
         "softcap": {"softcap": DEFAULTS["softcap"] if on else 0.0},
         "alibi": {"alibi": on},
+        "relative": {"relative": on},
         "sinks": {"sinks": on},
         "partial": {"rope": True, "rope_fraction": fraction} if on else {"rope_fraction": 1.0},  # off: RoPE whole
         "nope": {"rope": not on},
@@ -126,19 +127,20 @@ def pick(session: Session) -> None:
     """One switch per variant of today's models, side by side, each with its number under it once on."""
     c, d = session.controls, session.case.d_head
     on = {
-        "window": c.window > 0, "softcap": c.softcap > 0, "alibi": c.alibi, "sinks": c.sinks,
+        "window": c.window > 0, "softcap": c.softcap > 0, "alibi": c.alibi, "relative": c.relative, "sinks": c.sinks,
         "partial": c.rope and c.rope_fraction != 1, "nope": nope(session),
     }  # fmt: skip
     blocked = {"partial": not fractions(d), "nope": d % 2 == 1}  # RoPE turns a head's dims in pairs
-    columns = [*st.columns(3), *st.columns(3)]  # two rows of three: each switch's label whole
-    for column, v in zip(columns, teach.MODERN_VARIANTS, strict=True):
+    columns = [*st.columns(4), *st.columns(3)]  # two rows: each switch's label whole
+    at = dict(zip(teach.MODERN_VARIANTS, columns, strict=True))
+    for v, column in at.items():
         _shown(f"variants_{v}", on[v])
         column.toggle(t(f"variants.pick_{v}"), on[v], key=f"variants_{v}", on_change=_switch, args=(session, v),
                       help=t(f"variants.why_{v}"), disabled=blocked.get(v, False) and not on[v])  # fmt: skip
     numbers = {
-        "window": (columns[0], "window", "window_size", 1, MAX_N, 1),
-        "softcap": (columns[1], "softcap", "cap", MIN_SOFTCAP, MAX_SOFTCAP, 1.0),
-        "sinks": (columns[3], "sink", "sink", -MAX_SINK, MAX_SINK, 0.5),
+        "window": (at["window"], "window", "window_size", 1, MAX_N, 1),
+        "softcap": (at["softcap"], "softcap", "cap", MIN_SOFTCAP, MAX_SOFTCAP, 1.0),
+        "sinks": (at["sinks"], "sink", "sink", -MAX_SINK, MAX_SINK, 0.5),
     }
     for v, (column, control, label, low, high, step) in numbers.items():
         if on[v]:
@@ -150,13 +152,13 @@ def pick(session: Session) -> None:
     if on["partial"]:
         shares = tuple(dict.fromkeys((*fractions(d), c.rope_fraction)))
         _shown("variants_rope_fraction_value", c.rope_fraction)
-        columns[4].selectbox(t("variants.fraction"), shares, shares.index(c.rope_fraction), format_func="{:g}".format,
-                             key="variants_rope_fraction_value", on_change=_set,
-                             args=(session, "rope_fraction", "variants_rope_fraction_value"))  # fmt: skip
+        at["partial"].selectbox(t("variants.fraction"), shares, shares.index(c.rope_fraction),
+                                format_func="{:g}".format, key="variants_rope_fraction_value", on_change=_set,
+                                args=(session, "rope_fraction", "variants_rope_fraction_value"))  # fmt: skip
     if any(blocked.values()) and not c.rope:  # under the RoPE switches: numbers they fit, and (its help) why
         n = max(LONGER_N, session.case.n)
         why = t("variants.rope_needs", n=n, d=ROPE_D, width=d)
-        columns[4].button(t("variants.rope_case"), key="variants_rope_case", help=why,
+        at["partial"].button(t("variants.rope_case"), key="variants_rope_case", help=why,
                           on_click=lambda: remake(session, n=n, d_k=ROPE_D))  # fmt: skip
 
 

@@ -14,7 +14,16 @@ from ..base.case import Case, CaseError, with_options
 from ..base.device import resolve_device, synchronize
 from ..base.i18n import excerpt, msg
 from ..base.record import Check, Record, Step, compare
-from ..forward.compute import Trace, positions, qk_normed, rope, rope_theta, scale_factor, tolerance
+from ..forward.compute import (
+    Trace,
+    position_bias,
+    positions,
+    qk_normed,
+    rope,
+    rope_theta,
+    scale_factor,
+    tolerance,
+)  # fmt: skip
 
 MAX_TILES = 4096  # tile visits of one run (a Python loop): n = 1024 in blocks of 16, about a second on one core
 KEEP_ALL_MAX_N = 64  # up to this n every visit is recorded; past it only the query tiles asked for (the page's one)
@@ -173,7 +182,7 @@ def tiled(case: Case, block_q: int | None = None, block_k: int | None = None, ke
     device = resolve_device(o.device)
     queries, keys, values = _qkv(case, device)  # (h, n, d_k/h), (h, n, d_k/h), (h, n, d_v/h)
     dtype = queries.dtype
-    slopes, sinks = (None if v is None else torch.tensor(v, dtype=dtype, device=device) for v in (o.alibi, o.sinks))
+    sinks = None if o.sinks is None else torch.tensor(o.sinks, dtype=dtype, device=device)
     visits, skipped, peak = [], [], 0
     head_outputs = values.new_empty(values.shape)  # (h, n, d_v/h): filled a query tile at a time
     synchronize(device)
@@ -193,7 +202,7 @@ def tiled(case: Case, block_q: int | None = None, block_k: int | None = None, ke
                 if i in keep:
                     visits.append(visit(i, j, rows, cols, {}, str(device)))
                 continue
-            s, parts = _tile_scores(q, keys[:, k0 : cols.stop], rows, cols, case, slopes, allowed)  # (h, b_q, b_k)
+            s, parts = _tile_scores(q, keys[:, k0 : cols.stop], rows, cols, case, allowed)  # (h, b_q, b_k)
             m_new = torch.maximum(m, s.amax(dim=-1))  # (h, b_q)
             # a query with no key allowed yet keeps m = −∞: shift by 0 there, so that −∞ − (−∞) makes no NaN
             shift = m_new.masked_fill(m_new == float("-inf"), 0.0)
@@ -222,15 +231,14 @@ def tiled(case: Case, block_q: int | None = None, block_k: int | None = None, ke
     )  # fmt: skip
 
 
-def _tile_scores(q, k, rows: range, cols: range, case: Case, slopes, allowed) -> tuple[torch.Tensor, dict]:
-    """One tile's scores (h, b_q, b_k), as step 4 makes them for its rows and columns alone: scaled, ALiBi's bias
-    − m_h (i − j) from the tile's absolute query and key indices, the cap, the mask; and the parts before the end
+def _tile_scores(q, k, rows: range, cols: range, case: Case, allowed) -> tuple[torch.Tensor, dict]:
+    """One tile's scores (h, b_q, b_k), as step 4 makes them for its rows and columns alone: scaled, ALiBi's or T5's
+    bias from the tile's absolute query and key indices, the cap, the mask; and the parts before the end
     (position_bias, scores_uncapped) where the case has them."""
     o, parts = case.options, {}
     s = (q @ k.mT) * (scale_factor(case) / o.temperature)  # (h, b_q, b_k): this tile's scores alone
-    if slopes is not None:
-        i, j = (torch.arange(r.start, r.stop, device=q.device) for r in (rows, cols))
-        parts["position_bias"] = -slopes[:, None, None] * (i[:, None] - j[None, :]).to(s.dtype)  # (h, b_q, b_k)
+    if o.biased:
+        parts["position_bias"] = position_bias(o, rows, cols, s.dtype, q.device)  # (h, b_q, b_k)
         s = s + parts["position_bias"]
     if o.softcap is not None:
         parts["scores_uncapped"] = s

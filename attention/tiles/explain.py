@@ -8,6 +8,7 @@ import math
 from ..base.explain import Context, Derivation, abbreviate, explains
 from ..base.i18n import msg
 from ..base.numbers import approx, sub
+from ..forward.compute import relative_bucket
 from .compute import Tiled
 
 
@@ -44,7 +45,7 @@ def online_softmax(c: Context, tensor: str, head: int | None, index: tuple[int, 
 
 
 def _before(c: Context, visit, row: int, head: int | None, i: str) -> list:
-    """What the tile's scores and the running m, ℓ came with: ALiBi's bias from the query's and keys' absolute
+    """What the tile's scores and the running m, ℓ came with: ALiBi's or T5's bias from the query's and keys' absolute
     places, the cap, and before the first key tile the sink's start (m₀ = s_h, ℓ₀ = 1)."""
     o, lines = c.case.options, []
     query = visit.queries[row]
@@ -53,6 +54,10 @@ def _before(c: Context, visit, row: int, head: int | None, i: str) -> list:
         said = {"slope": approx(slope), "query": query + 1, "first": visit.keys.start + 1, "last": visit.keys.stop}
         lines.append(msg("tiles.explain_alibi", **said, low=approx(-slope * (query - visit.keys.start)),
                          high=approx(-slope * (query - visit.keys.stop + 1))))  # fmt: skip
+    if o.relative_bias is not None:  # T5's: the buckets of this tile's distances j − i, from the absolute places
+        buckets = sorted({relative_bucket(o, j - query) for j in visit.keys})
+        said = {"query": query + 1, "first": visit.keys.start + 1, "last": visit.keys.stop}
+        lines.append(msg("tiles.explain_relative", **said, buckets=", ".join(map(str, buckets))))
     if o.softcap is not None:
         lines.append(msg("tiles.explain_softcap", cap=approx(o.softcap)))
     if o.sinks is not None and visit.key_tile == 0:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..base.case import Case, with_options
 from ..base.numbers import approx
 from ..forward.compute import attend
+from ..forward.script import relative_lines
 from ..forward.script import to_script as eight_steps
 from .compute import check, check_blocks, default_block, tiled
 
@@ -47,7 +48,7 @@ def block(case: Case, block_q: int, block_k: int) -> list[str]:
 
 
 def _constants(case: Case) -> list[str]:
-    """The options of today's models the loop reads: the window, ALiBi's slopes, the cap, the sinks."""
+    """The options of today's models the loop reads: the window, ALiBi's slopes, the cap, the sinks, T5's table."""
     o, dtype, lines = case.options, f"torch.{case.options.dtype}", []
     if o.window is not None:
         lines.append(f"WINDOW = {o.window}  # sliding window: query i sees keys i − WINDOW < j ≤ i")
@@ -57,7 +58,7 @@ def _constants(case: Case) -> list[str]:
         lines.append(f"SOFTCAP = {o.softcap!r}  # Gemma 2: s → cap · tanh(s / cap)")
     if o.sinks is not None:
         lines.append(f"SINKS = torch.tensor({list(o.sinks)!r}, dtype={dtype})  # gpt-oss's sink logit s_h, per head")
-    return lines
+    return lines + ([] if o.relative_bias is None else ["", *relative_lines(case)])
 
 
 def _start(case: Case) -> list[str]:
@@ -91,6 +92,8 @@ def _tile(case: Case) -> list[str]:
         lines.append(f"        s = s * {factor}  # as step 4 scales the scores")
     if o.alibi is not None:
         lines.append("        s = s - SLOPES[:, None, None] * (rows[:, None] - cols[None, :])  # ALiBi: i, j absolute")
+    if o.relative_bias is not None:
+        lines.append("        s = s + relative_bias[:, bucket(cols[None, :] - rows[:, None])]  # T5: t_h[bucket]")
     if o.softcap is not None:
         lines.append("        s = SOFTCAP * torch.tanh(s / SOFTCAP)  # the cap, before the mask")
     if masked:
@@ -112,9 +115,9 @@ def _tile(case: Case) -> list[str]:
 
 
 def _tile_mask(case: Case) -> list[str]:
-    """The tile's query and key indices (where the mask, the window or ALiBi needs them) and its part of the mask."""
+    """The tile's query and key indices (where the mask, the window or a bias needs them) and its part of the mask."""
     o, lines = case.options, []
-    if o.mask == "causal" or o.window is not None or o.alibi is not None:
+    if o.mask == "causal" or o.window is not None or o.biased:
         lines.append("        rows, cols = torch.arange(q0, min(q0 + B_q, n)), torch.arange(k0, min(k0 + B_k, n))")
     if o.mask == "causal" or o.window is not None:
         lines.append("        allowed = rows[:, None] >= cols[None, :]  # the causal mask's tile, made for it alone")

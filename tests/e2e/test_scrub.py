@@ -70,14 +70,19 @@ OPTIONS = {
     "partial rotary of a model's frequencies": (5, 4, 6, 4, {"rope_base": 500.0, "rope_fraction": 0.4,
                                                               "rope_frequencies": (0.3,)}),
     "NoPE beside ALiBi and a cap": (5, 4, 4, 4, {"alibi": (0.25,), "softcap": 2.0, "temperature": 0.5}),
+    "T5's bias both ways, 2 heads": (9, 4, 4, 4, {"heads": 2, "relative_bias": (tuple(range(-4, 4)), (1,) * 8),
+                                                  "relative_max_distance": 5}),
+    "T5's bias, causal, beside ALiBi": (12, 4, 4, 4, {"mask": "causal", "alibi": (0.25,), "relative_max_distance": 9,
+                                                      "relative_bias": ((0.5, -1.0, 2.0, 0.0, 1.5, -0.5),)}),
     "16 × 16, every modern option": (16, 16, 16, 16, {"heads": 4, "kv_heads": 2, "rope_base": 10_000.0,
                                                      "rope_fraction": 0.5, "window": 5, "softcap": 3.0,
                                                      "alibi": (0.5, 0.25, 0.125, 0.0625),
                                                      "sinks": (1.0, -0.5, 0.0, 2.0), "scale": "sqrt_dk",
-                                                     "w_out": "random"}),
+                                                     "relative_bias": ((0.0, -0.5, -1.0, -1.5) * 4,) * 4,
+                                                     "relative_max_distance": 12, "w_out": "random"}),
 }  # fmt: skip
 SEEDS = (0, 1, 2)
-MODERN_SEEDS = range(20)  # random combinations of today's options: seed s always has MODERN[s % 5]
+MODERN_SEEDS = range(24)  # random combinations of today's options: seed s always has MODERN[s % 6]
 
 
 def case_of(name: str, seed: int) -> Case:
@@ -95,7 +100,7 @@ def case_of(name: str, seed: int) -> Case:
 
 def modern_case(seed: int) -> Case:
     """A seeded random case with a random combination of today's options (MODERN: each on with chance 1/2, and
-    MODERN[seed % 5] always), at random sizes, heads, key/value heads, masks, scales and temperatures."""
+    MODERN[seed % 6] always), at random sizes, heads, key/value heads, masks, scales and temperatures."""
     generator = torch.Generator().manual_seed(1000 + seed)
     draw = lambda: float(torch.rand((), generator=generator, dtype=torch.float64))  # noqa: E731
     pick = lambda choices: choices[int(draw() * len(choices))]  # noqa: E731
@@ -115,6 +120,10 @@ def modern_case(seed: int) -> Case:
         options["alibi"] = tuple(round(draw(), 3) for _ in range(heads))
     if "sinks" in on:
         options["sinks"] = tuple(round(6 * draw() - 3, 2) for _ in range(heads))
+    if "relative_bias" in on:  # T5's: 4, 8 or 16 buckets, a max distance past the exact ones (at most 8 of them)
+        buckets = pick((4, 8, 16))
+        options["relative_bias"] = tuple(tuple(round(4 * draw() - 2, 2) for _ in range(buckets)) for _ in range(heads))
+        options["relative_max_distance"] = buckets // 2 + 1 + int(draw() * 12)
     if "rope_fraction" in on or draw() < 0.3:  # partial rotary needs RoPE; NoPE the rest of the time
         options["rope_base"] = pick((100.0, 10_000.0))
     if "rope_fraction" in on:  # turning an even number of dims, 2 or more, fewer than all
@@ -319,6 +328,8 @@ MODERN_16 = "16 × 16, every modern option"
         (MODERN_16, {"alibi": (0.5, 0.25, 0.125, 0.0)}),  # one head's slope forgotten
         (MODERN_16, {"sinks": (1.0, -0.5, 0.0, 2.02)}),  # one head's sink a hundredth off
         (MODERN_16, {"rope_fraction": None}),  # every dim turned
+        (MODERN_16, {"relative_max_distance": 13}),  # T5's buckets a token wider
+        (MODERN_16, {"relative_bias": ((0.0, -0.5, -1.0, -1.51) * 4,) * 4}),  # one bucket's bias a hundredth off
     ],
     ids=str,
 )

@@ -27,6 +27,8 @@ const DEFAULTS = {
   alibi: null, // ALiBi: one slope m_h per head, scores − m_h (i − j), after the scale and the temperature
   sinks: null, // gpt-oss: one sink logit s_h per head, e^s_h in each softmax's denominator
   rope_fraction: null, // partial rotary: RoPE turns each head's first floor(d_head · fraction) dims; null: all
+  relative_bias: null, // T5: each head's learned number per bucket of the distance j − i (heads × buckets)
+  relative_max_distance: 128, // T5's: distances from it on share the last bucket
 };
 
 /** Run the eight steps on a case ({x, w_query, w_key, w_value, options}, plain arrays) and return their tensors. */
@@ -94,10 +96,14 @@ function scoresOf(queries, keys, multiplier, o) {
   const n = queries.shape[1], recorded = {};
   recorded.scores_raw = batched(queries, keys); // (h, n_q, n_k): queries @ keys.T
   let scores = tensor(recorded.scores_raw.shape, recorded.scores_raw.data.map((s) => s * multiplier));
-  if (o.alibi) {
-    // ALiBi: − m_h (i − j), the further back a key the lower its score
-    const bias = tensor(scores.shape);
-    forEachCell(bias, (k, i, j, head) => { bias.data[k] = -Math.fround(o.alibi[head]) * (i - j); });
+  if (o.alibi || o.relative_bias) {
+    // ALiBi: − m_h (i − j), the further back a key the lower its score; T5: the head's number for j − i's bucket
+    const bias = tensor(scores.shape), f = Math.fround;
+    const table = o.relative_bias, bucket = table && bucketOf(table[0].length, o.relative_max_distance, o.mask !== "causal");
+    forEachCell(bias, (k, i, j, head) => {
+      const alibi = o.alibi ? f(f(o.alibi[head]) * (j - i)) : 0;
+      bias.data[k] = table ? f(alibi + f(table[head][bucket(j - i)])) : alibi;
+    });
     scores = tensor(scores.shape, scores.data.map((s, k) => s + bias.data[k]));
     recorded.position_bias = bias;
   }
@@ -111,6 +117,19 @@ function scoresOf(queries, keys, multiplier, o) {
   if (allowed) forEachCell(scores, (k, i, j) => { if (!allowed(i, j)) scores.data[k] = -Infinity; });
   recorded.scores = scores;
   return recorded;
+}
+
+function bucketOf(buckets, maxDistance, bidirectional) {
+  // T5's bucket of a distance j − i, as compute.py's relative_buckets: its own for a near one, then logarithmically
+  // wider ones up to maxDistance (in float32, as T5's), keys ahead in the second half when bidirectional
+  const f = Math.fround, half = bidirectional ? Math.floor(buckets / 2) : buckets, exact = Math.floor(half / 2);
+  const logMax = f(Math.log(maxDistance / exact));
+  return (d) => {
+    const ahead = bidirectional && d > 0 ? half : 0, far = bidirectional ? Math.abs(d) : Math.max(-d, 0);
+    if (far < exact) return ahead + far;
+    const spread = f(f(f(Math.log(f(far / exact))) / logMax) * (half - exact));
+    return ahead + Math.min(exact + Math.trunc(spread), half - 1);
+  };
 }
 
 function scaleFactor(scale, dHead) {

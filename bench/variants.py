@@ -12,10 +12,10 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the app runs from its folder and is not installed
-from attention.app.choices import alibi_slopes, relative_table
+from attention.app.choices import alibi_slopes
 from attention.app.process import TORCH_THREADS
 from attention.base.case import with_options
-from attention.base.presets import random_case
+from attention.base.presets import random_case, relative_table
 from attention.forward.compute import attend
 
 SIZES = (16, 64, 256, 1024)

@@ -355,6 +355,7 @@ def modern_case(seed: int):
     options |= {name: values[name] for name in chosen}
     if "relative_bias" in chosen:  # decoding is causal: at least 1 + its 4 exact buckets
         options["relative_max_distance"] = g.randint(5, 12)
+        options["relative_bidirectional"] = g.random() < 0.5
     if "rope_fraction" in chosen or g.random() < 0.3:
         options["rope_base"] = 100.0
         options["rope_fraction"] = 0.5 if d_head == 4 else None  # a head of 2 dims turns both (one pair)

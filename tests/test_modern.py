@@ -7,9 +7,10 @@ import random
 import pytest
 import torch
 
-from attention.app.choices import RELATIVE_MAX_DISTANCE, alibi_slopes, relative_table
+from attention.app.choices import alibi_slopes
 from attention.base import presets
 from attention.base.case import CaseError, case_to_dict, parse_case, with_options
+from attention.base.presets import RELATIVE_MAX_DISTANCE, relative_table
 from attention.base.record import compare
 from attention.forward.compute import attend, tolerance
 from attention.forward.oracle import check, flex_outputs
@@ -138,13 +139,14 @@ def test_alibi_bias_is_minus_slope_times_distance():
         ({"rope_base": 100.0, "rope_fraction": 0.3}, "Rotary fraction", "even number"),
         ({"heads": 2, "relative_bias": [[0.0] * 8]}, "T5 relative bias", "one row of buckets per head: 2, not 1"),
         ({"relative_bias": [[0.0, 1.0]]}, "T5 relative bias", "between 4 and 256 columns"),
-        ({"relative_bias": [[0.0, 1.0, "x", 2.0]]}, "T5 relative bias, row 1, column 3", "not a number"),
+        ({"relative_bias": [[0.0, 1.0, "x", 2.0]]}, "T5 relative bias, head 1, bucket 2", "not a number"),
         ({"relative_bias": [[0.0] * 8], "relative_max_distance": 2}, "T5 max distance", "from 3 to 1024"),
         (
-            {"relative_bias": [[0.0] * 8], "mask": "causal", "relative_max_distance": 4},
+            {"relative_bias": [[0.0] * 8], "relative_bidirectional": False, "relative_max_distance": 4},
             "T5 max distance",
             "from 5 to 1024",
         ),
+        ({"relative_bias": [[0.0] * 4], "relative_bidirectional": "yes"}, "T5 both ways", "not true or false"),
     ],
 )
 def test_bad_values_are_messages_naming_the_place(options, where, problem):

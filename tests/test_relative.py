@@ -57,7 +57,8 @@ def test_a_t5_attention_layer_equals_the_trace(decoder):
     weights = {name: getattr(layer, name).weight.T.tolist() for name in ("q", "k", "v", "o")}
     table = layer.relative_attention_bias.weight.T.tolist()  # (heads, buckets)
     case = with_options(presets.random_case(n, 8, 8, 8, seed=0), heads=2, w_out=weights["o"],
-                        mask="causal" if decoder else None, relative_bias=table, relative_max_distance=6)  # fmt: skip
+                        mask="causal" if decoder else None, relative_bias=table, relative_max_distance=6,
+                        relative_bidirectional=not decoder)  # fmt: skip
     case = type(case)(hidden[0].tolist(), weights["q"], weights["k"], weights["v"], case.tokens, case.options)
     trace = attend(case)
     checked = compare("transformers' T5Attention", trace.outputs, out, tolerance(case, trace.__getitem__))
@@ -91,12 +92,20 @@ def test_the_tables_gradient_equals_autograds_and_a_wrong_one_is_caught(heads, o
     assert not check(backward(trace, made.loss)).agrees
 
 
-def test_decoding_and_tiles_equal_the_trace():
-    case = relative_case(mask="causal", softcap=3.0)
-    made = decode(case)
-    assert made.agrees and made.steps[-1]["position_bias_t"].shape == (2, 1, 9)
-    trace = attend(case)
-    torch.testing.assert_close(made.steps[-1]["position_bias_t"][:, 0], trace["position_bias"][:, -1], rtol=0, atol=0)
+@pytest.mark.parametrize("options", [{"mask": "causal", "softcap": 3.0}, {"window": 4}, {"mask": "causal",
+                                     "relative_bidirectional": False}])  # fmt: skip
+def test_decoding_a_causal_case_gives_its_own_traces_bias_and_tiles_equal_the_trace(options):
+    """Decoding keeps the case's buckets (both ways or not): a case already causal (a causal mask, or a window with
+    no mask) decodes to its own trace, each step's bias row the trace's."""
+    case = relative_case(**options)
+    made, trace = decode(case), attend(case)
+    last = made.steps[-1]
+    assert made.agrees and last["position_bias_t"].shape == (2, 1, last.t + 1 - last.first)  # the cached keys'
+
+    for step in made.steps:
+        cached = trace["position_bias"][:, step.t, step.first : step.t + 1]
+        torch.testing.assert_close(step["position_bias_t"][:, 0], cached, rtol=0, atol=0)
+    assert compare("decoding", made.outputs, trace.outputs, tolerance(case, trace.__getitem__)).agrees
     run = tiled(relative_case(), 4, 3)
     whole = attend(run.case)
     assert compare("tiles", run.outputs, whole.outputs, tolerance(run.case, whole.__getitem__)).agrees
@@ -116,6 +125,24 @@ def test_a_bias_cell_names_its_bucket_and_why():
     assert "T5's bias b₆₅ = −0.5" in said and "+ b₆₅ =" in said
     cached = "\n".join(explain(decode(relative_case(mask="causal")), "scores_t", (0, 0, 4), step="6").lines)
     assert "bucket(-1)" in cached and "t[1] = −0.5" in cached
+    decoder = attend(relative_case(mask="causal", relative_bidirectional=False))
+    ahead = explain(decoder, "position_bias", (0, 2, 5)).lines[0]  # a key ahead of a decoder's query: bucket 0
+    assert "ahead of it" in ahead and "bucket 0" in ahead
+
+
+def test_the_gradient_of_a_bucket_is_its_scores_gradients_summed():
+    made = backward(attend(relative_case(softcap=2.0)), Loss(target=torch.zeros(9, 8).tolist()))
+    said = explain(made, "d_relative_bias", (1, 2))
+    assert said.title.startswith("∂L/∂relative_bias₂[2]") and "13 query–key pairs" in said.lines[0]
+    buckets = relative_buckets(torch.arange(9)[None, :] - torch.arange(9)[:, None], 8, 6, True)
+    by_hand = made["d_scores_uncapped"][1][buckets == 2].sum()
+    torch.testing.assert_close(made["d_relative_bias"][1, 2], by_hand)
+
+
+def test_without_a_table_the_other_two_are_the_defaults():
+    case = relative_case(relative_bidirectional=False)
+    plain = with_options(case, relative_bias=None).options
+    assert (plain.relative_max_distance, plain.relative_bidirectional) == (128, True)
 
 
 def run(text: str, tmp_path, name: str) -> subprocess.CompletedProcess:
@@ -139,3 +166,27 @@ def test_the_exported_scripts_assert_t5s_bias_everywhere(tmp_path):
     assert broken != to_script(case)
     done = run(broken, tmp_path, "broken")
     assert done.returncode != 0 and "FlexAttention differs" in done.stderr
+
+
+def test_the_tables_numbers_are_edited_on_the_inputs_page_and_a_bad_one_is_named_by_head_and_bucket():
+    from streamlit.testing.v1 import AppTest
+
+    from attention.app.session import place
+    from attention.base.presets import relative_table
+    from tests.apptest import APP, current_trace, session
+
+    app = AppTest.from_file(APP, default_timeout=60).run()
+    app.toggle(key="use_rounded").set_value(False).run()
+    app.toggle(key="relative").set_value(True).run()
+    s = session(app)
+    assert s.inputs.relative_bias == relative_table(1) == current_trace(app).case.options.relative_bias
+    s.edit_cells("relative_bias", {(0, 1): 0.5})  # bucket 1: one key back (or ahead)
+    assert s.case.options.relative_bias[0][:3] == (0.0, 0.5, -0.25) and s.error is None
+    s.edit_cells("relative_bias", {(0, 2): "x"})
+    assert str(s.error) == "T5 relative bias, head 1, bucket 2: 'x' is not a number" and place(s.error) == (
+        "relative_bias", 0, 2)  # fmt: skip
+    assert s.case.options.relative_bias[0][1] == 0.5  # the last valid case kept
+    app.switch_page("pages/inputs.py").run()
+    assert not app.exception and any("bucket 2" in e.value for e in app.error)
+    app.number_input(key="heads").set_value(2).run()  # the article's 3 dims: 3 heads, and a row for each
+    assert session(app).controls.heads == 3 and session(app).inputs.relative_bias == relative_table(3)

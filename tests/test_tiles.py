@@ -393,6 +393,7 @@ def modern_case(seed: int):
     options |= {name: values[name] for name in chosen}
     if "relative_bias" in chosen:  # at least 1 + the exact buckets: 5 (causal), 3 (both ways)
         options["relative_max_distance"] = g.randint(5, 12)
+        options["relative_bidirectional"] = g.random() < 0.5
     if options.get("rope_fraction") or g.random() < 0.3:
         options["rope_base"] = 100.0
     options = {k: v for k, v in options.items() if v is not None}

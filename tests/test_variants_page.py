@@ -22,6 +22,7 @@ SIDEBAR = {
     "window": {"window": 3},
     "softcap": {"softcap": 5.0},
     "alibi": {"alibi": True},
+    "relative": {"relative": True},
     "sinks": {"sinks": True},
     "partial": {"rope": True, "rope_fraction": 0.5},
     "nope": {"rope": False},

@@ -28,7 +28,8 @@ from ..base.i18n import excerpt
 
 Grid = tuple[tuple[object, ...], ...]  # rows of cells as typed: numbers, or whatever a client sent
 NUMBERS = ("x", "w_query", "w_key", "w_value")  # the case's own matrices; the other grids are options
-GRIDS = (*NUMBERS, "w_out", "mask", "rounded")  # every grid of Inputs a person edits cell by cell
+GRIDS = (*NUMBERS, "w_out", "mask", "rounded", "relative_bias")  # every grid of Inputs a person edits cell by cell
+RELATIVE = ("relative_bias", "relative_max_distance", "relative_bidirectional")  # T5's: a loaded case's own
 SIZES = {"n": MAX_N, "d_in": MAX_D, "d_k": MAX_D, "d_v": MAX_D}
 SCALES = ("none", "sqrt_dk", "custom")
 MASKS = ("none", "causal", "custom")
@@ -158,8 +159,9 @@ class Inputs:
     # a loaded case's own ALiBi slopes and sink logits, one per head (a control turns each on or off)
     alibi: tuple[float, ...] | None = None
     sinks: tuple[float, ...] | None = None
-    relative_bias: Grid | None = None  # and T5's table (heads × buckets), with its max distance
+    relative_bias: Grid | None = None  # and T5's table (heads × buckets), with its max distance and directions
     relative_max_distance: int | None = None
+    relative_bidirectional: bool = True
 
     @classmethod
     def of(cls, case: Case) -> Inputs:
@@ -171,6 +173,7 @@ class Inputs:
             bias=o.bias, q_norm=o.q_norm, k_norm=o.k_norm, norm_eps=o.norm_eps, alibi=o.alibi, sinks=o.sinks,
             relative_bias=o.relative_bias,
             relative_max_distance=o.relative_max_distance if o.relative_bias is not None else None,
+            relative_bidirectional=o.relative_bidirectional,
         )  # fmt: skip
 
     def with_cells(self, name: str, cells: dict[tuple[int, int], object]) -> Inputs:
@@ -200,7 +203,7 @@ class Inputs:
         kept = {} if c.n != len(self.x) else {"rounded": self.rounded, "mask": self.mask, "positions": self.positions}
         kept |= {"rope_base": self.rope_base, "kv_heads": self.kv_heads, "bias": self.bias and c.d_in == len(self.x[0])}
         kept |= {"norm_eps": self.norm_eps, "alibi": self.alibi, "sinks": self.sinks}
-        kept |= {"relative_bias": self.relative_bias, "relative_max_distance": self.relative_max_distance}
+        kept |= {name: getattr(self, name) for name in RELATIVE}
         if c.d_k == len(self.w_query[0]):  # a pair's frequency, a dim's norm weight each: the same head widths
             kept |= {"rope_frequencies": self.rope_frequencies, "q_norm": self.q_norm, "k_norm": self.k_norm}
         matrices = {name: _grid(grids[name]) for name in NUMBERS}
@@ -234,28 +237,27 @@ def options(c: Controls, i: Inputs) -> dict:
         "alibi": per_head(i.alibi, c.heads, alibi_slopes(c.heads)) if c.alibi else None,
         "sinks": per_head(i.sinks, c.heads, (c.sink,) * c.heads) if c.sinks else None,
         "rope_fraction": c.rope_fraction if rope and c.rope_fraction != 1 else None,
-        **relative(c, i),
+        **(
+            {
+                "relative_bias": i.relative_bias,
+                "relative_max_distance": i.relative_max_distance or presets.RELATIVE_MAX_DISTANCE,
+                "relative_bidirectional": i.relative_bidirectional,
+            }
+            if c.relative
+            else {}
+        ),  # to_edit's table
     }
 
 
-RELATIVE_BUCKETS, RELATIVE_MAX_DISTANCE = 16, 32  # T5's are 32 and 128: at a few tokens these show every kind
-
-
-def relative(c: Controls, i: Inputs) -> dict:
-    """T5's relative bias as the options set it: a loaded case's own table while the heads are as many, else
-    relative_table's."""
-    if not c.relative:
-        return {"relative_bias": None}  # and the case's default max distance
-    if i.relative_bias is not None and len(i.relative_bias) == c.heads:
-        return {"relative_bias": i.relative_bias, "relative_max_distance": i.relative_max_distance}
-    return {"relative_bias": relative_table(c.heads), "relative_max_distance": RELATIVE_MAX_DISTANCE}
-
-
-def relative_table(heads: int) -> Grid:
-    """A table of T5's shape to start from (T5 learns its own): each bucket a little lower than the one before it
-    within its half (the nearer key the higher), head k + 1 falling k + 1 times as fast."""
-    half = RELATIVE_BUCKETS // 2
-    return tuple(tuple(-(h + 1) * (b % half) / half for b in range(RELATIVE_BUCKETS)) for h in range(heads))
+def to_edit(c: Controls, i: Inputs) -> Inputs:
+    """The inputs with the grids the controls ask a person to edit, where they lack them: a custom mask (from the
+    causal one), T5's table while its switch is on (a row per head: a loaded case's own, or relative_table's)."""
+    if c.mask == "custom" and i.mask is None:
+        i = replace(i, mask=causal(c.n))
+    if c.relative and (i.relative_bias is None or len(i.relative_bias) != c.heads):
+        table = presets.relative_table(c.heads)
+        i = replace(i, relative_bias=table, relative_max_distance=None, relative_bidirectional=True)
+    return i
 
 
 def alibi_slopes(heads: int) -> tuple[float, ...]:

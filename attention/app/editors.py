@@ -21,7 +21,8 @@ from .session import Session
 # Past this many cells (32 × 64) a grid is an image with one picked cell to edit: typing thousands of numbers by
 # hand makes no sense, and drawing thousands of inputs costs every rerun (bench/browser.md: the editor's draw).
 EDITOR_MAX_CELLS = 2048
-KINDS = AXES | {"w_out": ("value dim", "output dim"), "mask": ("query", "key"), "rounded": ("query", "key")}
+KINDS = AXES | {"w_out": ("value dim", "output dim"), "mask": ("query", "key"), "rounded": ("query", "key"),
+                "relative_bias": ("head", "bucket")}  # fmt: skip
 
 
 def editor_key(session: Session, name: str) -> str:

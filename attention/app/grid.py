@@ -35,8 +35,15 @@ Window = tuple[int, int, int, int]  # the rows and columns an editor shows: top,
 # A case this small is computed in the browser while a number is dragged (steps.js: 0.6 ms at 16 × 16, every option;
 # tests/e2e/test_scrub.py), and the server is asked on release; a bigger one drags as before, a run a step
 PREVIEW_MAX = 16
-PREVIEWED = {"x": "x", "w_query": "w_query", "w_key": "w_key", "w_value": "w_value", "mask": "mask",
-             "rounded": "weights_override"}  # an editor's grid: where it lies in the case  # fmt: skip
+PREVIEWED = {
+    "x": "x",
+    "w_query": "w_query",
+    "w_key": "w_key",
+    "w_value": "w_value",
+    "mask": "mask",
+    "rounded": "weights_override",
+    "relative_bias": "relative_bias",
+}  # an editor's grid: where in the case
 
 
 def shown_name(name: str) -> str:
@@ -76,6 +83,7 @@ def data(session: Session, name: str, window: Window | None = None, hint: bool =
     top, left, bottom, right = window or (0, 0, len(grid), len(grid[0]))
     rows, cols = range(top, bottom), range(left, right)
     square = name in ("mask", "rounded")  # query rows, key columns: both named after the tokens
+    table = name == "relative_bias"  # T5's: a row per head, a column per bucket
     row_tokens = [typed.shown(tokens[i]) for i in rows] if name in TOKEN_ROWS else None
     column_tokens = [typed.shown(tokens[j]) for j in cols] if square else None
     found = place(session.error)
@@ -87,8 +95,8 @@ def data(session: Session, name: str, window: Window | None = None, hint: bool =
         "left": left,
         "cells": [[typed.shown(grid[i][j]) for j in cols] for i in rows],
         "labels": row_tokens if name == "x" else None,  # x's token labels are edited beside its rows
-        "row_names": row_tokens if square else [str(i + 1) for i in rows],
-        "column_names": column_tokens or [str(j + 1) for j in cols],
+        "row_names": row_tokens if square else [t("picker.head_n", head=i + 1) if table else str(i + 1) for i in rows],
+        "column_names": column_tokens or [str(j if table else j + 1) for j in cols],  # T5's buckets count from 0
         "row_tokens": row_tokens,
         "column_tokens": column_tokens,
         "invalid": [[i, j] for i in rows for j in cols if not is_number(grid[i][j])],

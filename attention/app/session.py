@@ -29,7 +29,8 @@ from .origins.origin import Origin, edited
 View = TypeVar("View")
 
 Cells = Mapping[tuple[int, int], object]  # (row, column) -> a cell's value as typed
-OPTION_GRIDS = {"where.mask": "mask", "where.w_out": "w_out", "where.weights_override": "rounded"}  # an error's grid
+OPTION_GRIDS = {"where.mask": "mask", "where.w_out": "w_out", "where.weights_override": "rounded",
+                "where.relative_bias": "relative_bias"}  # an error's grid  # fmt: skip
 
 
 @dataclass
@@ -118,10 +119,9 @@ class Session:
         if not accepted:
             return False
         self.controls = c = replace(before, **accepted)
-        if c.mask == "custom" and self.inputs.mask is None:  # a mask to edit by hand, from the causal one
-            self.inputs = replace(self.inputs, mask=choices.causal(c.n))
         if "sink" in accepted:  # one sink logit for every head, in place of a loaded case's own
             self.inputs = replace(self.inputs, sinks=None)
+        self.inputs = choices.to_edit(c, self.inputs)  # a custom mask, T5's table
         if c.preset_choice != before.preset_choice:
             return True
         if any(name in SIZES for name in accepted):
@@ -239,6 +239,8 @@ def place(error: CaseError | None) -> tuple[str, int, int | None] | None:
     key, params = getattr(where, "key", None), getattr(where, "params", {})
     if key == "where.label":
         return "tokens", params["label"] - 1, None
+    if key == "where.bucket":  # T5's table: a head's row, a bucket's column
+        return "relative_bias", params["where"].params["head"] - 1, params["bucket"]
     if key != "where.column" or getattr(params["where"], "key", None) not in ("where.row", "where.row_token"):
         return None
     row = params["where"].params

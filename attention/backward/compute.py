@@ -153,9 +153,9 @@ def bucket_sums(case: Case, d_biased: torch.Tensor) -> torch.Tensor:
     """dt_h[b] = Σ dU_h,ij over the pairs whose distance j − i falls in bucket b (h, buckets): the gradient of T5's
     table, whose entry b was added to every such score (a masked pair's dU is 0)."""
     o, n = case.options, case.n
-    table = torch.tensor(o.relative_bias, dtype=d_biased.dtype)  # (h, buckets)
     d = d_biased.reshape(-1, n * n)  # (h, n²)
-    return torch.zeros_like(table).index_add_(1, buckets_of(o, range(n), range(n)).flatten(), d)
+    buckets = buckets_of(o, range(n), range(n)).flatten()  # (n²,): each pair's
+    return d.new_zeros(d.shape[0], len(o.relative_bias[0])).index_add_(1, buckets, d)
 
 
 def _back_through_step_3(trace: Trace, d_queries, d_keys, record) -> tuple[torch.Tensor, torch.Tensor]:

@@ -9,11 +9,12 @@ import math
 from ..base.explain import Context, Derivation, explains, factor
 from ..base.i18n import msg
 from ..base.numbers import brief, sub
-from ..forward.compute import scale_factor
+from ..forward.compute import buckets_of, scale_factor
 from .compute import Backward
 from .steps import MADE_FROM
 
 SCORES = ("scores", "scores_uncapped", "scores_raw")  # step 4's: each gradient the one after it times a factor
+MAX_TERMS = 12  # a bucket's sum written out this far (a far bucket holds most of n² pairs)
 
 
 @explains(Backward, *MADE_FROM)
@@ -25,6 +26,9 @@ def gradient(c: Context, grad: str, head: int | None, index: tuple[int, ...]) ->
     trace, whole = result.forward, ((head,) if head is not None else ()) + index
     i, j = index[-2:] if len(index) >= 2 else (index[0], 0)
     cell = sub(i, j, sep="")  # the row and column from 1, as subscripts: S₂₃
+    if name == "relative_bias":  # T5's table: its head (from 1) and bucket (from 0, as the steps count them)
+        i, j = (head, index[-1]) if head is not None else index[-2:]
+        cell = f"{sub(i)}[{j}]"
     title = msg("backward.explain.title", name=name, cell=cell, value=brief(result[grad][whole].item()))
     lines, parts = [], {grad: tuple((k,) for k in index)}
     if name in SCORES and trace["scores"][whole].item() == float("-inf"):
@@ -34,6 +38,8 @@ def gradient(c: Context, grad: str, head: int | None, index: tuple[int, ...]) ->
         parts |= {"d_weights": ((i,), None)}
     elif name == "sinks":  # (1, h): the column is the head
         lines += _sink_lines(result, j)
+    elif name == "relative_bias":  # (h, buckets): T5's table
+        lines += _bucket_lines(result, i, j)
     elif name == "weights":
         d_o = next(result.view(d, head) for d in ("d_head_outputs", "d_concat", "d_outputs") if d in result)
         row, v = d_o[i], trace.view("values", head)[j]
@@ -80,6 +86,18 @@ def _score_lines(result: Backward, name: str, head: int | None, i: int, j: int) 
         raw = msg("backward.explain.raw_capped", **said, g=d_u) if capped else msg("backward.explain.raw", **said, g=g)
         lines.insert(0, raw)
     return lines
+
+
+def _bucket_lines(result: Backward, h: int, b: int) -> list:
+    """Head h's T5 bias of bucket b: dt_h[b] = Σ dU_ij over the query-key pairs whose distance falls in bucket b."""
+    case, at = result.case, h if result.case.options.heads > 1 else None
+    d = "d_scores_uncapped" if "d_scores_uncapped" in result else "d_scores"
+    pairs = buckets_of(case.options, range(case.n), range(case.n)) == b  # (n, n)
+    taken = result.view(d, at)[pairs].tolist()
+    terms = " + ".join(factor(brief(v)) for v in taken[:MAX_TERMS]) + (" + …" if len(taken) > MAX_TERMS else "")
+    value = factor(brief(result["d_relative_bias"][h, b].item()))
+    return [msg("backward.explain.bucket", head=sub(h), bucket=b, name=d, count=len(taken), terms=terms or "0",
+                value=value), msg("backward.explain.bucket_why")]  # fmt: skip
 
 
 def _sink_lines(result: Backward, h: int) -> list:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Callable
@@ -89,9 +90,11 @@ class Options:
     # rope_fraction · d_head dims (pairs with θ_p = base^(−2p/d_rot)) and leaves the rest; None: all of them
     # T5's relative position bias: head h's learned bias b_h[k] for each bucket k of the distance j − i, added to the
     # scores (heads × buckets); the buckets' own distances up to half of them, then logarithmic up to
-    # relative_max_distance (T5's: 32 buckets, 128); bidirectional (half the buckets for keys ahead) unless causal
+    # relative_max_distance (T5's: 32 buckets, 128); bidirectional (T5's encoder): keys ahead take the second half of
+    # the buckets, else (its decoder) a key ahead falls in bucket 0 (a causal mask hides it)
     relative_bias: Matrix | None = None
     relative_max_distance: int = 128
+    relative_bidirectional: bool = True
 
     @property
     def biased(self) -> bool:
@@ -340,14 +343,20 @@ def _tokens(value: object, n: int) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _known_option(key: object) -> None:
+    """An option of Options, else its name and the near ones (30 options: a list of all would be a paragraph)."""
+    names = {f.name for f in fields(Options)}
+    if key not in names:
+        close = difflib.get_close_matches(str(key), names, n=3)
+        hint = msg("error.option_close", names=", ".join(map(repr, close))) if close else msg("error.option_docs")
+        raise CaseError(msg("where.options"), msg("error.unknown_option", key=excerpt(key), hint=hint))
+
+
 def _options(value: object, n: int, widths: Widths, tokens: tuple[str, ...]) -> Options:
     if not isinstance(value, dict):
         raise CaseError(msg("where.options"), msg("error.not_object", kind=_kind(value)))
-    names = {f.name for f in fields(Options)}
     for key in value:
-        if key not in names:
-            problem = msg("error.unknown_option", key=excerpt(key), expected=", ".join(sorted(names)))
-            raise CaseError(msg("where.options"), problem)
+        _known_option(key)
     o = Options(**value)
 
     if o.scale not in ("none", "sqrt_dk"):
@@ -532,7 +541,7 @@ def _modern(o: Options, heads: int, d_head: int) -> dict:
         "alibi": _per_head(o.alibi, "alibi", heads, MAX_SLOPE),
         "sinks": _per_head(o.sinks, "sinks", heads, MAX_SINK),
         "rope_fraction": _fraction(o.rope_fraction, o.rope_base, d_head),
-        **_relative(o.relative_bias, o.relative_max_distance, heads, o.mask == "causal"),
+        **_relative(o.relative_bias, o.relative_max_distance, o.relative_bidirectional, heads),
     }
 
 
@@ -555,23 +564,42 @@ def _per_head(values: object, option: str, heads: int, bound: float) -> tuple[fl
     return tuple(_number(v, msg("where.of_head", name=_at(option), head=i + 1), bound) for i, v in enumerate(values))
 
 
-def _relative(table: object, max_distance: object, heads: int, causal: bool) -> dict:
-    """T5's relative bias: a row of buckets per head (at least 2, as many in each), and the largest distance told
-    apart (more than the exact buckets: half the buckets, a quarter when they are bidirectional)."""
-    exact = 2 if causal else 4  # buckets per exact distance step's half: T5's num_buckets // 2 (// 2 again both ways)
-    if isinstance(table, list | tuple) and len(table) != heads:  # a row per head, said as such
-        raise CaseError(_at("relative_bias"), msg("error.rows_per_head", heads=heads, count=len(table)))
-    table = None if table is None else _matrix(table, _at("relative_bias"), rows=(heads, heads),
-                                               cols=(exact, MAX_BUCKETS), cell=_bucket_bias)  # fmt: skip
-    low = 1 + (len(table[0]) if table else exact) // exact
+def _relative(table: object, max_distance: object, bidirectional: object, heads: int) -> dict:
+    """T5's relative bias: a row of buckets per head (at least 2 for keys behind alone, 4 both ways, as many in
+    each), the largest distance told apart (more than the exact buckets: half of a direction's), both ways or not.
+    Without a table, the other two are the defaults (nothing reads them)."""
+    if table is None:
+        return {"relative_bias": None, "relative_max_distance": 128, "relative_bidirectional": True}
+    both = _flag(bidirectional, _at("relative_bidirectional"))
+    exact = 4 if both else 2  # T5's num_buckets // 2, halved again both ways: a bucket per distance below
+    table = _table(table, heads, exact)
+    low = 1 + len(table[0]) // exact
     if isinstance(max_distance, bool) or not isinstance(max_distance, int) or not low <= max_distance <= MAX_N:
         raise CaseError(_at("relative_max_distance"), msg("error.max_distance", low=low, high=MAX_N,
                                                           value=excerpt(max_distance)))  # fmt: skip
-    return {"relative_bias": table, "relative_max_distance": max_distance}
+    return {"relative_bias": table, "relative_max_distance": max_distance, "relative_bidirectional": both}
 
 
-def _bucket_bias(value: object, where: Callable[[], str]) -> float:
-    return _number(value, where, MAX_BUCKET_BIAS)
+def _table(table: object, heads: int, fewest: int) -> Matrix:
+    """T5's table: a row per head, as many buckets in each (fewest … MAX_BUCKETS), a bad number named by its head
+    and its bucket (counted from 0, as T5 and the steps count them)."""
+    name = _at("relative_bias")
+    if not isinstance(table, list | tuple) or not table:
+        raise CaseError(name, msg("error.not_rows", kind=_kind(table)))
+    if len(table) != heads:
+        raise CaseError(name, msg("error.rows_per_head", heads=heads, count=len(table)))
+    width = len(table[0]) if isinstance(table[0], list | tuple) else 0
+    if not fewest <= width <= MAX_BUCKETS:
+        raise CaseError(name, msg("error.column_count", count=width, expected=_range((fewest, MAX_BUCKETS), "columns")))
+    out = []
+    for h, row in enumerate(table):
+        where = msg("where.of_head", name=name, head=h + 1)
+        if not isinstance(row, list | tuple) or len(row) != width:
+            raise CaseError(where, msg("error.row_width", count=len(row) if isinstance(row, list | tuple) else 0,
+                                       width=width))  # fmt: skip
+        out.append(tuple(_number(v, msg("where.bucket", where=where, bucket=b), MAX_BUCKET_BIAS)
+                         for b, v in enumerate(row)))  # fmt: skip
+    return tuple(out)
 
 
 def _fraction(fraction: object, base: object, d_head: int) -> float | None:

@@ -102,3 +102,15 @@ def resize_grids(case: dict, n: int, d_in: int, d_k: int, d_v: int, fill: str = 
 
 def _round(matrix: torch.Tensor) -> list[list[float]]:
     return [[round(v, 1) + 0.0 for v in row] for row in matrix.tolist()]  # + 0.0 turns -0.0 into 0.0
+
+
+# The sidebar's T5 table: T5's are 32 buckets and a max distance of 128; at a few tokens these show every kind
+RELATIVE_BUCKETS, RELATIVE_MAX_DISTANCE = 16, 32
+
+
+def relative_table(heads: int) -> tuple[tuple[float, ...], ...]:
+    """A table of T5's encoder's shape to start from (T5 learns its own; both ways): each bucket a little lower than
+    the one before it within its direction's half (the nearer key the higher), head k + 1 falling k + 1 times as
+    fast."""
+    half = RELATIVE_BUCKETS // 2
+    return tuple(tuple(-(h + 1) * (b % half) / half for b in range(RELATIVE_BUCKETS)) for h in range(heads))

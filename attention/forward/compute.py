@@ -240,14 +240,16 @@ def relative_buckets(distance: Tensor, buckets: int, max_distance: int, bidirect
 
 def buckets_of(o, i: range, j: range) -> Tensor:
     """T5's bucket of each query at token index i and key at j, each a run of consecutive tokens (len(i), len(j)),
-    under the case's options: its table's width, its max distance, and both directions unless the mask is causal
-    (T5's encoder and decoder)."""
+    under the case's options: its table's width, its max distance, both directions (T5's encoder) or not (its
+    decoder)."""
     return _spread(_buckets(o, torch.arange(j.start - (i.stop - 1), j.stop - i.start)), len(j))
 
 
 def _buckets(o, distance: Tensor) -> Tensor:
     """T5's bucket of each distance under the case's options (each distinct distance once: a few, not n²)."""
-    return relative_buckets(distance, len(o.relative_bias[0]), o.relative_max_distance, o.mask != "causal")
+    buckets = relative_buckets(distance.cpu(), len(o.relative_bias[0]), o.relative_max_distance,
+                               o.relative_bidirectional)  # fmt: skip
+    return buckets.to(distance.device)  # on the CPU, as the oracle: a GPU's float32 log may round an edge apart
 
 
 def relative_bucket(o, distance: int) -> int:

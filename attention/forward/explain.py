@@ -185,10 +185,12 @@ def position_bias(c: Context, tensor: str, head: int | None, index: tuple[int, .
 
 def _bucket_line(c: Context, o, i: int, j: int, k: int) -> str:
     """Which of T5's buckets key j's distance from query i falls in, and why: its own (a near one), a logarithmic
-    one, the last (max distance and beyond), or bucket 0 for a key ahead of a causal query."""
-    bidirectional, distance = o.mask != "causal", j - i
+    one, the last (max distance and beyond), or, keys behind alone (a decoder's), bucket 0 for a key ahead."""
+    bidirectional, distance = o.relative_bidirectional, j - i
+    if not bidirectional and distance > 0:
+        return msg("explain.relative.ahead_decoder", query=c.token(i), key=c.token(j), distance=distance)
     half = len(o.relative_bias[0]) // (2 if bidirectional else 1)  # the buckets of one direction
-    far = abs(distance) if bidirectional else max(-distance, 0)
+    far = abs(distance)
     kind = "near" if far < half // 2 else "last" if far >= o.relative_max_distance else "log"
     return msg(f"explain.relative.{kind}", query=c.token(i), key=c.token(j), distance=distance, bucket=k,
                exact=half // 2, max=o.relative_max_distance, ahead=msg("explain.relative.ahead", half=half)

@@ -139,6 +139,8 @@ def _inputs(trace: Trace) -> None:
         if not s.controls.use_rounded:
             st.caption(t("editor.rounded_off"))
         editors.matrix_editor(s, "rounded", t("editor.rounded_title"), previewed=True)
+    if s.controls.relative and s.inputs.relative_bias is not None:
+        editors.matrix_editor(s, "relative_bias", t("editor.relative_title"), previewed=True)
     if any(editors.is_big(s, name) for name in ("x", "w_query", "w_key", "w_value")):
         editors.uploader(s)
 

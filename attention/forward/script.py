@@ -507,13 +507,13 @@ def relative_lines(case: Case) -> list[str]:
     """T5's table `relative_bias` (h, buckets) and `bucket`, the bucket of each distance j − i (whole numbers), as
     transformers' T5Attention computes it."""
     o = case.options
-    both = o.mask != "causal"
+    both = o.relative_bidirectional
     return [
         "import math",
         "",
         "# T5: no position embedding; each head adds a learned number for the distance j − i's bucket: one bucket for",
         "# each near distance, then logarithmically wider ones up to max_distance (past it, the last)"
-        + (", and the second half of the buckets for keys ahead" if both else " (keys behind: a causal model)"),
+        + (", and the second half of the buckets for keys ahead" if both else " (a decoder's: keys behind alone)"),
         f"relative_bias = torch.tensor({[list(row) for row in o.relative_bias]!r}, dtype=torch.{o.dtype})"
         "  # (h, buckets): t_h",
         "",

@@ -80,13 +80,14 @@ def modern_whys(trace: Trace, step: str, head: int | None = None) -> list[tuple[
     case, o = trace.case, trace.case.options
     on = [name for name, at in MODERN_STEP.items() if at == step and getattr(o, name) is not None]
     h, last = head or 0, case.n  # the last token: the one a window cuts most
+    far = min(max(last - 1, 2), o.relative_max_distance)  # T5's: the furthest key back, or where the buckets end
     numbers = {
         "window": lambda: {"w": o.window, "n": last, "first": max(1, last - o.window + 1)},
         "softcap": lambda: {"cap": o.softcap, "top": _top_score(trace, head),
                             "capped": o.softcap * math.tanh(_top_score(trace, head) / o.softcap)},
         "alibi": lambda: {"slope": o.alibi[h], "head": h + 1, "far": 3, "penalty": 3 * o.alibi[h]},
         "relative_bias": lambda: {"head": h + 1, "near": o.relative_bias[h][relative_bucket(o, -1)],
-                                  "far": o.relative_bias[h][relative_bucket(o, 1 - last)], "n": last - 1},
+                                  "far": o.relative_bias[h][relative_bucket(o, -far)], "n": far},
         "sinks": lambda: {"sink": o.sinks[h], "head": h + 1, "share": _of_head(trace, "weights_sink", h).mean().item()},
         "rope_fraction": lambda: {"d_rot": case.d_rot, "d": case.d_head, "rest": case.d_head - case.d_rot},
     }  # fmt: skip

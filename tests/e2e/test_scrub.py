@@ -72,8 +72,9 @@ OPTIONS = {
     "NoPE beside ALiBi and a cap": (5, 4, 4, 4, {"alibi": (0.25,), "softcap": 2.0, "temperature": 0.5}),
     "T5's bias both ways, 2 heads": (9, 4, 4, 4, {"heads": 2, "relative_bias": (tuple(range(-4, 4)), (1,) * 8),
                                                   "relative_max_distance": 5}),
-    "T5's bias, causal, beside ALiBi": (12, 4, 4, 4, {"mask": "causal", "alibi": (0.25,), "relative_max_distance": 9,
-                                                      "relative_bias": ((0.5, -1.0, 2.0, 0.0, 1.5, -0.5),)}),
+    "T5's decoder bias, beside ALiBi": (12, 4, 4, 4, {"mask": "causal", "alibi": (0.25,), "relative_max_distance": 9,
+                                                      "relative_bias": ((0.5, -1.0, 2.0, 0.0, 1.5, -0.5),),
+                                                      "relative_bidirectional": False}),
     "16 × 16, every modern option": (16, 16, 16, 16, {"heads": 4, "kv_heads": 2, "rope_base": 10_000.0,
                                                      "rope_fraction": 0.5, "window": 5, "softcap": 3.0,
                                                      "alibi": (0.5, 0.25, 0.125, 0.0625),
@@ -124,6 +125,7 @@ def modern_case(seed: int) -> Case:
         buckets = pick((4, 8, 16))
         options["relative_bias"] = tuple(tuple(round(4 * draw() - 2, 2) for _ in range(buckets)) for _ in range(heads))
         options["relative_max_distance"] = buckets // 2 + 1 + int(draw() * 12)
+        options["relative_bidirectional"] = draw() < 0.5
     if "rope_fraction" in on or draw() < 0.3:  # partial rotary needs RoPE; NoPE the rest of the time
         options["rope_base"] = pick((100.0, 10_000.0))
     if "rope_fraction" in on:  # turning an even number of dims, 2 or more, fewer than all

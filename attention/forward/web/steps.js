@@ -29,6 +29,7 @@ const DEFAULTS = {
   rope_fraction: null, // partial rotary: RoPE turns each head's first floor(d_head · fraction) dims; null: all
   relative_bias: null, // T5: each head's learned number per bucket of the distance j − i (heads × buckets)
   relative_max_distance: 128, // T5's: distances from it on share the last bucket
+  relative_bidirectional: true, // T5's encoder: keys ahead in the second half of the buckets; false: its decoder's
 };
 
 /** Run the eight steps on a case ({x, w_query, w_key, w_value, options}, plain arrays) and return their tensors. */
@@ -99,7 +100,7 @@ function scoresOf(queries, keys, multiplier, o) {
   if (o.alibi || o.relative_bias) {
     // ALiBi: − m_h (i − j), the further back a key the lower its score; T5: the head's number for j − i's bucket
     const bias = tensor(scores.shape), f = Math.fround;
-    const table = o.relative_bias, bucket = table && bucketOf(table[0].length, o.relative_max_distance, o.mask !== "causal");
+    const table = o.relative_bias, bucket = table && bucketOf(table[0].length, o.relative_max_distance, o.relative_bidirectional);
     forEachCell(bias, (k, i, j, head) => {
       const alibi = o.alibi ? f(f(o.alibi[head]) * (j - i)) : 0;
       bias.data[k] = table ? f(alibi + f(table[head][bucket(j - i)])) : alibi;

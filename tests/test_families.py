@@ -104,9 +104,10 @@ def randomized(model: torch.nn.Module, seed: int) -> torch.nn.Module:
     return model.eval()
 
 
-def make(family: str, folder: Path, tokenizer: Path) -> torch.nn.Module:
-    """A random model of the family with transformers, saved with safetensors and the tokenizer into folder."""
-    config_class, model_class, sizes, _ = FAMILIES[family]
+def make(family: str, folder: Path, tokenizer: Path, entry: tuple | None = None) -> torch.nn.Module:
+    """A random model of the family with transformers (its classes and config from FAMILIES, or `entry`: another
+    file's), saved with safetensors and the tokenizer into folder."""
+    config_class, model_class, sizes = entry or FAMILIES[family][:3]
     vocab = json.loads(tokenizer.read_text())["model"]["vocab"]
     config = getattr(transformers, config_class)(vocab_size=len(vocab), **sizes)
     model = getattr(transformers, model_class)(config)

@@ -185,8 +185,9 @@ def chain_terms(spec, n: int) -> int:
 def test_every_family_is_one_of_the_supported_ones():
     # SmolLM3's: tests/test_families_2026.py; Gemma 2's and 3's: tests/test_families_gemma.py; BLOOM's and
     # GPT-NeoX's: tests/test_families_bloom_neox.py; gpt-oss's: tests/test_families_gpt_oss.py; Phi-3's:
-    # tests/test_families_phi3.py
-    assert (*FAMILIES, "smollm3", "gemma2", "gemma3_text", "bloom", "gpt_neox", "gpt_oss", "phi3") == sources.SUPPORTED
+    # tests/test_families_phi3.py; OLMo 2's: tests/test_families_olmo2.py
+    others = ("smollm3", "gemma2", "gemma3_text", "bloom", "gpt_neox", "gpt_oss", "phi3", "olmo2")
+    assert (*FAMILIES, *others) == sources.SUPPORTED
 
 
 def test_every_head_of_every_layer_through_the_eight_steps_equals_transformers(pair):
@@ -399,7 +400,7 @@ def test_broken_folders_say_which_file_and_what(folder):
     assert message(folder) == (
         f"{folder / 'config.json'}: is t5, not an architecture this app computes "
         "(it computes: llama, mistral, qwen2, qwen3, gpt2, bert, roberta, smollm3, gemma2, gemma3_text, bloom, "
-        "gpt_neox, gpt_oss, phi3)"
+        "gpt_neox, gpt_oss, phi3, olmo2)"
     )
     (folder / "config.json").write_text(json.dumps({**config, "num_attention_heads": "four"}))
     assert message(folder).startswith(f"{folder / 'config.json'}: cannot be read: ")

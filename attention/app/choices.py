@@ -155,6 +155,7 @@ class Inputs:
     q_norm: tuple[float, ...] | None = None
     k_norm: tuple[float, ...] | None = None
     norm_eps: float = 1e-6
+    norm_width: bool = False  # OLMo 2's q/k norm over every head's dims, not each head's
     bias: bool = False  # x's last column brings in the weights' biases (a model's): its label says so
     # a loaded case's own ALiBi slopes and sink logits, one per head (a control turns each on or off)
     alibi: tuple[float, ...] | None = None
@@ -171,7 +172,7 @@ class Inputs:
             w_out=o.w_out, mask=o.mask if isinstance(o.mask, tuple) else None, rounded=o.weights_override,
             rope_base=o.rope_base, positions=o.positions, rope_frequencies=o.rope_frequencies, kv_heads=o.kv_heads,
             bias=o.bias, q_norm=o.q_norm, k_norm=o.k_norm, norm_eps=o.norm_eps, alibi=o.alibi, sinks=o.sinks,
-            relative_bias=o.relative_bias,
+            relative_bias=o.relative_bias, norm_width=o.norm_width,
             relative_max_distance=o.relative_max_distance if o.relative_bias is not None else None,
             relative_bidirectional=o.relative_bidirectional,
         )  # fmt: skip
@@ -202,7 +203,7 @@ class Inputs:
         w_out = grids["options"]["w_out"]
         kept = {} if c.n != len(self.x) else {"rounded": self.rounded, "mask": self.mask, "positions": self.positions}
         kept |= {"rope_base": self.rope_base, "kv_heads": self.kv_heads, "bias": self.bias and c.d_in == len(self.x[0])}
-        kept |= {"norm_eps": self.norm_eps, "alibi": self.alibi, "sinks": self.sinks}
+        kept |= {"norm_eps": self.norm_eps, "norm_width": self.norm_width, "alibi": self.alibi, "sinks": self.sinks}
         kept |= {name: getattr(self, name) for name in RELATIVE}
         if c.d_k == len(self.w_query[0]):  # a pair's frequency, a dim's norm weight each: the same head widths
             kept |= {"rope_frequencies": self.rope_frequencies, "q_norm": self.q_norm, "k_norm": self.k_norm}
@@ -232,6 +233,7 @@ def options(c: Controls, i: Inputs) -> dict:
         "q_norm": i.q_norm,
         "k_norm": i.k_norm,
         "norm_eps": i.norm_eps,
+        "norm_width": i.norm_width,
         "window": c.window or None,
         "softcap": c.softcap or None,
         "alibi": per_head(i.alibi, c.heads, alibi_slopes(c.heads)) if c.alibi else None,

@@ -13,15 +13,18 @@ KEEP = "session"  # page-local pickers keep their choice while another page is s
 
 
 def head_picker(trace: Trace, key: str) -> int | None:
-    """Which head to show, when there are several."""
-    h, language = trace.case.options.heads, tab.current().lang
+    """Which head to show, when there are several: first the one the case's origin chose (a model's head whose case
+    is its layer's), a fresh picker for each such choice."""
+    h, session = trace.case.options.heads, tab.current()
     if h == 1:
         return None
+    language, chosen = session.lang, session.origin.head(trace.case)
     head = st.radio(
         t("picker.head"),
         range(h),
+        index=chosen or 0,
         format_func=lambda i: i18n.text(language, "picker.head_n", head=i + 1),
-        key=key,
+        key=key if chosen is None else f"{key}_{chosen}",
         horizontal=True,
         persist_state=KEEP,
     )

@@ -10,7 +10,7 @@ import torch
 
 from ..base.case import Case
 from ..base.record import Check, Record, Recorder, Step, compare, worst
-from ..base.tolerance import gradient_tolerance
+from ..base.tolerance import gradient_tolerance, norm_axes
 from ..forward.compute import (
     Trace,
     buckets_of,
@@ -174,10 +174,12 @@ def _back_through_step_3(trace: Trace, d_queries, d_keys, record) -> tuple[torch
 
 def rms_norm_back(d_y: torch.Tensor, u: torch.Tensor, gamma, eps: float) -> torch.Tensor:
     """y = γ ⊙ u / r, r = √(mean(u²) + ε), back: du = (g − û · mean(g ⊙ û)) / r with g = γ ⊙ dy and û = u / r (the
-    part of g along û is what lengthening u would change, and the norm takes it away)."""
-    r_inv = torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + eps)  # (…, 1)
-    g, unit = d_y * torch.tensor(gamma, dtype=d_y.dtype), u * r_inv
-    return r_inv * (g - unit * (g * unit).mean(-1, keepdim=True))
+    part of g along û is what lengthening u would change, and the norm takes it away); the means over a row, or
+    with the norm over the width over a token's rows of every head (norm_axes)."""
+    gamma, axes = norm_axes(u, torch.tensor(gamma, dtype=d_y.dtype))
+    r_inv = torch.rsqrt(u.pow(2).mean(axes, keepdim=True) + eps)  # (…, 1)
+    g, unit = d_y * gamma, u * r_inv
+    return r_inv * (g - unit * (g * unit).mean(axes, keepdim=True))
 
 
 def autograd(case: Case, loss: Loss) -> dict[str, torch.Tensor]:

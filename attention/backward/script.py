@@ -5,8 +5,8 @@ from __future__ import annotations
 from ..base import tolerance as rule
 from ..base.case import Case
 from ..forward.compute import scale_factor
+from ..forward.script import WIDTH_GAMMA, literal, norm_axes_code, rule_lines, to_script, width_norm
 from ..forward.script import _seen as seen_name
-from ..forward.script import literal, rule_lines, to_script
 from ..forward.steps import LABELS, NORM, ROPE
 from .loss import Loss
 from .steps import backward_names
@@ -134,11 +134,13 @@ def _rope(case: Case, loss: Loss) -> list[str]:
 
 
 def _norm(case: Case, loss: Loss) -> list[str]:
+    axes = norm_axes_code(case)  # a row's dims, or a token's of every head (the norm over the width)
     return [
-        "def norm_back(d, u, gamma):  # y = γ ⊙ u / r back to u: the part along u / r, which the norm undoes, removed",
-        "    r_inv = torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + norm_eps)",
-        "    g, unit = d * gamma, u * r_inv",
-        "    return r_inv * (g - unit * (g * unit).mean(-1, keepdim=True))",
+        "def norm_back(d, t, gamma):  # y = γ ⊙ t / r back to t: the part along t / r, which the norm undoes, removed",
+        *(WIDTH_GAMMA if width_norm(case) else []),
+        f"    r_inv = torch.rsqrt(t.pow(2).mean({axes}, keepdim=True) + norm_eps)",
+        "    g, unit = d * gamma, t * r_inv",
+        f"    return r_inv * (g - unit * (g * unit).mean({axes}, keepdim=True))",
         "",
         "",
         "d_queries = norm_back(d_queries, queries_unnormed, gamma_q)",

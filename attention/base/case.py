@@ -80,6 +80,9 @@ class Options:
     q_norm: tuple[float, ...] | None = None
     k_norm: tuple[float, ...] | None = None
     norm_eps: float = 1e-6  # the norm's ε: x / √(mean(x²) + ε)
+    # OLMo 2's q/k norm over the width: a token's whole query (key) projection, every head's dims at once, RMS-normed
+    # before the split into heads; q_norm then has d_k numbers and k_norm w_key's width. False: Qwen3's, per head
+    norm_width: bool = False
     # The attention of the models people run today (the Variants page); None: the plain attention of the article.
     # Token i's place is its index i here (RoPE's positions are RoPE's alone).
     window: int | None = None  # sliding window (Mistral, Gemma 2/3, gpt-oss): query i sees keys i − window < j ≤ i
@@ -406,7 +409,7 @@ def _options(value: object, n: int, widths: Widths, tokens: tuple[str, ...]) -> 
     d_rot = rotary_dims(widths.d_k // heads, modern["rope_fraction"])
     rope_base, positions = _rope(o.rope_base, o.positions, n, d_rot, tokens)
     modern |= {"rope_base": rope_base, "positions": positions, "rope_frequencies": _frequencies(o.rope_frequencies,
-               rope_base, d_rot)} | _norms(o.q_norm, o.k_norm, o.norm_eps, widths.d_k // heads)  # fmt: skip
+               rope_base, d_rot)} | _norms(o, widths, heads)  # fmt: skip
     return replace(o, temperature=temperature, mask=mask, w_out=w_out, weights_override=override, kv_heads=kv_heads,
                    bias=_flag(o.bias, _at("bias")), **modern)  # fmt: skip
 
@@ -506,23 +509,27 @@ def _frequencies(frequencies: object, base: float | None, d_head: int) -> tuple[
     return tuple(out)
 
 
-def _norms(q_norm: object, k_norm: object, eps: object, d_head: int) -> dict:
-    """The q/k norm's weights, d_head numbers each, both or neither, and its ε (positive, at most 1), as options."""
+def _norms(o: Options, widths: Widths, heads: int) -> dict:
+    """The q/k norm's weights, both or neither, and its ε (positive, at most 1), as options: per head (Qwen3's) d_head
+    numbers each; over the width (OLMo 2's) q_norm one per column of w_query, k_norm one per column of w_key."""
+    q_norm, k_norm, width = o.q_norm, o.k_norm, _flag(o.norm_width, _at("norm_width"))
     if (q_norm is None) != (k_norm is None):
         raise CaseError(_at("q_norm" if q_norm is None else "k_norm"), msg("error.norm_pair"))
-    eps = _number(eps, _at("norm_eps"), 1.0)
+    eps = _number(o.norm_eps, _at("norm_eps"), 1.0)
     if eps <= 0:
         raise CaseError(_at("norm_eps"), msg("error.positive", value=excerpt(eps)))
     if q_norm is None:
-        return {"q_norm": None, "k_norm": None, "norm_eps": eps}
+        return {"q_norm": None, "k_norm": None, "norm_eps": eps, "norm_width": width}
+    d_head = widths.d_k // heads
+    counts = (widths.d_k, widths.d_key) if width else (d_head, d_head)
     out = []
-    for name, weights in (("q_norm", q_norm), ("k_norm", k_norm)):
-        if not isinstance(weights, list | tuple) or len(weights) != d_head:
-            raise CaseError(_at(name), msg("error.norm_count", d=d_head))
+    for name, weights, count in (("q_norm", q_norm, counts[0]), ("k_norm", k_norm, counts[1])):
+        if not isinstance(weights, list | tuple) or len(weights) != count:
+            raise CaseError(_at(name), msg("error.norm_width_count" if width else "error.norm_count", d=count))
         out.append(
             tuple(_number(v, msg("where.norm_weight", name=_at(name), dim=i + 1)) for i, v in enumerate(weights))
         )
-    return {"q_norm": out[0], "k_norm": out[1], "norm_eps": eps}
+    return {"q_norm": out[0], "k_norm": out[1], "norm_eps": eps, "norm_width": width}
 
 
 def _bounded(value: object, option: str, low: float, high: float) -> float:

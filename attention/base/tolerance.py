@@ -37,14 +37,28 @@ def turned_error(error: torch.Tensor, m: torch.Tensor, dtype: torch.dtype, d_rot
     return torch.cat((torch.stack((pair, pair), dim=-1).flatten(-2), error[..., d_rot:]), dim=-1).double()
 
 
+def norm_axes(m: torch.Tensor, gamma: torch.Tensor) -> tuple[torch.Tensor, tuple[int, ...]]:
+    """A q/k norm's γ shaped for rows m (…, d), and the axes each root mean square runs over: a row's own d (Qwen3's,
+    γ of d numbers) or, with γ of every head's dims (OLMo 2's over the width), a token's rows of every head of m
+    (h, n, d) at once, γ as (h, 1, d): a key/value head's block beside each query head that reads it."""
+    d = m.shape[-1]
+    if gamma.numel() == d:
+        return gamma, (-1,)
+    gamma = gamma.reshape(-1, 1, d)  # (g, 1, d): the width's block of each head
+    return gamma.repeat_interleave(m.shape[0] // gamma.shape[0], dim=0), (0, -1)
+
+
 def normed_error(error: torch.Tensor, m: torch.Tensor, gamma, norm_eps: float, dtype: torch.dtype) -> torch.Tensor:
-    """A q/k norm's y = γ ⊙ u / r, r = √(mean(u²) + ε), of rows u (…, d) with errors `error`: u's error carried to
-    first order (each number's own, and through r every other's), and the norm's own rounding (a mean of d squares,
-    the root and two products)."""
+    """A q/k norm's y = γ ⊙ u / r, r = √(mean(u²) + ε), of rows u (…, d) (or a token's rows of every head, norm_axes)
+    with errors `error`: u's error carried to first order (each number's own, and through r every other's), and the
+    norm's own rounding (a mean of K squares, K = γ's width, the root and two products)."""
     u, g = m.detach().cpu().double(), torch.as_tensor(gamma, dtype=torch.float64).abs()
-    r = (u.pow(2).mean(-1, keepdim=True) + norm_eps).sqrt()
-    through = g * (error / r + u.abs() * (u.abs() * error).sum(-1, keepdim=True) / (u.shape[-1] * r**3))
-    return through + (rounding(u.shape[-1], dtype) + 4 * torch.finfo(dtype).eps) * g * u.abs() / r
+    width = g.numel()
+    g, axes = norm_axes(u, g)
+    r = (u.pow(2).mean(axes, keepdim=True) + norm_eps).sqrt()
+    count = math.prod(u.shape[a] for a in axes)  # the numbers in each mean (a key/value head's repeats too)
+    through = g * (error / r + u.abs() * (u.abs() * error).sum(axes, keepdim=True) / (count * r**3))
+    return through + (rounding(width, dtype) + 4 * torch.finfo(dtype).eps) * g * u.abs() / r
 
 
 def attention_tolerance(
@@ -128,8 +142,9 @@ def gradient_tolerance(
     u, a_sink = (t if t is None or t.dim() == 3 else t[None] for t in (u, a_sink))  # (h, n, n), (h, n, 1)
     x, w_query, w_key, w_value = (t.detach().cpu().double().abs() for t in (x, w_query, w_key, w_value))
     d_o = d_outputs.detach().cpu().double()  # signed: d_scores' own sum cancels
-    # the chain's sums, end to end (with a norm, its mean of d squares there and back too)
-    r = rounding(2 * n + d_head * (1 if norm is None else 3) + v.shape[-1] + x.shape[-1] + d_o.shape[-1], dtype)
+    # the chain's sums, end to end (with a norm, its mean of K squares there and back too, K = γ_Q's width)
+    normed = 0 if norm is None else 2 * len(norm[2])
+    r = rounding(2 * n + d_head + normed + v.shape[-1] + x.shape[-1] + d_o.shape[-1], dtype)
     concat = torch.stack([a[i].abs() @ v[i].abs() for i in range(h)]).double()  # (h, n, d_v/h): at least |outputs|
     concat = concat.transpose(0, 1).flatten(1)  # (n, d_v): before w_out, the heads side by side
     w_out = None if w_out is None else w_out.detach().cpu().double()
@@ -219,10 +234,11 @@ def normed_back_errors(d_q, d_k, q, k, v, s, d_h, multiplier, rope, norm, r):
     ):
         u, g = m.detach().cpu().double(), torch.as_tensor(gamma, dtype=torch.float64).abs()
         u = u if u.dim() == 3 else u[None]
-        root = (u.pow(2).mean(-1, keepdim=True) + norm[4]).sqrt()
+        g, axes = norm_axes(u, g)  # a row's mean, or a token's of every head (the norm over the width)
+        root = (u.pow(2).mean(axes, keepdim=True) + norm[4]).sqrt()
         unit = u.abs() / root
         size = both_of_pair(size, rope) if rope else size
-        carried, own = ((g * d + unit * (g * d * unit).mean(-1, keepdim=True)) / root for d in (error, size))  # |du|
+        carried, own = ((g * d + unit * (g * d * unit).mean(axes, keepdim=True)) / root for d in (error, size))  # |du|
         out.append(carried + r * own)
     return out
 

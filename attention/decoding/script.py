@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..base.case import Case
 from ..forward.compute import scale_factor
-from ..forward.script import literal, relative_lines, rule_lines, tolerance_call
+from ..forward.script import WIDTH_GAMMA, literal, relative_lines, rule_lines, tolerance_call
 from .compute import decodable
 
 SCRIPT_ROPE = [  # the exported script's RoPE: the core's rope(), written out
@@ -25,15 +25,20 @@ SCRIPT_ROPE = [  # the exported script's RoPE: the core's rope(), written out
 ]
 
 
-SCRIPT_NORM = [  # the exported script's q/k norm: the core's rms_norm(), written out
-    "def norm(m, gamma):",
-    '    """Qwen3\'s q/k norm: each row over its root mean square, times γ; without one (gamma None), m as it is."""',
-    "    if gamma is None:",
-    "        return m",
-    "    return m * torch.rsqrt(m.pow(2).mean(-1, keepdim=True) + norm_eps) * gamma",
-    "",
-    "",
-]
+def script_norm(case: Case) -> list[str]:
+    """The exported script's q/k norm: the core's rms_norm(), written out (over the width: OLMo 2's)."""
+    return [
+        "def norm(t, gamma):",
+        '    """The q/k norm: each row (a token\'s rows of every head with norm_width) over its root mean square,',
+        '    times γ; without one (gamma None), t as it is."""',
+        "    if gamma is None:",
+        "        return t",
+        *(WIDTH_GAMMA if case.options.norm_width else []),
+        f"    return t * torch.rsqrt(t.pow(2).mean({'(0, -1)' if case.options.norm_width else -1}, keepdim=True)"
+        " + norm_eps) * gamma",
+        "",
+        "",
+    ]
 
 
 def decoding_script(case: Case) -> str:
@@ -50,7 +55,7 @@ def decoding_script(case: Case) -> str:
         "",
         "",
         *SCRIPT_ROPE,
-        *SCRIPT_NORM,
+        *script_norm(case),
         *_score_functions(case),
         "# The whole causal computation: every query at once, a key after its query (or outside the window) masked",
         "n = len(x)",
@@ -165,7 +170,8 @@ def _constants(case: Case) -> list[str]:
         f"D_ROT = {case.d_rot}  # the dims of a head RoPE turns (partial rotary: fewer than the head's {case.d_head})",
         *_modern_constants(case),
         f"POSITIONS = torch.tensor({at})",
-        f"gamma_q = {gamma_q}  # Qwen3's q/k norm weights γ_Q, γ_K (one per dim of a head); None: no norm",
+        f"gamma_q = {gamma_q}  # the q/k norm's weights γ_Q, γ_K (one per dim of a head, or of the width with OLMo 2's"
+        " norm over it); None: no norm",
         f"gamma_k = {gamma_k}",
         f"norm_eps = {o.norm_eps!r}",
     ]

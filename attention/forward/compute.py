@@ -16,7 +16,7 @@ from ..base.case import Case
 from ..base.device import resolve_device, warm_up
 from ..base.i18n import msg
 from ..base.record import Check, Record, Recorder, Step, compare
-from ..base.tolerance import attention_tolerance
+from ..base.tolerance import attention_tolerance, norm_axes
 from .steps import AXES, PER_HEAD, step, step_names
 
 # Past these sizes the trace keeps what is looked at, not everything (bench/core.md measured why). Step 6's
@@ -89,7 +89,8 @@ def attend(case: Case) -> Trace:
         keys, values = keys.repeat_interleave(h // g, dim=0), values.repeat_interleave(h // g, dim=0)  # (h, n, d/h)
     record("qkv", **named(o, "qkv", queries=queries, keys=keys), values=values)
     if o.q_norm is not None:
-        # step 3a: norm (Qwen3's): each head's query and key divided by its root mean square, then scaled by γ
+        # step 3a: norm (Qwen3's): each head's query and key divided by its root mean square, then scaled by γ;
+        # OLMo 2's (norm_width): a token's query (key) of every head divided by one root mean square
         queries, keys = qk_normed(o, queries, keys)
         record("norm", **named(o, "norm", queries=queries, keys=keys))
     if o.rope_base is not None:
@@ -312,12 +313,15 @@ def named(o, step: str, **tensors: Tensor) -> dict[str, Tensor]:
 
 
 def rms_norm(m: Tensor, gamma: Tensor, eps: float) -> Tensor:
-    """Each row of (…, d) divided by its root mean square √(mean(m²) + ε), then times γ (d,), as Qwen3's q/k norm."""
-    return m * torch.rsqrt(m.pow(2).mean(-1, keepdim=True) + eps) * gamma
+    """Each row of (…, d) divided by its root mean square √(mean(m²) + ε), then times γ (d,), as Qwen3's q/k norm;
+    with γ of every head's dims, a token's rows of every head (h, n, d) at once, as OLMo 2's (norm_axes)."""
+    gamma, axes = norm_axes(m, gamma)
+    return m * torch.rsqrt(m.pow(2).mean(axes, keepdim=True) + eps) * gamma
 
 
 def qk_normed(o, queries: Tensor, keys: Tensor) -> tuple[Tensor, Tensor]:
-    """Step 3a where the case has it: each head's queries and keys (…, d_head) RMS-normed, times γ_Q and γ_K."""
+    """Step 3a where the case has it: each head's queries and keys (…, d_head) RMS-normed, times γ_Q and γ_K; with
+    norm_width, a token's queries (keys) of every head at once."""
     if o.q_norm is None:
         return queries, keys
     gamma_q, gamma_k = (torch.tensor(w, dtype=queries.dtype, device=queries.device) for w in (o.q_norm, o.k_norm))

@@ -121,18 +121,23 @@ def _unturned(c: Context, tensor: str, head: int | None, index: tuple[int, ...])
 
 
 def normalization(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -> Derivation:
-    """Qwen3's q/k norm: a number of step 3 over the root mean square of its token's query (key) in the head, times
-    the model's weight γ for its dim."""
+    """The q/k norm: a number of step 3 over the root mean square of its token's query (key) in the head (Qwen3's),
+    or in every head (OLMo 2's, over the width), times the model's weight γ for its dim."""
     i, col = index
     o, kind, letter = c.record.case.options, tensor.split("_")[0], tensor[0]
-    before = c.view(f"{kind}_unnormed", head)[i].tolist()  # (d,): the token's query (key) in this head
-    d, u, gamma = len(before), before[col], (o.q_norm if kind == "queries" else o.k_norm)[col]
+    before, at = c.view(f"{kind}_unnormed", head)[i].tolist(), col  # (d,): the token's query (key) in this head
+    width = o.norm_width and o.heads > 1
+    if width:  # the token's row of every head (a key/value head once, not each query head's copy of it)
+        every = c.view(f"{kind}_unnormed")[:, i]  # (h, d)
+        group = o.heads // (o.kv_heads or o.heads) if kind == "keys" else 1
+        before, at = every[::group].flatten().tolist(), head // group * every.shape[-1] + col
+    d, u, gamma = len(before), before[at], (o.q_norm if kind == "queries" else o.k_norm)[at]
     mean = math.fsum(b * b for b in before) / d
     root = math.sqrt(mean + o.norm_eps)
     value = c.view(tensor, head)[i, col].item()
     title = msg("explain.norm.title", tensor=tensor, at=place(head, c.token(i), str(col + 1)), token=c.token(i))
-    root_line = msg("explain.norm.root", token=c.token(i), letter=letter, d=d, mean=approx(mean),
-                    eps=approx(o.norm_eps), root=approx(root))  # fmt: skip
+    root_line = msg("explain.norm.root_width" if width else "explain.norm.root", token=c.token(i), letter=letter, d=d,
+                    mean=approx(mean), eps=approx(o.norm_eps), root=approx(root))  # fmt: skip
     expression = f"{factor(c.num(gamma))}·{factor(c.num(u))} / {approx(root)}"
     end, warning = c.ending(tensor, gamma * u / root, value, c.tol(4 * math.sqrt(d) + 8, value))  # d squares summed
     lhs = prefixed(head, f"{letter}{sub(i, col)}")

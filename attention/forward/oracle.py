@@ -18,16 +18,18 @@ CHUNK_CELLS = 1 << 22  # weights nn.MultiheadAttention makes at once (16 MiB in 
 
 def projected(case: Case) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Step 3 as the oracles take it: q (h, n, d/h), k and v (g, n, d/h) with g key/value heads; a q/k norm by
-    F.rms_norm, RoPE as a complex rotation."""
+    F.rms_norm (over the width: before the split into heads), RoPE as a complex rotation."""
     o, h = case.options, case.options.heads
     g = o.kv_heads or h
     dtype = getattr(torch, o.dtype)
     x = torch.tensor(case.x, dtype=dtype)
     q, k, v = (x @ torch.tensor(w, dtype=dtype) for w in (case.w_query, case.w_key, case.w_value))
+    gamma_q, gamma_k = (None if w is None else torch.tensor(w, dtype=dtype) for w in (o.q_norm, o.k_norm))
+    if gamma_q is not None and o.norm_width:  # OLMo 2's q/k norm: torch's RMSNorm of the whole projection, unsplit
+        q, k = F.rms_norm(q, (q.shape[-1],), gamma_q, o.norm_eps), F.rms_norm(k, (k.shape[-1],), gamma_k, o.norm_eps)
     q = q.unflatten(-1, (h, -1)).transpose(0, 1)  # (h, n, d/h)
     k, v = (m.unflatten(-1, (g, -1)).transpose(0, 1) for m in (k, v))  # (g, n, d/h): g = h without grouping
-    if o.q_norm is not None:  # Qwen3's q/k norm: torch's own RMSNorm
-        gamma_q, gamma_k = (torch.tensor(w, dtype=dtype) for w in (o.q_norm, o.k_norm))
+    if gamma_q is not None and not o.norm_width:  # Qwen3's q/k norm: torch's own RMSNorm, a head's row at a time
         q, k = F.rms_norm(q, (q.shape[-1],), gamma_q, o.norm_eps), F.rms_norm(k, (k.shape[-1],), gamma_k, o.norm_eps)
     if o.rope_base is not None:
         q, k = _rotate_complex(q, case), _rotate_complex(k, case)

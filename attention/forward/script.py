@@ -37,7 +37,7 @@ def modern(case: Case) -> bool:
     return any(getattr(case.options, name) is not None for name in MODERN)
 
 
-RULE = (rule.rounding, rule.product_error, rule.heads_of, rule.turned_error, rule.normed_error,
+RULE = (rule.rounding, rule.product_error, rule.heads_of, rule.turned_error, rule.norm_axes, rule.normed_error,
         rule.attention_tolerance, rule.within)  # fmt: skip
 
 
@@ -283,8 +283,12 @@ def _qkv(case: Case) -> list[str]:
 
 
 def _norm(case: Case) -> list[str]:
+    what = ["# Qwen3's q/k norm: each head's query (and key) of a token divided by its root mean square"]
+    if width_norm(case):
+        what = ["# OLMo 2's q/k norm over the width: a token's query (and key) of every head divided by one root",
+                "# mean square, as the model norms the whole projection before splitting it into heads"]  # fmt: skip
     return [
-        "# Qwen3's q/k norm: each head's query (and key) of a token divided by its root mean square",
+        *what,
         "# √(mean(q²) + ε), then each dim times the model's weight γ for it (γ_Q for queries, γ_K for keys)",
         *norm_lines(case),
         "queries_unnormed, keys_unnormed = queries, keys  # step 3's, which the check's tolerance reads",
@@ -294,17 +298,36 @@ def _norm(case: Case) -> list[str]:
     ]
 
 
+def width_norm(case: Case) -> bool:
+    """The case norms a token's queries (keys) of every head at once (OLMo 2's), not each head's alone."""
+    return case.options.norm_width and case.options.heads > 1
+
+
+# The norm over the width in a script: γ (one number per dim of every head) shaped (h, 1, d) beside the rows t
+# (h, n, d), and the mean over a token's numbers of every head (axes 0 and -1)
+WIDTH_GAMMA = [
+    "    gamma = gamma.view(-1, 1, t.shape[-1])  # (g, 1, d): each head's block of the width",
+    "    gamma = gamma.repeat_interleave(len(t) // len(gamma), dim=0)  # (h, 1, d): beside the query heads reading it",
+]
+
+
+def norm_axes_code(case: Case) -> str:
+    return "(0, -1)" if width_norm(case) else "-1"
+
+
 def norm_lines(case: Case) -> list[str]:
     """The q/k norm's weights, ε and function, in the case's dtype (the forward and decoding scripts' own)."""
-    o = case.options
+    o, width = case.options, width_norm(case)
+    shape = "(d_k,): γ_Q, a dim of every head each" if width else "(d,): γ_Q, a dim each"
     return [
-        f"gamma_q = torch.tensor({list(o.q_norm)!r}, dtype=torch.{o.dtype})  # (d,): γ_Q, a dim each",
-        f"gamma_k = torch.tensor({list(o.k_norm)!r}, dtype=torch.{o.dtype})  # (d,): γ_K",
+        f"gamma_q = torch.tensor({list(o.q_norm)!r}, dtype=torch.{o.dtype})  # {shape}",
+        f"gamma_k = torch.tensor({list(o.k_norm)!r}, dtype=torch.{o.dtype})  # γ_K",
         f"norm_eps = {o.norm_eps!r}",
         "",
         "",
         "def rms_norm(t, gamma):",
-        "    return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + norm_eps) * gamma",
+        *(WIDTH_GAMMA if width else []),
+        f"    return t * torch.rsqrt(t.pow(2).mean({norm_axes_code(case)}, keepdim=True) + norm_eps) * gamma",
         "",
         "",
     ]

@@ -165,8 +165,12 @@ def formula(name: str, case: Case, lang: str = "en") -> str:
         times = "" if mantissa == "1" else mantissa + r" \cdot "
         eps = mantissa if not power else rf"{times}10^{{{int(power)}}}"
         root = rf"\sqrt{{\tfrac{{1}}{{{case.d_head}}} \textstyle\sum_c q_c^2 + \varepsilon}}"
+        over = ""
+        if o.norm_width and h > 1:  # OLMo 2's: the mean runs over a token's numbers of every head (its whole q)
+            root = rf"\sqrt{{\tfrac{{1}}{{{case.d_k}}} \textstyle\sum_{{c,\,\text{{head}}}} q_c^2 + \varepsilon}}"
+            over = rf",\quad {words('every_head', d=case.d_k)}"
         likewise = rf"k\ {words('likewise')}\ (\gamma_K)"
-        return rf"q \leftarrow \gamma_Q \odot \frac{{q}}{{{root}}},\quad {likewise},\quad \varepsilon = {eps}"
+        return rf"q \leftarrow \gamma_Q \odot \frac{{q}}{{{root}}},\quad {likewise}{over},\quad \varepsilon = {eps}"
     if name == ROPE:  # the rotation R_t turns pair p of a query or key at position t by the angle t·θ_p
         theta = rf"\theta_p = {o.rope_base:g}^{{-2p/{case.d_head}}}"
         if o.rope_frequencies is not None:  # a model's scaled RoPE: its own θ_p, the paper's rescaled

@@ -140,8 +140,10 @@ def family_line(spec: Spec) -> str | Message:
     """The model's family and, where its layers differ from plain causal attention, how: "mistral · sliding 3 on every
     layer", "smollm3 · NoPE on every 4th layer", "gemma2 · sliding 4096 on odd layers · softcap 50", "bloom · ALiBi",
     "gpt_neox · RoPE on 25% of each head", "phi3 · RoPE on 75% of each head", "gpt_oss · sliding 128 on odd layers ·
-    sinks"."""
+    sinks", "olmo2 · q/k norm over the width"."""
     parts = [msg("real.attention_alibi")] if spec.alibi is not None else []
+    if spec.norm_width:  # OLMo 2's: a head's q and k normed with every other head's
+        parts.append(msg("real.attention_norm_width"))
     if spec.rope_fraction is not None:
         parts.append(msg("real.attention_partial_rope", percent=f"{spec.rope_fraction * 100:g}"))
     windows = {w for w in spec.windows or () if w is not None}

@@ -1,5 +1,6 @@
 """The Llama family (Llama, SmolLM2, Mistral and Qwen2 with their sliding windows, Qwen2's biases on q, k and v, Qwen3
-with q and k RMS-normed per head, SmolLM3 with NoPE layers): its spec from a config, its tensors, its forward pass in
+with q and k RMS-normed per head, SmolLM3 with NoPE layers, OLMo 2 with q and k RMS-normed over the width and its
+norms after the attention and the MLP): its spec from a config, its tensors, its forward pass in
 plain torch (RMSNorm, RoPE from the core, grouped-query attention, SwiGLU), and where a layer's q, k, v weights lie."""
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ class Llama:
     interleaved pairs (2p, 2p+1) the core's RoPE turns (Hugging Face's files pair p with p + d/2: reordered on load)."""
 
     qk_norm: bool = False  # Qwen3: each head's q and k RMS-normed before RoPE (the case's step 3a)
+    norm_width: bool = False  # OLMo 2: q and k RMS-normed over the width (every head's dims at once: norm_width)
+    post_norms: bool = False  # OLMo 2: the attention's and the MLP's outputs RMS-normed, their inputs not
 
     def sizes(self, config: dict) -> dict:
         """The spec's numbers from a Hugging Face config.json."""
@@ -35,7 +38,7 @@ class Llama:
             rope_scaling=None if frequencies is None else kind, rope_frequencies=frequencies, rope_attention=attention,
             norm_eps=config.get("rms_norm_eps", 1e-6), tied=config.get("tie_word_embeddings", False),
             vocab=config["vocab_size"], bias=config.get("attention_bias", config["model_type"] == "qwen2"),
-            windows=sliding_windows(config), no_rope=nope_layers(config),
+            windows=sliding_windows(config), no_rope=nope_layers(config), norm_width=self.norm_width,
         )  # fmt: skip
 
     def expected(self, s) -> dict[str, tuple[int, ...] | None]:
@@ -46,14 +49,16 @@ class Llama:
             shapes["lm_head.weight"] = (s.vocab, d)
         for layer in range(s.layers):
             p = f"layers.{layer}."
-            shapes |= {p + "input_layernorm.weight": (d,), p + "post_attention_layernorm.weight": (d,)}
+            norms = ("post_attention", "post_feedforward") if self.post_norms else ("input", "post_attention")
+            shapes |= {p + f"{norm}_layernorm.weight": (d,) for norm in norms}
             shapes |= {p + "self_attn.q_proj.weight": (q, d), p + "self_attn.k_proj.weight": (kv, d),
                        p + "self_attn.v_proj.weight": (kv, d), p + "self_attn.o_proj.weight": (d, q)}  # fmt: skip
             if s.bias:
                 shapes |= {p + "self_attn.q_proj.bias": (q,), p + "self_attn.k_proj.bias": (kv,),
                            p + "self_attn.v_proj.bias": (kv,)}  # fmt: skip
-            if self.qk_norm:
-                shapes |= {p + "self_attn.q_norm.weight": (s.head_dim,), p + "self_attn.k_norm.weight": (s.head_dim,)}
+            if self.qk_norm:  # a head's dims, or the width's (every head's)
+                widths = (q, kv) if self.norm_width else (s.head_dim, s.head_dim)
+                shapes |= {p + "self_attn.q_norm.weight": (widths[0],), p + "self_attn.k_norm.weight": (widths[1],)}
             shapes |= {p + f"mlp.{name}.weight": None for name in ("gate_proj", "up_proj", "down_proj")}
         return shapes
 
@@ -65,6 +70,8 @@ class Llama:
             part = name.rsplit(".", 2)[-2] if name.startswith("layers.") else ""
             if part in ("q_proj", "k_proj", "q_norm", "k_norm"):
                 heads = {"q_proj": s.heads, "k_proj": s.kv_heads}.get(part, 1)  # a norm's weight: one head's dims
+                if self.norm_width and part.endswith("norm"):  # OLMo 2's: every head's dims, the whole width
+                    heads = s.heads if part == "q_norm" else s.kv_heads
                 out[name] = interleaved(t, heads)
         return out
 
@@ -75,7 +82,8 @@ class Llama:
                 for name, part in (("w_query", "q"), ("w_key", "k"), ("w_value", "v"))}  # fmt: skip
 
     def norms(self, weights: dict, layer: int) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """Qwen3's q/k norm weights γ_Q and γ_K of the layer (head_dim,) each, in q's and k's interleaved order."""
+        """Qwen3's q/k norm weights γ_Q and γ_K of the layer (head_dim,) each (OLMo 2's: (heads · head_dim,) and
+        (kv_heads · head_dim,), over the width), in q's and k's interleaved order."""
         p = f"layers.{layer}.self_attn."
         return (weights[p + "q_norm.weight"], weights[p + "k_norm.weight"]) if self.qk_norm else None
 
@@ -93,7 +101,8 @@ class Llama:
         inputs, head_outputs, every = [], [], []
         for layer in range(s.layers):
             p = f"layers.{layer}."
-            x = rms_norm(h, w[p + "input_layernorm.weight"], s.norm_eps)  # (m, d): what the attention reads
+            # (m, d): what the attention reads (OLMo 2's: the residual stream as it is)
+            x = h if self.post_norms else rms_norm(h, w[p + "input_layernorm.weight"], s.norm_eps)
             q, k, v = (linear(x, w, p + f"self_attn.{part}_proj").unflatten(-1, (-1, s.head_dim)).transpose(0, 1)
                        for part in "qkv")  # (h, m, hd), (g, m, hd), (g, m, hd)  # fmt: skip
             if (norms := self.norms(w, layer)) is not None:
@@ -107,15 +116,21 @@ class Llama:
             inputs.append(x), head_outputs.append(out), every.append(weights)
             if edit is not None:  # heads switched off or patched: before the output projection mixes them
                 out = edit(layer, out)
-            h = h + out.transpose(0, 1).flatten(1) @ w[p + "self_attn.o_proj.weight"].T
-            f = rms_norm(h, w[p + "post_attention_layernorm.weight"], s.norm_eps)
+            attended = out.transpose(0, 1).flatten(1) @ w[p + "self_attn.o_proj.weight"].T
+            h = h + self.post_norm(attended, w, p + "post_attention_layernorm", s.norm_eps)
+            f = h if self.post_norms else rms_norm(h, w[p + "post_attention_layernorm.weight"], s.norm_eps)
             gate, up = f @ w[p + "mlp.gate_proj.weight"].T, f @ w[p + "mlp.up_proj.weight"].T
-            h = h + (torch.nn.functional.silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T  # SwiGLU
+            fed = (torch.nn.functional.silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T  # SwiGLU
+            h = h + self.post_norm(fed, w, p + "post_feedforward_layernorm", s.norm_eps)
         if cache is not None:
             cache.length = start + len(ids)
         last = rms_norm(h[-1:], w["norm.weight"], s.norm_eps)  # the next token is predicted from the last alone
         logits = last @ w["embed_tokens.weight" if s.tied else "lm_head.weight"].T  # (1, vocabulary)
         return Pass(torch.stack(inputs), torch.stack(head_outputs), torch.stack(every), logits)
+
+    def post_norm(self, m: torch.Tensor, w: dict, name: str, eps: float) -> torch.Tensor:
+        """A block's output as the residual stream takes it: OLMo 2's RMS-normed, the others' as it is."""
+        return rms_norm(m, w[name + ".weight"], eps) if self.post_norms else m
 
 
 def sliding_windows(config: dict) -> tuple[int | None, ...] | None:

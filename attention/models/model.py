@@ -72,6 +72,8 @@ class Spec:
     alibi: tuple[float, ...] | None = None  # ALiBi's slope m_h of each head (BLOOM's): scores − m_h (i − j)
     rope_fraction: float | None = None  # partial rotary (GPT-NeoX's rotary_pct): RoPE on each head's first dims
     sinks: bool = False  # gpt-oss's: each head's learned logit s_h (family.sinks) joins its softmax's denominator
+    # OLMo 2's q/k norm over the width: a head's q and k are normed with every head's, so a head's case is its layer's
+    norm_width: bool = False
 
 
 class Model:
@@ -262,7 +264,8 @@ def _options(model: Model, layer: int, heads: int = 1, head: int | None = None) 
         sinks = tuple(spec.family.sinks(model.weights, layer).tolist())
         options["sinks"] = sinks if head is None else sinks[head : head + 1]
     if (norms := spec.family.norms(model.weights, layer)) is not None:  # Qwen3's: the layer's γ_Q and γ_K
-        options |= {"q_norm": tuple(norms[0].tolist()), "k_norm": tuple(norms[1].tolist()), "norm_eps": spec.norm_eps}
+        options |= {"q_norm": tuple(norms[0].tolist()), "k_norm": tuple(norms[1].tolist()), "norm_eps": spec.norm_eps,
+                    "norm_width": spec.norm_width}  # fmt: skip
     if spec.causal:
         options["mask"] = "causal"
     if heads > 1 and spec.kv_heads != spec.heads:
@@ -286,7 +289,11 @@ def _options(model: Model, layer: int, heads: int = 1, head: int | None = None) 
 
 
 def head_case(model: Model, run: Run, layer: int, head: int) -> Case:
-    """One head of one layer (0-based) on the run's sentence, as a case: x, the head's weights, the model's options."""
+    """One head of one layer (0-based) on the run's sentence, as a case: x, the head's weights, the model's options.
+    A model whose q/k norm runs over the width (OLMo 2) norms a head's q and k with every other head's: its head's
+    case is the layer's (every head; the pages show the chosen one)."""
+    if model.spec.norm_width:
+        return layer_case(model, run, layer)
     return _as_case(
         run.tokens, _x(model, run, layer), head_weights(model, layer, head), _options(model, layer, head=head)
     )

@@ -32,7 +32,8 @@ run = model.run(SENTENCE)  # the sentence through the whole model: every layer's
 if HEAD:  # x, the head's W_Q, W_K, W_V and the model's options
     case = models.head_case(model, run, LAYER - 1, HEAD - 1)
     own = run.head_output(LAYER - 1, HEAD - 1)  # the model's own output of that head
-else:  # head 0: every head of the layer as one multi-head case, and the model's heads side by side
+if not HEAD or case.options.heads > 1:  # head 0, or a head normed with every other (OLMo 2's q/k norm over the
+    # width): every head of the layer as one multi-head case, and the model's heads side by side
     case = models.layer_case(model, run, LAYER - 1)
     own = run.head_outputs[LAYER - 1].permute(1, 0, 2).flatten(1)
 trace = attend(case)  # the eight steps (a q/k norm and RoPE after step 3 where the model has them)

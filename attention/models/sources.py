@@ -26,7 +26,7 @@ from .phi3 import Phi3
 
 # config.json's model_type
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "gpt2", "bert", "roberta", "smollm3", "gemma2", "gemma3_text")
-SUPPORTED += ("bloom", "gpt_neox", "gpt_oss", "phi3")
+SUPPORTED += ("bloom", "gpt_neox", "gpt_oss", "phi3", "olmo2")
 # a file saved from a model with a head names its body so
 PREFIXES = ("model.", "transformer.", "bert.", "roberta.", "gpt_neox.")
 RENAMED = {"embed_out.weight": "lm_head.weight"}  # GPT-NeoX's output layer in its files, as transformers names it
@@ -97,6 +97,8 @@ def family_of(config: dict, where: Path):
             for key, d in (("num_local_experts", 128), ("swiglu_alpha", 1.702), ("swiglu_limit", 7.0))
         )
         return GptOss(experts=experts, top_k=config.get("num_experts_per_tok", 4), alpha=alpha, limit=limit)
+    if kind == "olmo2":  # Llama with q/k norms over the width, and norms after the attention and the MLP
+        return Llama(qk_norm=True, norm_width=True, post_norms=True)
     return Gpt2() if kind == "gpt2" else Llama(qk_norm=kind == "qwen3")
 
 

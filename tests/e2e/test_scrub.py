@@ -54,6 +54,9 @@ OPTIONS = {
     "scaled RoPE (a model's frequencies)": (5, 4, 8, 4, {"heads": 2, "rope_base": 500.0,
                                                          "rope_frequencies": (0.7, 0.02)}),
     "Qwen3's q/k norm, RoPE": (5, 4, 8, 4, {"heads": 2, "rope_base": 500.0, **QK_NORM}),
+    "OLMo 2's q/k norm over the width, 4 heads, 2 kv heads, RoPE": (6, 4, 8, 8, {
+        "heads": 4, "kv_heads": 2, "rope_base": 500.0, "norm_width": True,
+        "q_norm": (*QK_NORM["q_norm"], 0.5, -1.5, 1.0, 0.25), "k_norm": QK_NORM["k_norm"]}),
     "w_out, one head": (5, 4, 4, 3, {"w_out": "random"}),
     "weights override": (3, 4, 3, 3, {"weights_override": ARTICLE_ROUNDED_WEIGHTS}),
     "16 × 16, every option": (16, 16, 16, 16, {"heads": 4, "kv_heads": 1, "rope_base": 10_000.0, "mask": "causal",

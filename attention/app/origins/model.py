@@ -79,10 +79,14 @@ class ModelHead(Origin):
         """The model's own output of the head shown: (n, head_dim), or for the whole layer its heads side by side
         (n, heads · head_dim), as the multi-head case concatenates them."""
         c, run = self.choice, self.run
-        if c.head == 0:
+        if c.head == 0 or self.case.options.heads > 1:  # a layer, or a head whose case is its layer's (OLMo 2's)
             every = run.head_outputs[c.layer - 1]  # (heads, n, head_dim)
             return every.permute(1, 0, 2).reshape(every.shape[1], -1)
         return run.head_output(c.layer - 1, c.head - 1)
+
+    def head(self, case: Case) -> int | None:
+        """The head chosen in the model room, where its case is the whole layer (OLMo 2's q/k norm over the width)."""
+        return self.choice.head - 1 if self.choice.head > 0 and case.options.heads > 1 and self.made(case) else None
 
     def check(self, trace: Trace) -> Check:
         """Whether the eight steps agree with the model's own output of that head (attention/models/), each number

@@ -48,6 +48,10 @@ class Origin:
         """A check of the trace beside PyTorch's, which only this origin can make (None: none; see model.py)."""
         return None
 
+    def head(self, case: Case) -> int | None:
+        """The head (0-based) of a multi-head case the pages show first, where the origin chose one; None: the first."""
+        return None
+
 
 @dataclass(frozen=True)
 class Edited(Origin):

@@ -19,7 +19,8 @@ const DEFAULTS = {
   rope_base: null, // RoPE with this base, or null
   positions: null, // each token's position for RoPE; null: 0, 1, …, n − 1
   rope_frequencies: null, // each pair's θ_p (a model's scaled RoPE); null: base^(−2p/d)
-  q_norm: null, // Qwen3's q/k norm: γ_Q (d_head numbers), with k_norm γ_K; null: no norm
+  q_norm: null, // Qwen3's q/k norm: γ_Q (d_head numbers), with k_norm γ_K; null: no norm (OLMo 2's over the
+  // width: d_k numbers, every head's dims; norm_width needs no flag here, γ's length says it)
   k_norm: null,
   norm_eps: 1e-6, // the norm's ε
   window: null, // a sliding window: query i sees keys i − window < j ≤ i (causal by itself); null: every key
@@ -246,13 +247,21 @@ function maxGap(a, b) {
 }
 
 function rmsNorm(m, gamma, eps) {
-  // (h, n, d): each row times 1/√(mean of its squares + ε), then each dim times γ (float32 at each operation)
+  // (h, n, d): each row times 1/√(mean of its squares + ε), then each dim times γ (float32 at each operation); with
+  // γ of every head's dims (OLMo 2's norm over the width), a token's rows of every head share one mean, and head i
+  // takes γ's block of its key/value head (γ's blocks g ≤ h, each read by h/g query heads)
   const [h, n, d] = m.shape, out = tensor(m.shape);
-  for (let row = 0; row < h * n; row++) {
+  const width = gamma.length !== d, group = width ? h / (gamma.length / d) : 1;
+  const rows = (t) => (width ? Array.from({ length: h }, (_, i) => i * n + t) : [t]); // the rows sharing t's mean
+  for (let t = 0; t < (width ? n : h * n); t++) {
     let squares = 0;
-    for (let c = 0; c < d; c++) squares = Math.fround(squares + Math.fround(m.data[row * d + c] ** 2));
-    const inverse = Math.fround(1 / Math.sqrt(Math.fround(squares / d) + eps));
-    for (let c = 0; c < d; c++) out.data[row * d + c] = Math.fround(m.data[row * d + c] * inverse) * gamma[c];
+    for (const row of rows(t))
+      for (let c = 0; c < d; c++) squares = Math.fround(squares + Math.fround(m.data[row * d + c] ** 2));
+    const inverse = Math.fround(1 / Math.sqrt(Math.fround(squares / (rows(t).length * d)) + eps));
+    for (const row of rows(t)) {
+      const first = width ? Math.floor(Math.floor(row / n) / group) * d : 0; // γ's block of the row's head
+      for (let c = 0; c < d; c++) out.data[row * d + c] = Math.fround(m.data[row * d + c] * inverse) * gamma[first + c];
+    }
   }
   return out;
 }

@@ -1,0 +1,149 @@
+"""OLMo 2 against transformers (the oracle): random tiny models (q/k norms over the width, norms after the attention
+and the MLP, none before), made here with transformers and opened through the app's own loader; every layer's case
+(every head: a head's q and k are normed with every other's), the forward pass, the logits and the greedy tokens with
+and without the cache; the picker's line; and a per-head norm in its place is caught."""
+
+import json
+import os
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from attention import attend, models
+from attention.base.i18n import render
+from attention.base.tolerance import within
+from attention.forward import compute
+from attention.forward.compute import tolerance
+from attention.models import sources
+from attention.models.generate import generate
+from tests.test_families import (  # noqa: F401 (vocabulary and tokenizers: the fixtures the tokenizers come from)
+    NEW_TOKENS,
+    SENTENCE,
+    SMALL,
+    carried,
+    chain_terms,
+    randomized,
+    seen,
+    their_tokens,
+    tokenizers,
+    vocabulary,
+)
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is made here; nothing from a hub
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+transformers = pytest.importorskip("transformers")
+pytestmark = pytest.mark.skipif(
+    models.missing("smollm2") or models.missing("minilm"), reason="the shipped models' tokenizers (model packages)"
+)
+# 2 layers, width 32, 4 query heads sharing 2 key/value heads: q_norm has 32 numbers, k_norm 16
+# (tokens 1 and 2 the vocabulary's own; OLMo 2's defaults are others)
+OLMO2 = {**SMALL, "num_key_value_heads": 2, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
+LINE = "olmo2 · q/k norm over the width"
+
+
+@pytest.fixture(scope="module")
+def pair(tokenizers, tmp_path_factory) -> tuple[models.Model, torch.nn.Module]:  # noqa: F811
+    """The app's model from its folder, and transformers' own (eager attention) of the same folder."""
+    folder: Path = tmp_path_factory.mktemp("olmo2")
+    tokenizer = tokenizers["byte"]
+    config = transformers.Olmo2Config(vocab_size=len(json.loads(tokenizer.read_text())["model"]["vocab"]), **OLMO2)
+    randomized(transformers.Olmo2ForCausalLM(config), seed=7).save_pretrained(folder, safe_serialization=True)
+    shutil.copy(tokenizer, folder / "tokenizer.json")
+    hf = transformers.Olmo2ForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
+    return sources.open_model(folder), hf
+
+
+def test_the_spec_and_the_picker_line(pair):
+    model, hf = pair
+    s = model.spec
+    assert (s.model_type, s.norm_width, s.heads, s.kv_heads) == ("olmo2", True, 4, 2)
+    assert hf.model.layers[0].self_attn.q_norm.weight.shape == (s.heads * s.head_dim,)  # the whole width's γ
+    assert render("en", models.family_line(s)) == LINE
+    assert "整宽" in render("zh", models.family_line(s))
+
+
+def test_every_layers_case_equals_transformers(pair):
+    """A head's case is its layer's (every head, norm_width): its outputs as transformers' heads side by side and as
+    the model's own, within the one rule; its weights as transformers' output_attentions."""
+    model, hf = pair
+    ids, _ = model.tokenize(SENTENCE)
+    hf_x, hf_heads, out = seen(hf, ids)
+    own = model.run(SENTENCE)
+    run = replace(own, inputs=torch.stack([hf_x[layer] for layer in range(model.spec.layers)]))
+    terms = chain_terms(model.spec, len(ids))
+    for layer in range(model.spec.layers):
+        for head in (0, 3):  # the chosen head opens its layer's case
+            case = models.head_case(model, run, layer, head)
+            assert case == models.layer_case(model, run, layer) and case.options.norm_width
+            assert len(case.options.q_norm) == 32 and len(case.options.k_norm) == 16
+        trace = attend(case)
+        assert within(trace.outputs, hf_heads[layer], tolerance(case, trace.__getitem__, projected=True)), layer
+        mine = models.head_case(model, own, layer, 1)  # on the model's own inputs: its own heads' outputs
+        mine_trace = attend(mine)
+        own_heads = own.head_outputs[layer].transpose(0, 1).flatten(1)
+        assert within(mine_trace.outputs, own_heads, tolerance(mine, mine_trace.__getitem__, projected=True))
+        assert within(trace["weights"], out.attentions[layer][0], carried(torch.ones(1), terms)), layer
+
+
+def test_the_forward_pass_equals_transformers_layer_by_layer_and_in_its_logits(pair):
+    model, hf = pair
+    ids, _ = model.tokenize(SENTENCE)
+    hf_x, hf_heads, out = seen(hf, ids)
+    with torch.inference_mode():
+        own = model.spec.family.forward(model, torch.tensor(ids))
+    terms = chain_terms(model.spec, len(ids))
+    for layer in range(model.spec.layers):
+        heads = own.head_outputs[layer].transpose(0, 1).flatten(1)  # (n, h · d): side by side, as transformers'
+        assert within(own.inputs[layer], hf_x[layer], carried(hf_x[layer], terms)), layer
+        assert within(heads, hf_heads[layer], carried(hf_heads[layer], terms)), layer
+    assert within(own.logits[0], out.logits[0, -1], carried(out.logits[0, -1], terms))
+
+
+def test_greedy_tokens_with_and_without_the_cache_are_transformers(pair):
+    model, hf = pair
+    ids, _ = model.tokenize(SENTENCE)
+    cached, uncached = (generate(model, SENTENCE, NEW_TOKENS, cached=c) for c in (True, False))
+    assert cached.new_ids == uncached.new_ids == their_tokens(hf, model, ids)
+    assert len(set(cached.new_ids)) > 1  # the random model says something, not one token again and again
+
+
+def test_the_whole_models_weights_are_its_forward_pass(pair):
+    """The whole-model view's weights of every head (its shortcut from the recorded inputs, with the q/k norm over
+    the width) are the forward pass's."""
+    from attention.whole import compute as whole
+
+    model, _ = pair
+    run = model.run(SENTENCE)
+    with torch.inference_mode():
+        own = model.spec.family.forward(model, torch.tensor(run.ids)).weights
+    torch.testing.assert_close(whole.weights(model, run), own)
+
+
+def per_head(m: torch.Tensor, gamma: torch.Tensor, eps: float) -> torch.Tensor:
+    """The deliberate bug: each head's row over its own root mean square (Qwen3's), with γ's blocks of the width."""
+    if gamma.numel() != m.shape[-1]:
+        gamma = gamma.reshape(-1, 1, m.shape[-1]).repeat_interleave(m.shape[0] * m.shape[-1] // gamma.numel(), 0)
+    return m * torch.rsqrt(m.pow(2).mean(-1, keepdim=True) + eps) * gamma
+
+
+def test_a_per_head_norm_is_caught(pair, monkeypatch):
+    """The core's norm and the adapter's made per head: the layer's case, the logits and the tokens leave
+    transformers'."""
+    from attention.models import llama
+
+    model, hf = pair
+    ids, _ = model.tokenize(SENTENCE)
+    hf_x, hf_heads, out = seen(hf, ids)
+    run = replace(model.run(SENTENCE), inputs=torch.stack([hf_x[layer] for layer in range(model.spec.layers)]))
+    monkeypatch.setattr(compute, "rms_norm", per_head)
+    monkeypatch.setattr(llama, "rms_norm", lambda m, gamma, eps: per_head(m, gamma, eps) if m.dim() == 3 else
+                        m * torch.rsqrt(m.pow(2).mean(-1, keepdim=True) + eps) * gamma)  # fmt: skip
+    case = models.layer_case(model, run, 0)
+    trace = attend(case)
+    assert not within(trace.outputs, hf_heads[0], tolerance(case, trace.__getitem__, projected=True))
+    with torch.inference_mode():
+        logits = model.spec.family.forward(model, torch.tensor(ids)).logits
+    assert not within(logits[0], out.logits[0, -1], carried(out.logits[0, -1], chain_terms(model.spec, len(ids))))

@@ -12,22 +12,22 @@ from .language import t
 KEEP = "session"  # page-local pickers keep their choice while another page is shown
 
 
-def head_picker(trace: Trace, key: str) -> int | None:
-    """Which head to show, when there are several: first the one the case's origin chose (a model's head whose case
-    is its layer's), a fresh picker for each such choice."""
+def head_picker(trace: Trace, key: str, chosen: tuple[int, object] | None = None) -> int | None:
+    """Which head to show, when there are several; a head chosen elsewhere (a model's head whose case is its layer's:
+    (head, the choice it was made in), the origin's unless given) shown first each time it is chosen anew, the
+    person's own pick kept between (an edit, another page)."""
     h, session = trace.case.options.heads, tab.current()
     if h == 1:
         return None
-    language, chosen = session.lang, session.origin.head(trace.case)
+    chosen = session.origin.head(trace.case) if chosen is None else chosen
+    if chosen is not None and chosen[0] < h and st.session_state.get(f"{key}_chosen") != chosen[1]:
+        st.session_state[key] = chosen[0]
+        st.session_state[f"{key}_chosen"] = chosen[1]
+    language = session.lang
     head = st.radio(
-        t("picker.head"),
-        range(h),
-        index=chosen or 0,
-        format_func=lambda i: i18n.text(language, "picker.head_n", head=i + 1),
-        key=key if chosen is None else f"{key}_{chosen}",
-        horizontal=True,
-        persist_state=KEEP,
-    )
+        t("picker.head"), range(h), format_func=lambda i: i18n.text(language, "picker.head_n", head=i + 1), key=key,
+        horizontal=True, persist_state=KEEP,
+    )  # fmt: skip
     return head if head is not None and head < h else 0
 
 

@@ -165,7 +165,7 @@ def _back_through_step_3(trace: Trace, d_queries, d_keys, record) -> tuple[torch
         t, theta = positions(case), rope_theta(o, case.d_rot)  # rotary: the first d_rot dims, the rest unturned)
         d_queries, d_keys = rope(d_queries, -t, theta), rope(d_keys, -t, theta)
         record(ROPE, d_queries_unrotated=d_queries, d_keys_unrotated=d_keys)
-    if o.q_norm is not None:  # step 3a back: through each row's root mean square and γ
+    if o.q_norm is not None:  # step 3a back: through each row's (or token's, over the width) root mean square and γ
         d_queries = rms_norm_back(d_queries, trace["queries_unnormed"], o.q_norm, o.norm_eps)
         d_keys = rms_norm_back(d_keys, trace["keys_unnormed"], o.k_norm, o.norm_eps)
         record(NORM, d_queries_unnormed=d_queries, d_keys_unnormed=d_keys)

@@ -51,14 +51,14 @@ def norm_axes(m: torch.Tensor, gamma: torch.Tensor) -> tuple[torch.Tensor, tuple
 def normed_error(error: torch.Tensor, m: torch.Tensor, gamma, norm_eps: float, dtype: torch.dtype) -> torch.Tensor:
     """A q/k norm's y = γ ⊙ u / r, r = √(mean(u²) + ε), of rows u (…, d) (or a token's rows of every head, norm_axes)
     with errors `error`: u's error carried to first order (each number's own, and through r every other's), and the
-    norm's own rounding (a mean of K squares, K = γ's width, the root and two products)."""
+    norm's own rounding (a mean of K squares, K = the numbers in it, a repeated key head's too; the root and two
+    products)."""
     u, g = m.detach().cpu().double(), torch.as_tensor(gamma, dtype=torch.float64).abs()
-    width = g.numel()
     g, axes = norm_axes(u, g)
     r = (u.pow(2).mean(axes, keepdim=True) + norm_eps).sqrt()
     count = math.prod(u.shape[a] for a in axes)  # the numbers in each mean (a key/value head's repeats too)
     through = g * (error / r + u.abs() * (u.abs() * error).sum(axes, keepdim=True) / (count * r**3))
-    return through + (rounding(width, dtype) + 4 * torch.finfo(dtype).eps) * g * u.abs() / r
+    return through + (rounding(count, dtype) + 4 * torch.finfo(dtype).eps) * g * u.abs() / r
 
 
 def attention_tolerance(

@@ -193,7 +193,7 @@ def decode(case: Case, causal: Trace | None = None) -> Decoding:
         x_t = x[t : t + 1]  # (1, d_in): token t alone
         q_t = (x_t @ w_query).view(h, 1, -1)  # (h, 1, d_head): only token t's query is computed
         k_t, v_t = (x_t @ w_key).view(g, 1, -1), (x_t @ w_value).view(g, 1, -1)  # (g, 1, d): its key and value
-        q_t, k_t = qk_normed(o, q_t, k_t)  # a q/k norm: each head's row alone, as in the whole computation
+        q_t, k_t = qk_normed(o, q_t, k_t)  # a q/k norm: each head's row (or, over the width, every head's), as whole
         if o.rope_base is not None:  # turned once, at token t's own position: a cached key is never turned again
             q_t, k_t = rope(q_t, at[t : t + 1], theta), rope(k_t, at[t : t + 1], theta)
         k_cache, v_cache = torch.cat((k_cache, k_t), dim=1), torch.cat((v_cache, v_t), dim=1)  # appended

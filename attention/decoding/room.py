@@ -92,7 +92,7 @@ def step_view(session, made, causal) -> None:
         t("decoding.step_status", t=t_shown + 1, n=n, difference=step.difference), icon=":material/verified:"
     )
     st.write(t("decoding.step_explained", t=t_shown + 1, keys=len(step.cached), token=plain(tokens[t_shown])))
-    head = pickers.head_picker(causal, "decoding_head_picker")
+    head = pickers.head_picker(causal, "decoding_head_picker", state.chosen_head(session))
     left, right = st.columns(2)
     for where, name in ((left, "k_cache"), (right, "v_cache")):
         charts.chart(figures.step_heatmap(made, t_shown, name, head, lang()), f"chart_{name}", where=where)

@@ -80,6 +80,16 @@ def case(session: Session) -> Case | None:
     return models.head_case(model, view.generation.run, layer - 1, head - 1)
 
 
+def chosen_head(session: Session) -> tuple[int, tuple] | None:
+    """The generation's head (0-based) and its choice, where its case is its layer's (OLMo 2): the head picker's
+    first; None for the session's own case (its origin says)."""
+    view = session.view(DecodingView)
+    if view.source == "case" or view.generation is None:
+        return None
+    layer, head = layer_head(session, models.spec(view.generation.run.model))
+    return head - 1, (view.generation.run.model, layer, head)
+
+
 def decoding(session: Session, of: Case, trace_of) -> Decoding | CaseError:
     """The case decoded (kept while it is), or why it cannot be (a custom mask that is not causal); its causal
     trace from trace_of(case) (compute.trace_of: the session's own trace when the case is already causal)."""

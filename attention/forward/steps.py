@@ -14,7 +14,8 @@ STEP_NAMES = ("inputs", "weights", "qkv", "scores", "softmax", "weighted", "outp
 # RoPE (rotary position embedding, as in Llama-style models) happens between step 3's projections and step 4's
 # scores: a case with rope_base gets this step there, numbered 3 like the projections it turns (the article has none)
 ROPE = "rope"
-# Qwen3's q/k norm: each head's queries and keys RMS-normed before RoPE turns them (a case with q_norm and k_norm)
+# Qwen3's q/k norm: each head's queries and keys RMS-normed before RoPE turns them (a case with q_norm and k_norm);
+# OLMo 2's (norm_width) a token's queries (keys) of every head at once
 NORM = "norm"
 # Each step's label, as the article counts them: the norm and RoPE are part of step 3 ("3a", "3b"), the steps after
 # them keep theirs
@@ -166,9 +167,10 @@ def formula(name: str, case: Case, lang: str = "en") -> str:
         eps = mantissa if not power else rf"{times}10^{{{int(power)}}}"
         root = rf"\sqrt{{\tfrac{{1}}{{{case.d_head}}} \textstyle\sum_c q_c^2 + \varepsilon}}"
         over = ""
-        if o.norm_width and h > 1:  # OLMo 2's: the mean runs over a token's numbers of every head (its whole q)
+        if o.norm_width and h > 1:  # OLMo 2's: the mean runs over a token's numbers of every head (its whole q; k's
+            # over every key/value head's: w_key's width)
             root = rf"\sqrt{{\tfrac{{1}}{{{case.d_k}}} \textstyle\sum_{{c,\,\text{{head}}}} q_c^2 + \varepsilon}}"
-            over = rf",\quad {words('every_head', d=case.d_k)}"
+            over = rf",\quad {words('every_head', d=case.d_k)}\ (k: {len(case.w_key[0])})"
         likewise = rf"k\ {words('likewise')}\ (\gamma_K)"
         return rf"q \leftarrow \gamma_Q \odot \frac{{q}}{{{root}}},\quad {likewise}{over},\quad \varepsilon = {eps}"
     if name == ROPE:  # the rotation R_t turns pair p of a query or key at position t by the angle t·θ_p

@@ -26,6 +26,7 @@ from .model import (
     head_case,
     head_weights,
     layer_case,
+    layer_too_wide,
 )
 from .shipped import INSTALL, MINILM, SMOLLM2, SPECS, ModelMissing, files, install_message, load, missing
 
@@ -76,8 +77,10 @@ def problem(id: str) -> Message | None:
     if id in SPECS and (absent := install_message(id)) is not None:
         return absent
     try:
-        spec(id)  # a broken one: the file and what is wrong with it
+        found = spec(id)  # a broken one: the file and what is wrong with it
         offering.check_budget(offers()[id])  # both numbers
+        if found.norm_width and (wide := layer_too_wide(found)) is not None:  # OLMo 2's head is its whole layer
+            raise CaseError(found.title, wide)
     except CaseError as e:
         return msg("notice.model_refused", model=title(id), error=e.problem)  # its problem names the file
     return None

@@ -22,7 +22,7 @@ from ..base.case import (
     rotary_dims,
     with_options,
 )
-from ..base.i18n import clip, msg
+from ..base.i18n import Message, clip, msg
 from .tokens import labels, readable_for
 
 MAX_SENTENCE_CHARS = 400  # characters a sentence may have before it is tokenized (it is user input)
@@ -293,19 +293,30 @@ def head_case(model: Model, run: Run, layer: int, head: int) -> Case:
     A model whose q/k norm runs over the width (OLMo 2) norms a head's q and k with every other head's: its head's
     case is the layer's (every head; the pages show the chosen one)."""
     if model.spec.norm_width:
+        if (problem := layer_too_wide(model.spec)) is not None:
+            raise CaseError(model.spec.title, problem)
         return layer_case(model, run, layer)
     return _as_case(
         run.tokens, _x(model, run, layer), head_weights(model, layer, head), _options(model, layer, head=head)
     )
 
 
+def layer_too_wide(spec: Spec) -> Message | None:
+    """Why a layer of the model cannot be one case (W_Q alone past the case's limit), said for a model whose head is
+    its layer (OLMo 2's norm over the width) in its own words; None when it fits."""
+    numbers = (spec.width + spec.bias) * spec.heads * spec.head_dim
+    if numbers <= MAX_WIDE_CELLS:
+        return None
+    said = {"numbers": f"{spec.width + spec.bias:,} × {spec.heads * spec.head_dim:,}", "limit": f"{MAX_WIDE_CELLS:,}"}
+    return msg("error.norm_width_too_wide" if spec.norm_width else "error.layer_too_wide", **said)
+
+
 def layer_case(model: Model, run: Run, layer: int) -> Case:
     """Every head of one layer (0-based) as one multi-head case: the query heads' weights side by side, and the
     key/value heads' (fewer, with grouped-query attention)."""
     s, x = model.spec, _x(model, run, layer)
-    if len(x[0]) * s.heads * s.head_dim > MAX_WIDE_CELLS:  # a wide model's W_Q alone: the case's limit is a head's
-        numbers = f"{len(x[0]):,} × {s.heads * s.head_dim:,}"
-        raise CaseError(s.title, msg("error.layer_too_wide", numbers=numbers, limit=f"{MAX_WIDE_CELLS:,}"))
+    if (problem := layer_too_wide(s)) is not None:  # a wide model's W_Q alone: the case's limit is a head's
+        raise CaseError(s.title, problem)
     return _as_case(run.tokens, x, head_weights(model, layer), _options(model, layer, heads=s.heads))
 
 

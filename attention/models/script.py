@@ -29,13 +29,13 @@ SENTENCE, LAYER, HEAD = {text!r}, {int(layer)}, {int(head)}  # from 1; head 0: a
 
 model = models.open(MODEL)  # its weights read into float32 (safetensors or GGUF, dequantized), in plain torch
 run = model.run(SENTENCE)  # the sentence through the whole model: every layer's attention input
-if HEAD:  # x, the head's W_Q, W_K, W_V and the model's options
-    case = models.head_case(model, run, LAYER - 1, HEAD - 1)
-    own = run.head_output(LAYER - 1, HEAD - 1)  # the model's own output of that head
-if not HEAD or case.options.heads > 1:  # head 0, or a head normed with every other (OLMo 2's q/k norm over the
-    # width): every head of the layer as one multi-head case, and the model's heads side by side
-    case = models.layer_case(model, run, LAYER - 1)
+# x, the head's W_Q, W_K, W_V and the model's options; head 0, or a head normed with every other (OLMo 2's q/k norm
+# over the width): every head of the layer as one multi-head case, and the model's heads side by side
+case = models.head_case(model, run, LAYER - 1, HEAD - 1) if HEAD else models.layer_case(model, run, LAYER - 1)
+if case.options.heads > 1:
     own = run.head_outputs[LAYER - 1].permute(1, 0, 2).flatten(1)
+else:
+    own = run.head_output(LAYER - 1, HEAD - 1)  # the model's own output of that head
 trace = attend(case)  # the eight steps (a q/k norm and RoPE after step 3 where the model has them)
 print("tokens:", case.tokens)
 print("outputs:", trace.outputs)

@@ -84,9 +84,10 @@ class ModelHead(Origin):
             return every.permute(1, 0, 2).reshape(every.shape[1], -1)
         return run.head_output(c.layer - 1, c.head - 1)
 
-    def head(self, case: Case) -> int | None:
-        """The head chosen in the model room, where its case is the whole layer (OLMo 2's q/k norm over the width)."""
-        return self.choice.head - 1 if self.choice.head > 0 and case.options.heads > 1 and self.made(case) else None
+    def head(self, case: Case) -> tuple[int, Choice] | None:
+        """The head chosen in the model room (and that choice), where its case is the whole layer (OLMo 2's q/k
+        norm over the width)."""
+        return (self.choice.head - 1, self.choice) if self.choice.head > 0 and case.options.heads > 1 else None
 
     def check(self, trace: Trace) -> Check:
         """Whether the eight steps agree with the model's own output of that head (attention/models/), each number

@@ -48,8 +48,9 @@ class Origin:
         """A check of the trace beside PyTorch's, which only this origin can make (None: none; see model.py)."""
         return None
 
-    def head(self, case: Case) -> int | None:
-        """The head (0-based) of a multi-head case the pages show first, where the origin chose one; None: the first."""
+    def head(self, case: Case) -> tuple[int, object] | None:
+        """The head (0-based) of a multi-head case the pages show first, where the origin chose one, and the choice
+        it was made in (a new choice shows its head again); None: none chosen."""
         return None
 
 
@@ -65,6 +66,9 @@ class Edited(Origin):
 
     def made(self, case: Case) -> bool:
         return False
+
+    def head(self, case: Case) -> tuple[int, object] | None:  # the source's, while its head count holds
+        return self.source.head(case)
 
     def title(self) -> Message | None:
         title = self.source.title()

@@ -68,6 +68,7 @@ FAMILIES = {  # family: (transformers' config and model classes, config, tokeniz
     "gpt_oss": ("GptOssConfig", "GptOssForCausalLM", {**SIZES, **TOKENS, "num_key_value_heads": 3, "head_dim": 64,
                 "sliding_window": WINDOW, "num_local_experts": 4, "num_experts_per_tok": 2, "intermediate_size": 768},
                 "byte"),
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", {**SIZES, **TOKENS, "num_key_value_heads": 3}, "byte"),
 }  # fmt: skip
 
 
@@ -177,9 +178,12 @@ def main() -> None:
             folder = work / family
             made(family, folder, made_tokenizers[tokenizer])
             scaled = ", Llama 3.2's scaled RoPE" if family == "llama" else ""
-            line = models.family_line(sources.spec_at(folder))  # its attention in the picker's words
-            rows.append((f"{line} (random, {SIZES['num_hidden_layers']} layers{scaled}, safetensors)", folder,
-                         model_class))  # fmt: skip
+            spec = sources.spec_at(folder)
+            line = models.family_line(spec)  # its attention in the picker's words
+            # OLMo 2's q/k norm spans the heads: a head's case is its layer's (models.head_case), every head's steps
+            whole = f"; a head's case is its layer's, all {spec.heads} heads: its q/k norm spans them"
+            rows.append((f"{line} (random, {SIZES['num_hidden_layers']} layers{scaled}, safetensors"
+                         f"{whole if spec.norm_width else ''})", folder, model_class))  # fmt: skip
         table = []
         for title, path, model_class in rows:
             spec = sources.spec_at(path)
@@ -192,14 +196,36 @@ def main() -> None:
     write(args, table)
 
 
+MACHINE = f"{platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}, 1 thread"
+LATER = "Rows measured later, alone (`--families`; the other rows as the machine line above says): "
+
+
+def row(title: str, spec, nbytes: int, ours: dict, theirs: dict, case: float, hf: float) -> str:
+    """One model's line of the table, with its ratios against transformers in the same run."""
+    return (
+        f"| {title} | {spec.layers} × {spec.heads} | {nbytes / 2**20:.0f} MiB | {ours['seconds']:.2f} s | "
+        f"{theirs['seconds']:.2f} s | {ours['seconds'] / theirs['seconds']:.2f}× | {ours['peak_mib']:.0f} MiB | "
+        f"{theirs['peak_mib']:.0f} MiB | {ours['peak_mib'] / theirs['peak_mib']:.2f}× | "
+        f"{case * 1000:.1f} ms | {hf * 1000:.1f} ms | {case / hf:.2f}× |"
+    )
+
+
 def write(args, table) -> None:
-    """The table, with ratios against transformers in the same run, and what a replica needs per model."""
+    """The table and what a replica needs per model; a run of a few families puts their rows into the table there
+    is (the other rows kept, measured when they were) and says when and under what load its rows were measured."""
+    out = Path(args.out)
+    text = merged(out.read_text(), args, table) if args.families and out.exists() else whole(args, table)
+    print(text)
+    out.write_text(text)
+
+
+def whole(args, table) -> str:
+    """The whole file, every row from this run."""
     lines = [
         "# Models: the app's loader and one head's case against transformers (bench/models.py)",
         "",
-        f"{platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}, 1 thread; load average "
-        f"{os.getloadavg()[0]:.1f} at the end. Each load in a fresh process (its peak resident memory over what the "
-        "imports alone hold, through the load and one pass of 10 tokens); a case: "
+        f"{MACHINE}; load average {os.getloadavg()[0]:.1f} at the end. Each load in a fresh process (its peak resident "
+        "memory over what the imports alone hold, through the load and one pass of 10 tokens); a case: "
         f"'{SENTENCE}' through the app's model, then layer 1, head 1 through the eight steps, against "
         f"transformers' eager forward pass of the same tokens; medians of {args.repeats} after one, the two "
         "interleaved.",
@@ -207,16 +233,7 @@ def write(args, table) -> None:
         "| model | layers × heads | float32 weights | load and a first pass: app | transformers | ratio | "
         "peak memory: app | transformers | ratio | one head's case | transformers' forward | ratio (≤ 1.5×) |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for title, spec, nbytes, ours, theirs, case, hf in table:
-        weights = nbytes / 2**20
-        lines.append(
-            f"| {title} | {spec.layers} × {spec.heads} | {weights:.0f} MiB | {ours['seconds']:.2f} s | "
-            f"{theirs['seconds']:.2f} s | {ours['seconds'] / theirs['seconds']:.2f}× | {ours['peak_mib']:.0f} MiB | "
-            f"{theirs['peak_mib']:.0f} MiB | {ours['peak_mib'] / theirs['peak_mib']:.2f}× | "
-            f"{case * 1000:.1f} ms | {hf * 1000:.1f} ms | {case / hf:.2f}× |"
-        )
-    lines += [
+        *(row(*measured) for measured in table),
         "",
         "A head's case is the sentence's run through the app's model (as fast as transformers' pass, or faster) and "
         "then a few milliseconds: the head's numbers made the case's exact values, and the eight steps traced and "
@@ -228,9 +245,32 @@ def write(args, table) -> None:
         "loaded at a time, docs/real-models.md), plus the load's peak above while it is read, plus per session a "
         "sentence's run (every layer's attention input: layers × 64 tokens × width × 4 bytes, 4.4 MB for SmolLM2).",
     ]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    Path(args.out).write_text(text)
+    return "\n".join(lines) + "\n"
+
+
+def merged(text: str, args, table) -> str:
+    """The file there is with this run's families' rows in place of their old ones (or after the last row), and the
+    note of rows measured later naming this run's machine, load and repeats for each of them."""
+    lines = text.splitlines()
+    rows = [i for i, line in enumerate(lines) if line.startswith("| ")][1:]  # the table's rows, its header left out
+    when = f"{MACHINE}, load average {os.getloadavg()[0]:.1f} at its end, medians of {args.repeats} after one"
+    notes = {}
+    for family, measured in zip(args.families, table, strict=True):
+        mine = [i for i in rows if lines[i].startswith(f"| {family} ")]  # a family's title opens with its name
+        if mine:
+            lines[mine[0]] = row(*measured)
+        else:
+            rows.append(rows[-1] + 1)
+            lines.insert(rows[-1], row(*measured))
+        notes[family] = when
+    end = rows[-1] + 1  # the blank line after the table
+    if lines[end + 1].startswith(LATER):  # the families measured later before: kept unless measured again now
+        kept = (k.split(" (", 1) for k in lines.pop(end + 1).removeprefix(LATER).removesuffix(".").split("; "))
+        notes = {f: w.removesuffix(")") for f, w in kept if f not in notes} | notes
+        lines.pop(end + 1)  # its blank line
+    note = LATER + "; ".join(f"{family} ({w})" for family, w in notes.items()) + "."
+    lines[end + 1 : end + 1] = [note, ""]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

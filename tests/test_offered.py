@@ -10,6 +10,8 @@ import torch
 
 from attention import models
 from attention.base.case import CaseError
+from attention.base.i18n import render
+from attention.base.numbers import size_text
 from attention.models import offered, sources
 
 transformers = pytest.importorskip("transformers")
@@ -24,6 +26,20 @@ def tiny_bert(folder: Path, layers: int = 1) -> int:
     model.save_pretrained(folder, safe_serialization=True)
     shutil.copy(models.files("minilm")["tokenizer.json"], folder / "tokenizer.json")
     return sum(p.numel() for p in model.parameters())
+
+
+def tiny_gpt_oss(folder: Path) -> tuple[int, int]:
+    """A random gpt-oss of width 16 (8 experts of which a token takes 2, most of its numbers) saved in Hugging Face's
+    layout, MiniLM's tokenizer beside it; its parameter count, and its experts'."""
+    vocab = len(json.loads(models.files("minilm")["tokenizer.json"].read_text())["model"]["vocab"])
+    config = transformers.GptOssConfig(vocab_size=vocab, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                       num_key_value_heads=1, head_dim=8, intermediate_size=512, num_local_experts=8,
+                                       num_experts_per_tok=2, tie_word_embeddings=True, pad_token_id=0)  # fmt: skip
+    model = transformers.GptOssForCausalLM(config)
+    model.save_pretrained(folder, safe_serialization=True)
+    shutil.copy(models.files("minilm")["tokenizer.json"], folder / "tokenizer.json")
+    experts = sum(p.numel() for name, p in model.named_parameters() if ".experts." in name)
+    return sum(p.numel() for p in model.parameters()), experts
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +116,47 @@ def test_a_model_past_the_budget_is_refused_with_both_numbers_before_it_is_read(
     size = f"{offer.float32_bytes / 2**10:.3g} KiB"  # as a person reads it: not "0.00 GiB"
     assert str(e.value) == (f"local:tiny-bert: needs {size} of float32 weights, more than this server's budget of "
                             "1000 B (ATTENTION_MODEL_BUDGET)")  # fmt: skip
+
+
+def test_a_mixture_of_experts_past_the_budget_is_refused_with_both_numbers_before_it_is_read(tmp_path, monkeypatch):
+    """Every expert counts (a token uses 2 of 8, the server holds all 8): refused before a file is read, the picker's
+    line says so; within the budget it opens."""
+    parameters, experts = tiny_gpt_oss(tmp_path / "shelf" / "tiny-gpt-oss")
+    size = 4 * parameters  # float32 bytes, every expert's
+    limit = size - 4 * experts // 2  # past the model without its experts and with the 2 a token uses, short of all 8
+    monkeypatch.setenv("ATTENTION_MODELS", str(tmp_path / "shelf"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))  # not this machine's cache
+    monkeypatch.setenv("ATTENTION_MODEL_BUDGET", str(limit))
+    models._offers.cache_clear()
+    reads = []
+
+    def read(file, *_):
+        reads.append(file)
+        raise AssertionError("the model was read")
+
+    id = "local:tiny-gpt-oss"
+    with monkeypatch.context() as m:
+        m.setattr(sources, "_safetensors_names", read)
+        m.setattr(sources, "_safetensors", read)
+        assert models.offers()[id].float32_bytes == size  # from the file's header alone
+        with pytest.raises(CaseError) as e:
+            models.loaded(id)
+        refused = (f"needs {size_text(size)} of float32 weights, more than this server's budget of "
+                   f"{size_text(limit)} (ATTENTION_MODEL_BUDGET)")  # fmt: skip
+        assert str(e.value) == f"{id}: {refused}" and size_text(size) != size_text(limit) and not reads
+        assert (
+            render("en", models.problem(id))
+            == f"tiny-gpt-oss cannot be opened: {refused}. The case shown stays as it was."
+        )
+        line = render("en", models.label(id))
+        assert line.startswith("tiny-gpt-oss · gpt_oss") and line.endswith(
+            f"2 layers × 2 heads · {size_text(size)} in float32, past this server's budget"
+        )
+    monkeypatch.setenv("ATTENTION_MODEL_BUDGET", str(size))  # within it: it opens
+    assert models.problem(id) is None and "past" not in render("en", models.label(id))
+    model = models.loaded(id)
+    assert model.nbytes == size and model.run("The cat sat").tokens == ("[CLS]", "the", "cat", "sat", "[SEP]")
+    models._offers.cache_clear()
 
 
 def test_two_models_stay_loaded_and_the_least_recently_used_goes(made, tmp_path):

@@ -526,8 +526,9 @@ def _norms(o: Options, widths: Widths, heads: int) -> dict:
     for name, weights, count in (("q_norm", q_norm, counts[0]), ("k_norm", k_norm, counts[1])):
         if not isinstance(weights, list | tuple) or len(weights) != count:
             raise CaseError(_at(name), msg("error.norm_width_count" if width else "error.norm_count", d=count))
+        where = _at(name)  # a number's place is only written when it is wrong (OLMo 2's γ: a layer's width of them)
         out.append(
-            tuple(_number(v, msg("where.norm_weight", name=_at(name), dim=i + 1)) for i, v in enumerate(weights))
+            tuple(_number(v, partial(msg, "where.norm_weight", name=where, dim=i + 1)) for i, v in enumerate(weights))
         )
     return {"q_norm": out[0], "k_norm": out[1], "norm_eps": eps, "norm_width": width}
 

@@ -332,7 +332,8 @@ def _as_case(tokens: tuple[str, ...], x: torch.Tensor, weights: dict[str, torch.
             raise ValueError(f"{name} of the model is outside the case's limits")  # a broken file, not a user
         if name != "x" and m.shape[0] != d_in:
             raise ValueError(f"{name} has {m.shape[0]} rows, not d_in = {d_in}")
-    rows = {name: tuple(map(tuple, m.cpu().tolist())) for name, m in matrices.items()}
+    # numpy's tolist, the same floats: a third quicker than torch's (a layer's case of OLMo 2: 553,000 numbers)
+    rows = {name: tuple(map(tuple, m.detach().cpu().numpy().tolist())) for name, m in matrices.items()}
     if n > MAX_WIDE_N or len(tokens) != n:
         raise ValueError(f"{n} tokens: at most {MAX_WIDE_N}, one label each")
     case = with_options(Case(**rows, tokens=tuple(tokens), options=Options()), **options)

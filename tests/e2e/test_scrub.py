@@ -396,16 +396,24 @@ OUTPUTS_NOW = """() => { const gd = [...document.querySelectorAll('.js-plotly-pl
 TEXTS = """() => [...document.querySelectorAll('.js-plotly-plot')]
     .find(g => (g.layout?.title?.text ?? '').replace(/<[^>]*>/g, '') === 'outputs').data[0].texttemplate"""
 LINKED = random_case(8, 6, 8, 8, seed=4, heads=2, mask="causal", scale="sqrt_dk")  # outputs 8 × 8: past 32 cells
+T5 = random_case(6, 4, 4, 4, seed=4, heads=2, relative_max_distance=8,  # T5's table, edited on /inputs
+                 relative_bias=((0.0, -0.5, -1.0, -1.5) * 2, (1.0, 0.5, 0.0, -0.5) * 2))  # fmt: skip
 
 
 def box_of(page, name: str, row: int, column: int):
     """A cell's input (from 1); the rounded softmax's cells are named after their query and key tokens."""
     if name == "rounded":
         return page.get_by_label(f"Rounded softmax, row {row} (Input {row}), column {column} (Input {column})")
+    if name == "relative_bias":
+        return page.get_by_label(f"T5 relative bias, row {row}, column {column}", exact=True)
     return cell(page, name, row, column)
 
 
-@pytest.mark.parametrize("cell_at", [("x", 2, 2), ("w_value", 3, 1), ("rounded", 3, 3), ("linked x", 2, 2)], ids=str)
+@pytest.mark.parametrize(
+    "cell_at",
+    [("x", 2, 2), ("w_value", 3, 1), ("rounded", 3, 3), ("linked x", 2, 2), ("t5 relative_bias", 2, 3)],
+    ids=str,
+)
 def test_a_drag_on_inputs_is_drawn_by_the_browser_and_sent_on_release(page, cell_at):
     """A drag on /inputs: each step's outputs drawn in the browser with no run on the server (the article's rounded
     softmax dropped as the session drops it), each within the rule of the torch trace of that value; on release one
@@ -413,8 +421,9 @@ def test_a_drag_on_inputs_is_drawn_by_the_browser_and_sent_on_release(page, cell
     come back on release."""
     name, row, column = cell_at
     linked = name.startswith("linked ")
-    name = name.removeprefix("linked ")
-    open_page(page, f"/inputs?case={case_to_link(LINKED)}" if linked else "/inputs")
+    case = {"linked": LINKED, "t5": T5}.get(name.split()[0]) if " " in name else None
+    name = name.split()[-1]
+    open_page(page, f"/inputs?case={case_to_link(case)}" if case is not None else "/inputs")
     texts = page.evaluate(TEXTS)
     page.evaluate(OUTPUTS_NOW)  # starts counting the chart's restyles
     box_of(page, name, row, column).scroll_into_view_if_needed()  # the rounded softmax lies below the fold
@@ -430,7 +439,7 @@ def test_a_drag_on_inputs_is_drawn_by_the_browser_and_sent_on_release(page, cell
         page.wait_for_function(f"() => ({OUTPUTS_NOW})().restyles > {seen}")
         now = page.evaluate(OUTPUTS_NOW)
         seen = now["restyles"]
-        trace = attend(edited(LINKED if linked else None, name, row, column, value))
+        trace = attend(edited(case, name, row, column, value))
         got = torch.tensor(now["z"], dtype=torch.float64)
         bound = tolerances(trace)["outputs"]
         assert ((got - trace.outputs.double()).abs() <= bound).all(), (value, got, trace.outputs)
@@ -439,7 +448,7 @@ def test_a_drag_on_inputs_is_drawn_by_the_browser_and_sent_on_release(page, cell
     page.mouse.up()
     wait_ready(page)
     assert page.evaluate("window.__e2eRuns.end") > runs
-    expected = attend(edited(LINKED if linked else None, name, row, column, value)).outputs.double()
+    expected = attend(edited(case, name, row, column, value)).outputs.double()
     got = torch.tensor(wait_for_server_outputs(page), dtype=torch.float64)
     torch.testing.assert_close(got, expected, rtol=0, atol=1e-6)
     assert page.evaluate(TEXTS) == texts
@@ -449,7 +458,7 @@ def edited(case: Case | None, name: str, row: int, column: int, value: float) ->
     """The session's case (the article's, or `case` as a link brings it) with one cell (from 1) set, by its rule."""
     if case is not None:
         data = case_to_dict(case)
-        data[name][row - 1][column - 1] = value
+        (data["options"] if name == "relative_bias" else data)[name][row - 1][column - 1] = value
         return parse_case(data)
     session = Session.start()
     session.edit(name, row - 1, column - 1, value)

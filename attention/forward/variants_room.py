@@ -82,6 +82,8 @@ def plain_case(session: Session, case: Case) -> Case:
     if nope(session):  # RoPE as the controls make it (the case's own base, positions and frequencies)
         rope = choices.options(replace(session.controls, rope=True, rope_fraction=1.0), session.inputs)
         off |= {name: rope[name] for name in ("rope_base", "positions", "rope_frequencies")}
+    elif case.options.rope_fraction is not None:  # a scaled RoPE's frequencies are its turned pairs' (Phi-4-mini's
+        off["rope_frequencies"] = None  # LongRoPE): RoPE over the whole head turns at the paper's θ_p
     try:
         return with_options(case, **off)
     except CaseError:  # RoPE cannot turn these heads (an odd width): plain attention without it

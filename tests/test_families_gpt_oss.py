@@ -19,17 +19,16 @@ from attention.base.i18n import render
 from attention.base.tolerance import within
 from attention.forward.compute import rope_theta, tolerance
 from attention.models import sources
-from attention.models.generate import generate
 from attention.models.gpt_oss import _windows
 from tests.test_families import (  # noqa: F401 (vocabulary and tokenizers: the fixtures the tokenizers come from)
-    NEW_TOKENS,
     SENTENCE,
     SMALL,
     carried,
     chain_terms,
+    forward_is_transformers,
+    greedy_is_transformers,
     randomized,
     seen,
-    their_tokens,
     tokenizers,
     vocabulary,
     weights_tolerance,
@@ -133,18 +132,7 @@ def test_every_head_of_every_layer_through_the_eight_steps_equals_transformers(p
 
 
 def test_the_forward_pass_equals_transformers_layer_by_layer_and_in_its_logits(pair):
-    model, hf, _ = pair
-    ids, _ = model.tokenize(SENTENCE)
-    hf_x, hf_heads, out = seen(hf, ids)
-    with torch.inference_mode():
-        own = model.spec.family.forward(model, torch.tensor(ids))
-    terms = chain_terms(model.spec, len(ids))
-    for layer in range(model.spec.layers):
-        heads = own.head_outputs[layer].transpose(0, 1).flatten(1)  # (n, h · d): side by side, as transformers'
-        assert within(own.inputs[layer], hf_x[layer], carried(hf_x[layer], terms)), layer
-        assert within(heads, hf_heads[layer], carried(hf_heads[layer], terms)), layer
-        assert within(own.weights[layer], out.attentions[layer][0], carried(torch.ones(1), terms)), layer
-    assert within(own.logits[0], out.logits[0, -1], carried(out.logits[0, -1], terms))
+    forward_is_transformers(pair[0], pair[1])
 
 
 def test_without_each_of_its_parts_the_model_is_not_transformers(pair):
@@ -170,11 +158,7 @@ def test_without_each_of_its_parts_the_model_is_not_transformers(pair):
 
 
 def test_greedy_tokens_with_and_without_the_cache_are_transformers(pair):
-    model, hf, _ = pair
-    ids, _ = model.tokenize(SENTENCE)
-    cached, uncached = (generate(model, SENTENCE, NEW_TOKENS, cached=c) for c in (True, False))
-    assert cached.new_ids == uncached.new_ids == their_tokens(hf, model, ids)
-    assert len(set(cached.new_ids)) > 1  # the random model says something, not one token again and again
+    greedy_is_transformers(pair[0], pair[1])
 
 
 def test_the_whole_models_weights_are_its_forward_pass(pair):

@@ -18,16 +18,15 @@ from attention.base.tolerance import within
 from attention.forward import compute
 from attention.forward.compute import tolerance
 from attention.models import sources
-from attention.models.generate import generate
 from tests.test_families import (  # noqa: F401 (vocabulary and tokenizers: the fixtures the tokenizers come from)
-    NEW_TOKENS,
     SENTENCE,
     SMALL,
     carried,
     chain_terms,
+    forward_is_transformers,
+    greedy_is_transformers,
     randomized,
     seen,
-    their_tokens,
     tokenizers,
     vocabulary,
 )
@@ -89,25 +88,11 @@ def test_every_layers_case_equals_transformers(pair):
 
 
 def test_the_forward_pass_equals_transformers_layer_by_layer_and_in_its_logits(pair):
-    model, hf = pair
-    ids, _ = model.tokenize(SENTENCE)
-    hf_x, hf_heads, out = seen(hf, ids)
-    with torch.inference_mode():
-        own = model.spec.family.forward(model, torch.tensor(ids))
-    terms = chain_terms(model.spec, len(ids))
-    for layer in range(model.spec.layers):
-        heads = own.head_outputs[layer].transpose(0, 1).flatten(1)  # (n, h · d): side by side, as transformers'
-        assert within(own.inputs[layer], hf_x[layer], carried(hf_x[layer], terms)), layer
-        assert within(heads, hf_heads[layer], carried(hf_heads[layer], terms)), layer
-    assert within(own.logits[0], out.logits[0, -1], carried(out.logits[0, -1], terms))
+    forward_is_transformers(pair[0], pair[1], weights=False)
 
 
 def test_greedy_tokens_with_and_without_the_cache_are_transformers(pair):
-    model, hf = pair
-    ids, _ = model.tokenize(SENTENCE)
-    cached, uncached = (generate(model, SENTENCE, NEW_TOKENS, cached=c) for c in (True, False))
-    assert cached.new_ids == uncached.new_ids == their_tokens(hf, model, ids)
-    assert len(set(cached.new_ids)) > 1  # the random model says something, not one token again and again
+    greedy_is_transformers(pair[0], pair[1])
 
 
 def test_the_whole_models_weights_are_its_forward_pass(pair):

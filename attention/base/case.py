@@ -39,8 +39,8 @@ DTYPES = ("float32", "float64")
 DEVICE_PATTERN = re.compile(r"cpu|cuda|cuda:\d{1,2}|mps|auto")
 
 
-# The options of today's models (Options' last six but one): plain attention when each is None
-MODERN = ("window", "softcap", "alibi", "sinks", "rope_fraction", "relative_bias")
+# The options of today's models: plain attention when each is None
+MODERN = ("window", "softcap", "alibi", "sinks", "rope_fraction", "relative_bias", "w_latent")
 
 
 class CaseError(ValueError):
@@ -98,6 +98,12 @@ class Options:
     relative_bias: Matrix | None = None
     relative_max_distance: int = 128
     relative_bidirectional: bool = True
+    # DeepSeek's multi-head latent attention (MLA): keys and values are made from a latent c = x W_DKV (d_in, d_c),
+    # d_c numbers a token, which is all the KV cache keeps; w_key and w_value (W_UK, W_UV) then have d_c rows. Its
+    # decoupled rotary key is latent columns that W_UK copies into every head's first dims (partial rotary turns
+    # them). latent_norm: DeepSeek's RMSNorm of the latent's first len(γ) columns (the rotary key's pass), ε norm_eps
+    w_latent: Matrix | None = None
+    latent_norm: tuple[float, ...] | None = None
 
     @property
     def biased(self) -> bool:
@@ -155,6 +161,11 @@ class Case:
         return len(self.w_value[0])
 
     @property
+    def d_c(self) -> int:
+        """What keys and values are made from: x's d_in features, or multi-head latent attention's d_c numbers."""
+        return len(self.w_key)
+
+    @property
     def d_head(self) -> int:
         """A query (and key) head's width: d_k split over the heads."""
         return self.d_k // self.options.heads
@@ -199,11 +210,16 @@ def parse_case(obj: object) -> Case:
     n = len(x_rows) if isinstance(x_rows, list | tuple) else MAX_N
     x = _matrix(x_rows, "x", rows=(1, MAX_N), cols=(1, max_d(n, n)), tokens=tokens)
     n, d_in = len(x), len(x[0])
-    wide = max_d(n, d_in)
-    w_query = _matrix(obj["w_query"], "w_query", rows=(d_in, d_in), cols=(1, wide))
-    w_key = _matrix(obj["w_key"], "w_key", rows=(d_in, d_in), cols=(1, wide))  # its width is checked with kv_heads
-    w_value = _matrix(obj["w_value"], "w_value", rows=(d_in, d_in), cols=(1, wide))
-    widths = Widths(len(w_query[0]), len(w_key[0]), len(w_value[0]))
+    w_query = _matrix(obj["w_query"], "w_query", rows=(d_in, d_in), cols=(1, max_d(n, d_in)))
+    # keys and values read x (d_in rows), or multi-head latent attention's latent: any rows, its width checked
+    # against W_DKV's with the options (max_d: a real model's latent within a case's numbers)
+    latent = isinstance(obj.get("options"), dict) and obj["options"].get("w_latent") is not None
+    rows = (1, MAX_WIDE_D) if latent else (d_in, d_in)
+    given = len(obj["w_key"]) if latent and isinstance(obj["w_key"], list | tuple) else d_in
+    w_key = _matrix(obj["w_key"], "w_key", rows=rows, cols=(1, max_d(n, given)))  # its width: with kv_heads
+    d_c = len(w_key)
+    w_value = _matrix(obj["w_value"], "w_value", rows=(d_c, d_c), cols=(1, max_d(n, d_c)))
+    widths = Widths(len(w_query[0]), len(w_key[0]), len(w_value[0]), d_in, d_c)
     options = _options(obj.get("options", {}), n, widths, tokens)
     return Case(x, w_query, w_key, w_value, tokens, options)
 
@@ -221,10 +237,12 @@ class Widths:
     d_k: int  # w_query's columns
     d_key: int  # w_key's: d_k, or fewer with grouped-query attention
     d_v: int  # w_value's
+    d_in: int = 0  # x's features (0: not checked, the head counts alone)
+    d_c: int = 0  # w_key's and w_value's rows: d_in, or multi-head latent attention's latent width
 
     @classmethod
     def of(cls, case: Case) -> Widths:
-        return cls(case.d_k, len(case.w_key[0]), case.d_v)
+        return cls(case.d_k, len(case.w_key[0]), case.d_v, case.d_in, case.d_c)
 
 
 def with_options(case: Case, **changes) -> Case:
@@ -405,7 +423,7 @@ def _options(value: object, n: int, widths: Widths, tokens: tuple[str, ...]) -> 
 
     if not isinstance(o.device, str) or not DEVICE_PATTERN.fullmatch(o.device):
         raise CaseError(_at("device"), msg("error.device_spec", value=excerpt(o.device)))
-    modern = _modern(o, heads, widths.d_k // heads)
+    modern = _modern(o, heads, widths.d_k // heads) | _latent(o, n, widths)
     d_rot = rotary_dims(widths.d_k // heads, modern["rope_fraction"])
     rope_base, positions = _rope(o.rope_base, o.positions, n, d_rot, tokens)
     modern |= {"rope_base": rope_base, "positions": positions, "rope_frequencies": _frequencies(o.rope_frequencies,
@@ -551,6 +569,29 @@ def _modern(o: Options, heads: int, d_head: int) -> dict:
         "rope_fraction": _fraction(o.rope_fraction, o.rope_base, d_head),
         **_relative(o.relative_bias, o.relative_max_distance, o.relative_bidirectional, heads),
     }
+
+
+def _latent(o: Options, n: int, widths: Widths) -> dict:
+    """Multi-head latent attention's W_DKV (d_in rows, as many columns as w_key and w_value have rows) and the
+    latent's norm weights (at most one per column: the first ones are normed), or neither."""
+    if o.w_latent is None:
+        if o.latent_norm is not None:
+            raise CaseError(_at("latent_norm"), msg("error.latent_norm_alone"))
+        if widths.d_c != widths.d_in:  # w_key made for a latent, the latent taken away
+            raise CaseError("w_key", msg("error.latent_rows", rows=widths.d_c, d_in=widths.d_in))
+        return {"w_latent": None, "latent_norm": None}
+    d_in, d_c = widths.d_in, widths.d_c
+    w_latent = _matrix(o.w_latent, _at("w_latent"), rows=(d_in, d_in), cols=(1, max_d(n, d_in)))
+    if len(w_latent[0]) != d_c:
+        raise CaseError(_at("w_latent"), msg("error.latent_columns", count=len(w_latent[0]), d_c=d_c))
+    norm = o.latent_norm
+    if norm is not None:
+        if not isinstance(norm, list | tuple) or not 1 <= len(norm) <= d_c:
+            count = len(norm) if isinstance(norm, list | tuple) else excerpt(norm)
+            raise CaseError(_at("latent_norm"), msg("error.latent_norm_count", d_c=d_c, count=count))
+        where = _at("latent_norm")
+        norm = tuple(_number(v, partial(msg, "where.norm_weight", name=where, dim=i + 1)) for i, v in enumerate(norm))
+    return {"w_latent": w_latent, "latent_norm": norm}
 
 
 def _window(window: object) -> int | None:

@@ -61,9 +61,27 @@ def normed_error(error: torch.Tensor, m: torch.Tensor, gamma, norm_eps: float, d
     return through + (rounding(count, dtype) + 4 * torch.finfo(dtype).eps) * g * u.abs() / r
 
 
+def latent_error(x, latent, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """What keys and values are made from (float64) and its error: x (none), or multi-head latent attention's latent
+    c = x W_DKV (a sum of d_in products), its first len(γ) columns then RMS-normed (latent: W_DKV, c before the norm,
+    γ or None, ε)."""
+    if latent is None:
+        return x, torch.zeros_like(x)
+    w_latent, unnormed, gamma, norm_eps = latent
+    w_latent, c = (t.detach().cpu().double() for t in (w_latent, unnormed))
+    error = product_error(x, w_latent, dtype)  # (n, d_c)
+    if gamma is None:
+        return c, error
+    d = len(gamma)
+    gamma = torch.as_tensor(gamma, dtype=torch.float64)
+    normed = c[:, :d] * torch.rsqrt(c[:, :d].pow(2).mean(-1, keepdim=True) + norm_eps) * gamma
+    error = torch.cat((normed_error(error[:, :d], c[:, :d], gamma, norm_eps, dtype), error[:, d:]), dim=-1)
+    return torch.cat((normed, c[:, d:]), dim=-1), error
+
+
 def attention_tolerance(
     x, w_query, w_key, w_value, queries, keys, values, weights, multiplier, rope, w_out, projected, norm=None,
-    scores=None,
+    scores=None, latent=None,
 ):  # fmt: skip
     """How far two float computations of attention's outputs (n_q, d_out) may be apart, number by number: the
     weighted sum over the n keys, the scores' rounding shifting the weights, and where the two sides project x
@@ -73,7 +91,8 @@ def attention_tolerance(
     queries of x; rope: how many of a head's dims RoPE turned (True: all; 0: none); norm: a q/k norm's (queries,
     keys before it, γ_Q, γ_K, ε), or None; scores: step 4's scores where something came after the scale (ALiBi's
     bias added, a softcap's tanh: each rounds a score once more, a few eps of it; the tanh's slope ≤ 1 carries the
-    rest), else None. Float64, on the CPU, a head's weights at a time."""
+    rest), else None; latent: multi-head latent attention's (W_DKV, the latent before its norm, γ or None, ε), keys
+    and values then made from the latent. Float64, on the CPU, a head's weights at a time."""
     dtype, eps = queries.dtype, torch.finfo(queries.dtype).eps
     q, k, v = (t.detach().cpu().double() for t in (queries, keys, values))
     q, k, v, w = (t if t.dim() == 3 else t[None] for t in (q, k, v, weights.detach().cpu()))  # (h, n, d): a head axis
@@ -83,8 +102,9 @@ def attention_tolerance(
     s = s if s is None or s.dim() == 3 else s[None]
     # step 3: q = x W_Q rounds a sum of d_in products; split into heads (and turned by RoPE) as the steps do
     e_q = heads_of(product_error(x[:n_q], w_query, dtype), h, q.shape[-1]) * projected  # (h, n_q, d_k/h)
-    e_k = heads_of(product_error(x, w_key, dtype), h, k.shape[-1]) * projected  # (h, n, d_k/h)
-    e_v = heads_of(product_error(x, w_value, dtype), h, v.shape[-1]) * projected  # (h, n, d_v/h)
+    read, e_read = latent_error(x, latent, dtype)  # keys and values read x, or a latent with its own error
+    e_k = heads_of(product_error(read, w_key, dtype) + e_read @ w_key.abs(), h, k.shape[-1]) * projected
+    e_v = heads_of(product_error(read, w_value, dtype) + e_read @ w_value.abs(), h, v.shape[-1]) * projected
     if norm is not None:  # step 3a: each row over its root mean square, times γ
         unnormed_q, unnormed_k, gamma_q, gamma_k, norm_eps = norm
         unnormed_q, unnormed_k = (t if t.dim() == 3 else t[None] for t in (unnormed_q, unnormed_k))

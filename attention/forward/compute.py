@@ -77,17 +77,19 @@ def attend(case: Case) -> Trace:
     w_query = matrix(case, "w_query", dtype, device)  # (d_in, d_k)
     w_key = matrix(case, "w_key", dtype, device)  # (d_in, d_k)
     w_value = matrix(case, "w_value", dtype, device)  # (d_in, d_v)
-    record("weights", w_query=w_query, w_key=w_key, w_value=w_value)
+    w_latent = None if o.w_latent is None else torch.tensor(o.w_latent, dtype=dtype, device=device)  # (d_in, d_c)
+    record("weights", w_query=w_query, **latent_weights(w_latent), w_key=w_key, w_value=w_value)
     # step 3: qkv
     queries = x @ w_query  # (n, d_k)
-    keys = x @ w_key  # (n, d_k), or (n, d_k/h · g) with g key/value heads
-    values = x @ w_value  # (n, d_v)
+    read, latent = latent_of(o, x, w_latent)  # what keys and values are made from: x, or MLA's latent c (n, d_c)
+    keys = read @ w_key  # (n, d_k), or (n, d_k/h · g) with g key/value heads
+    values = read @ w_value  # (n, d_v)
     if h > 1:  # head i takes the i-th block of columns: (n, d) -> (h, n, d/h)
         queries = queries.unflatten(-1, (h, -1)).transpose(0, 1)  # (h, n, d_k/h)
         keys, values = (m.unflatten(-1, (g, -1)).transpose(0, 1) for m in (keys, values))  # (g, n, d/h)
         # grouped-query attention (g < h): query head i reads key/value head i // (h/g); else g = h and each its own
         keys, values = keys.repeat_interleave(h // g, dim=0), values.repeat_interleave(h // g, dim=0)  # (h, n, d/h)
-    record("qkv", **named(o, "qkv", queries=queries, keys=keys), values=values)
+    record("qkv", **latent, **named(o, "qkv", queries=queries, keys=keys), values=values)
     if o.q_norm is not None:
         # step 3a: norm (Qwen3's): each head's query and key divided by its root mean square, then scaled by γ;
         # OLMo 2's (norm_width): a token's query (key) of every head divided by one root mean square
@@ -169,6 +171,26 @@ def steps_4_to_7(
     outputs = concat if w_out is None else concat @ w_out  # (n_q, d_out)
     record("outputs", outputs=outputs, **_step_7_parts(head_outputs, concat, w_out))
     return outputs
+
+
+def latent_weights(w_latent: Tensor | None) -> dict[str, Tensor]:
+    """Step 2's W_DKV under its name, where the case has multi-head latent attention."""
+    return {} if w_latent is None else {"w_latent": w_latent}
+
+
+def latent_of(o, x: Tensor, w_latent: Tensor | None) -> tuple[Tensor, dict[str, Tensor]]:
+    """What step 3's keys and values are made from, and what it records for it: x itself, or DeepSeek's latent
+    c = x W_DKV (n, d_c), the first len(γ) of its columns RMS-normed and times γ where the case has latent_norm (the
+    rotary key's columns after them pass as they are); recorded as latent_unnormed and latent."""
+    if w_latent is None:
+        return x, {}
+    latent = x @ w_latent  # (n, d_c): d_c numbers a token, all that the KV cache keeps
+    if o.latent_norm is None:
+        return latent, {"latent": latent}
+    d = len(o.latent_norm)
+    gamma = torch.tensor(o.latent_norm, dtype=latent.dtype, device=latent.device)
+    normed = torch.cat((rms_norm(latent[..., :d], gamma, o.norm_eps), latent[..., d:]), dim=-1)
+    return normed, {"latent_unnormed": latent, "latent": normed}
 
 
 def matrix(case: Case, name: str, dtype: torch.dtype, device: torch.device) -> Tensor:
@@ -462,8 +484,26 @@ def tolerance(case: Case, tensor: Callable[[str], Tensor], rows: int | None = No
         norm = (tensor("queries_unnormed")[..., :rows, :], tensor("keys_unnormed"), o.q_norm, o.k_norm, o.norm_eps)
     rope = case.d_rot if o.rope_base is not None else 0  # how many of a head's dims RoPE turned
     scores = tensor("scores")[..., :rows, :] if o.biased or o.softcap is not None else None
+    latent = None
+    if o.w_latent is not None:  # MLA: keys and values from the latent (before its norm, where it has one)
+        unnormed = tensor("latent" if o.latent_norm is None else "latent_unnormed")
+        latent = (tensor("w_latent"), unnormed, o.latent_norm, o.norm_eps)
     return attention_tolerance(
-        x, w_query, w_key, w_value, queries, keys, values, weights, multiplier, rope, w_out, projected, norm, scores
+        x,
+        w_query,
+        w_key,
+        w_value,
+        queries,
+        keys,
+        values,
+        weights,
+        multiplier,
+        rope,
+        w_out,
+        projected,
+        norm,
+        scores,
+        latent,
     )
 
 

@@ -23,7 +23,13 @@ def projected(case: Case) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     g = o.kv_heads or h
     dtype = getattr(torch, o.dtype)
     x = torch.tensor(case.x, dtype=dtype)
-    q, k, v = (x @ torch.tensor(w, dtype=dtype) for w in (case.w_query, case.w_key, case.w_value))
+    read = x if o.w_latent is None else x @ torch.tensor(o.w_latent, dtype=dtype)  # DeepSeek's latent (n, d_c)
+    if o.latent_norm is not None:  # its first len(γ) columns by torch's RMSNorm, the rotary key's after them kept
+        d = len(o.latent_norm)
+        normed = F.rms_norm(read[:, :d], (d,), torch.tensor(o.latent_norm, dtype=dtype), o.norm_eps)
+        read = torch.cat((normed, read[:, d:]), dim=-1)
+    q = x @ torch.tensor(case.w_query, dtype=dtype)
+    k, v = (read @ torch.tensor(w, dtype=dtype) for w in (case.w_key, case.w_value))
     gamma_q, gamma_k = (None if w is None else torch.tensor(w, dtype=dtype) for w in (o.q_norm, o.k_norm))
     if gamma_q is not None and o.norm_width:  # OLMo 2's q/k norm: torch's RMSNorm of the whole projection, unsplit
         q, k = F.rms_norm(q, (q.shape[-1],), gamma_q, o.norm_eps), F.rms_norm(k, (k.shape[-1],), gamma_k, o.norm_eps)

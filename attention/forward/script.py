@@ -38,7 +38,7 @@ def modern(case: Case) -> bool:
 
 
 RULE = (rule.rounding, rule.product_error, rule.heads_of, rule.turned_error, rule.norm_axes, rule.normed_error,
-        rule.attention_tolerance, rule.within)  # fmt: skip
+        rule.latent_error, rule.attention_tolerance, rule.within)  # fmt: skip
 
 
 def rule_lines(functions: tuple = RULE) -> list[str]:

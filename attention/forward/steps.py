@@ -27,6 +27,9 @@ AXES = {
     "w_query": ("feature", "query dim"),
     "w_key": ("feature", "key dim"),
     "w_value": ("feature", "value dim"),
+    "w_latent": ("feature", "latent dim"),
+    "latent_unnormed": ("token", "latent dim"),
+    "latent": ("token", "latent dim"),
     "queries_unnormed": ("token", "query dim"),
     "keys_unnormed": ("token", "key dim"),
     "queries_unrotated": ("token", "query dim"),
@@ -63,6 +66,8 @@ MADE_FROM = {
     "queries_unnormed": ("x", "w_query"),
     "keys_unnormed": ("x", "w_key"),
     "values": ("x", "w_value"),
+    "latent_unnormed": ("x", "w_latent"),
+    "latent": ("x", "w_latent"),
     "scores_raw": ("queries", "keys"),
     "position_bias": ("options.alibi", "options.relative_bias"),
     "scores_uncapped": ("scores_raw", "position_bias"),
@@ -76,6 +81,7 @@ MADE_FROM = {
     "outputs": ("concat", "weighted"),
     "outputs_by_query": ("queries", "keys", "values"),
 }
+LATENT_READS = ("queries", "queries_unrotated", "queries_unnormed", "latent", "latent_unnormed")  # read x itself
 TURNED = {"queries": ("queries_unrotated",), "keys": ("keys_unrotated",)}  # the RoPE step's
 NORMED = {f"{m}{after}": (f"{m}_unnormed",) for m in ("queries", "keys") for after in ("", "_unrotated")}  # the norm's
 
@@ -136,6 +142,10 @@ def step(case: Case, name: str, tensors: Mapping, device: str, seconds: float, n
             parents = tuple(p for p in parents if getattr(case.options, p.removeprefix("options.")) is not None)
         if tensor in ("weights_exact", "weights_sink") and case.options.sinks is None:
             parents = ("scores",)
+        if parents[:1] == ("x",) and "latent" in tensors and tensor not in LATENT_READS:  # keys and values read
+            parents = ("latent", *parents[1:])  # multi-head latent attention's latent, not x
+        if tensor == "latent" and "latent_unnormed" in tensors:  # DeepSeek's: the latent's norm
+            parents = ("latent_unnormed",)
         reads[tensor] = parents
     return Step(number(name), name, LABELS[name], TITLES[name], EXPLANATIONS[name], formula(name, case), tensors,
                 MappingProxyType(reads), device, seconds, notes)  # fmt: skip
@@ -151,6 +161,13 @@ def formula(name: str, case: Case, lang: str = "en") -> str:
     if name == "inputs":
         return rf"X \in \mathbb{{R}}^{{{n} \times {case.d_in}}}"
     if name == "weights":
+        if o.w_latent is not None:  # multi-head latent attention: keys and values from the latent's d_c numbers
+            return (
+                rf"W_Q \in \mathbb{{R}}^{{{case.d_in} \times {case.d_k}}},\quad "
+                rf"W_{{DKV}} \in \mathbb{{R}}^{{{case.d_in} \times {case.d_c}}},\quad "
+                rf"W_{{UK}} \in \mathbb{{R}}^{{{case.d_c} \times {len(case.w_key[0])}}},\quad "
+                rf"W_{{UV}} \in \mathbb{{R}}^{{{case.d_c} \times {case.d_v}}}"
+            )
         return (
             rf"W_Q, W_K \in \mathbb{{R}}^{{{case.d_in} \times {case.d_k}}},\quad "
             rf"W_V \in \mathbb{{R}}^{{{case.d_in} \times {case.d_v}}}"
@@ -160,6 +177,10 @@ def formula(name: str, case: Case, lang: str = "en") -> str:
         sizes = f"{case.d_head}, {case.d_head}, {case.d_v // g}"
         split = rf",\quad {words('heads', heads=h)}\ {sizes}\ {words('columns')}" if h > 1 else ""
         shared = rf",\quad {words('kv_heads', kv_heads=g, group=h // g)}" if g < h else ""
+        if o.w_latent is not None:  # DeepSeek's MLA: the latent C is all the cache keeps
+            norm = r"\operatorname{RMSNorm}_\gamma" if o.latent_norm is not None else ""
+            return (rf"Q = X W_Q,\quad C = {norm}(X W_{{DKV}})\ ({words('latent', d_c=case.d_c)}),\quad "
+                    rf"K = C W_{{UK}},\quad V = C W_{{UV}}{split}{shared}")  # fmt: skip
         return rf"Q = X W_Q,\quad K = X W_K,\quad V = X W_V{split}{shared}"
     if name == NORM:  # each head's query (key) over its root mean square, then times the model's weights γ
         mantissa, _, power = f"{o.norm_eps:.3g}".partition("e")  # 1e-06 → 10^{-6}

@@ -14,12 +14,13 @@ import torch
 
 from attention.base import explain as engine
 from attention.base import numbers as numbers_module
+from attention.base.case import case_to_dict, parse_case
 from attention.base.explain import EXPLAINERS, explain, explainable, explains, pair
 from attention.base.presets import article, random_case
 from attention.forward import explain as forward_explain
 from attention.forward import figures
 from attention.forward.compute import AXES, Trace, attend
-from tests.cases import QK_NORM
+from tests.cases import QK_NORM, with_latent
 
 EXPLAIN_MODULES = (engine, forward_explain)  # the engine and the forward pass's explainers (one module before)
 
@@ -155,7 +156,21 @@ CASES = {
     "partial rotary, softcap, float64": lambda: random_case(
         d_k=8, rope_base=100.0, rope_fraction=0.5, softcap=1.0, dtype="float64", seed=16
     ),
+    # DeepSeek's multi-head latent attention: keys and values from a latent (its norm, the decoupled rotary key)
+    "latent with its norm, rotary key, 2 heads": lambda: latent_case(
+        5, d_k=8, d_v=4, heads=2, rope_base=100.0, rope_fraction=0.5, norm=True, seed=17
+    ),
+    "latent, q/k norm, grouped, causal": lambda: latent_case(
+        4, d_k=8, d_v=4, heads=2, kv_heads=1, rope_base=500.0, mask="causal", **QK_NORM, norm=False, seed=18
+    ),
+    "latent with its norm, float64": lambda: latent_case(3, d_v=4, dtype="float64", norm=True, seed=19),
 }
+
+
+def latent_case(n: int, seed: int, norm: bool | None = None, d_k: int = 3, d_v: int = 3, **options):
+    """A random case made multi-head latent attention (tests/cases.py's with_latent)."""
+    base = case_to_dict(random_case(n, 4, d_k, d_v, seed=seed, **options))
+    return parse_case(with_latent(base, random.Random(seed), norm=norm))
 
 
 def own_shape(trace, name: str) -> tuple[int, ...]:
@@ -380,10 +395,14 @@ def modern_case(seed: int):
     options |= {"sinks": [rng.uniform(-3, 3) for _ in range(h)]} if rng.random() < 0.6 else {}
     options |= {"rope_base": 100.0, "rope_fraction": 0.5} if rng.random() < 0.4 else {}
     options |= {"mask": rng.choice([None, "causal", [[int(rng.random() < 0.6) for _ in range(n)] for _ in range(n)]])}
-    return random_case(n, 3, 4 * h, 2 * h, seed=seed, **options)
+    case = random_case(n, 3, 4 * h, 2 * h, seed=seed, **options)
+    if rng.random() < 0.35:  # DeepSeek's multi-head latent attention: keys and values from a latent
+        case = parse_case(with_latent(case_to_dict(case), rng))
+    return case
 
 
 NEW_TENSORS = ("position_bias", "scores_uncapped", "scores", "weights_exact", "weights_sink", "weights", "queries")
+NEW_TENSORS += ("w_latent", "w_key", "w_value", "latent_unnormed", "latent", "keys_unrotated", "keys", "values")
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -436,3 +455,50 @@ def test_partial_rotary_leaves_the_last_dims_unturned():
     assert "turns by" in text(explain(trace, "queries", (2, 3)))
     e = explain(trace, "queries", (2, 6))
     assert "not turned" in text(e) and e.value == trace["queries_unrotated"][2, 6].item() == last_number(e)
+
+
+def test_the_random_cases_hold_latent_attention_with_and_without_its_norm():
+    cases = [modern_case(seed) for seed in range(12)]
+    latent = [case for case in cases if case.options.w_latent is not None]
+    assert 0 < len(latent) < len(cases)
+    assert {case.options.latent_norm is None for case in latent} == {True, False}
+
+
+def test_a_latent_is_written_out_and_keys_and_values_are_made_from_it():
+    trace = attend(CASES["latent with its norm, rotary key, 2 heads"]())
+    d_c, d = trace.case.d_c, len(trace.case.options.latent_norm)  # the normed columns, then the rotary key's 2
+    assert d_c == d + 2
+    e = explain(trace, "latent_unnormed", (1, 0))
+    assert "c₂,₁ = x₂ · W_DKV[:, 1] = " in text(e) and "all the KV cache keeps" in text(e)
+    assert e.parts == {"x": ((1,), None), "w_latent": (None, (0,)), "latent_unnormed": ((1,), (0,))}
+    e = explain(trace, "latent", (1, 0))
+    assert "root mean square" in text(e) and f"first {d} columns" in text(e)
+    assert e.parts["latent_unnormed"] == ((1,), tuple(range(d)))
+    e = explain(trace, "latent", (1, d_c - 1))  # the rotary key's column: not normed
+    assert "passes as it is: the rotary key" in text(e)
+    assert e.value == trace["latent_unnormed"][1, d_c - 1].item() == float32(last_number(e))
+    e = explain(trace, "values", (1, 2, 0))  # head 2, Input 3
+    assert "v₃,₁ = c₃ · W_UV[:, 3]" in text(e) and "latent c" in text(e) and e.parts["latent"] == ((2,), None)
+    e = explain(trace, "keys_unrotated", (0, 1, 3))
+    assert "k₂,₄ = c₂ · W_UK[:, 4]" in text(e) and "x" not in e.parts
+    assert "W_UK" in text(explain(trace, "w_key", (0, 0))) and "latent dim 1" in explain(trace, "w_key", (0, 0)).title
+    assert "W_DKV" in text(explain(trace, "w_latent", (3, 1)))
+    assert "q₁,₁ = x₁ · W_Q[:, 1]" in text(explain(trace, "queries_unrotated", (0, 0, 0)))  # queries still read x
+    assert "W_K[" in text(explain(attend(CASES["two heads"]()), "keys", (0, 0, 0)))  # without a latent: W_K
+    for tensor, index in [("latent_unnormed", (1, 0)), ("latent", (1, 0)), ("latent", (1, d_c - 1))]:
+        trace[tensor][index] += 0.5  # tampered with: the terms do not give the recorded number
+        assert "⚠" in explain(trace, tensor, index).lines[-1], tensor
+
+
+def test_a_latent_is_explained_in_chinese_too():
+    trace = attend(CASES["latent with its norm, rotary key, 2 heads"]())
+    d_c = trace.case.d_c
+    said_where = [
+        ("latent_unnormed", (0, 0), "KV 缓存"),
+        ("latent", (0, 0), "均方根"),
+        ("latent", (0, d_c - 1), "旋转键"),
+        ("keys_unrotated", (0, 0, 0), "潜向量 c"),
+    ]
+    for tensor, index, said in said_where:
+        e = explain(trace, tensor, index, lang="zh")
+        assert said in text(e), (tensor, e.lines)

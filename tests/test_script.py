@@ -14,11 +14,13 @@ import pytest
 import torch
 
 from attention import STEP_NAMES, attend
-from attention.base.case import with_options
+from attention.base.case import case_to_dict, parse_case, with_options
 from attention.base.presets import article, random_case
+from attention.base.record import compare
+from attention.forward.compute import tolerance
 from attention.forward.script import shown, to_script
 from attention.forward.steps import TITLES, step_names
-from tests.cases import QK_NORM
+from tests.cases import QK_NORM, with_latent
 
 ARTICLE_OUTPUTS = [[2.0, 7.0, 1.5], [2.0, 8.0, 0.0], [2.0, 7.8, 0.3]]
 ARTICLE_BROADCAST = "weighted = values[:, None] * weights.T[:, :, None]"
@@ -215,13 +217,15 @@ def modern_case(seed: int):
     case = random_case(n, rng.randint(2, 4), 4 * h, 2 * h, seed=seed, **options)
     if rng.random() < 0.3:
         case = with_options(case, w_out=[[rng.uniform(-1, 1) for _ in range(3)] for _ in range(2 * h)])
+    if rng.random() < 0.35:  # DeepSeek's multi-head latent attention: keys and values from a latent
+        case = parse_case(with_latent(case_to_dict(case), rng))
     if h == 1 and rng.random() < 0.3:  # rounded weights (one head): FlexAttention is held to the exact ones' outputs
         rounded = [[round(w, 2) for w in row] for row in attend(case)["weights_exact"].tolist()]
         case = with_options(case, weights_override=rounded)
     return case
 
 
-MODERN_SEEDS = range(10)
+MODERN_SEEDS = range(12)
 
 
 def wrong(source: str, case) -> str:
@@ -274,6 +278,8 @@ def test_a_script_of_todays_attention_equals_flex_attention_and_the_core(modern_
     assert ("block_mask=block_mask" in flex) == (o.mask is not None or o.window is not None)
     assert ("aux.lse" in flex) == (o.sinks is not None)
     assert ("scores=scores" in source) == (o.alibi is not None or o.softcap is not None)  # the rule reads them
+    assert ("latent=(w_latent, " in source) == (o.w_latent is not None)  # the rule carries the latent's error
+    assert ("latent_unnormed" in source) == (o.latent_norm is not None)
 
 
 @pytest.mark.parametrize("seed", MODERN_SEEDS)
@@ -307,6 +313,61 @@ def test_the_code_each_step_shows_makes_the_traces_new_tensors(seed):
         for name in step_names(case):
             exec(shown(case, name), scope)
     trace = attend(case)
-    names = [name for name in ("position_bias", "weights_sink") if name in trace]
-    for name in ("queries", "keys", "scores", "weights", *names):
+    new = ("position_bias", "weights_sink", "w_latent", "latent_unnormed", "latent")  # today's options' tensors
+    names = [name for name in new if name in trace]
+    for name in ("queries", "keys", "values", "scores", "weights", *names):
         torch.testing.assert_close(scope[name], trace[name], msg=name)
+
+
+# Multi-head latent attention (DeepSeek V2/V3): keys and values made from a latent of d_c numbers a token
+
+
+def test_the_random_cases_hold_latent_attention_with_and_without_its_norm():
+    cases = [modern_case(seed) for seed in MODERN_SEEDS]
+    latent = [case for case in cases if case.options.w_latent is not None]
+    assert 0 < len(latent) < len(cases)
+    assert {case.options.latent_norm is None for case in latent} == {True, False}
+
+
+def latent_case(seed: int = 0, **options):
+    base = case_to_dict(random_case(5, 4, 8, 8, seed=seed, heads=2, rope_base=100.0, rope_fraction=0.5, **options))
+    return parse_case(with_latent(base, random.Random(seed), norm=True))
+
+
+def test_a_latent_script_reads_like_the_article():
+    case = latent_case()
+    source, step_3 = to_script(case), shown(case, "qkv")
+    assert "latent = x @ w_latent  # (n, d_c) = (5, " in step_3
+    assert "keys = latent @ w_key" in step_3 and "values = latent @ w_value" in step_3
+    assert "queries = x @ w_query" in step_3  # queries still read x
+    assert "DeepSeek V2/V3" in step_3 and "the rotary key" in step_3 and "gamma_c = torch.tensor(" in step_3
+    assert "W_DKV, x down to the latent" in shown(case, "weights") and "W_UK, the latent up to keys" in source
+    assert "latent=(w_latent, latent_unnormed, gamma_c, latent_eps)" in source
+    plain = with_options(case, latent_norm=None)
+    assert "latent=(w_latent, latent, None, 0.0)" in to_script(plain) and "gamma_c" not in to_script(plain)
+
+
+@pytest.mark.parametrize(
+    ("line", "moved"),
+    [
+        ("latent = x @ w_latent", "latent = x @ w_latent + 0.01"),  # the latent a hundredth off
+        ("* gamma_c\n", "* (gamma_c * 1.01)\n"),  # γ a percent off
+    ],
+    ids=["latent", "gamma"],
+)
+def test_a_script_whose_latent_is_moved_prints_outputs_the_core_rejects(tmp_path, line, moved):
+    """The script's own asserts hold on its own numbers; the core's trace, with the one rule, tells them apart."""
+    case = latent_case(seed=3, mask="causal")
+    source = to_script(case)
+    assert source.count(line) == 1
+    path = tmp_path / "moved.py"
+    path.write_text(source.replace(line, moved), encoding="utf-8")
+    result = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=300)
+    trace = attend(case)
+    printed = torch.tensor(printed_outputs(result), dtype=trace.outputs.dtype)
+    assert not compare("script", printed, trace.outputs, tolerance(case, trace.__getitem__)).agrees
+    unmoved = tmp_path / "unmoved.py"
+    unmoved.write_text(source, encoding="utf-8")
+    result = subprocess.run([sys.executable, unmoved], capture_output=True, text=True, timeout=300)
+    printed = torch.tensor(printed_outputs(result), dtype=trace.outputs.dtype)
+    assert compare("script", printed, trace.outputs, tolerance(case, trace.__getitem__)).agrees

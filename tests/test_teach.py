@@ -7,8 +7,10 @@ import pytest
 import torch
 
 from attention import attend
+from attention.base.case import case_to_dict, parse_case, with_options
 from attention.base.presets import random_case
-from attention.forward.teach import sqrt_dk_effect, whys
+from attention.forward.teach import PLAIN, sqrt_dk_effect, whys
+from tests.cases import with_latent
 
 
 def whole(raw: torch.Tensor, seen: torch.Tensor, d: int) -> dict[str, float]:
@@ -103,3 +105,32 @@ def test_the_whys_tell_the_cases_own_numbers():
     assert "RoPE turns 2 of each head's 4 dims; the other 2" in " ".join(whys(trace, "rope"))
     # T5's (8 buckets both ways, max distance 128): one key back is bucket 1; 5 back, past the 2 exact ones, bucket 2
     assert "head 1 adds -0.5 to the key just before a query and -1 to one 5 tokens back" in scores
+
+
+@pytest.mark.parametrize("norm", [True, False], ids=["with its norm", "without"])
+def test_a_latent_says_at_step_3_what_it_is_and_nowhere_else(norm):
+    base = case_to_dict(random_case(5, 4, 8, 4, seed=3, heads=2, rope_base=100.0, rope_fraction=0.5))
+    trace = attend(parse_case(with_latent(base, random.Random(3), norm=norm)))
+    d_c = trace.case.d_c
+    for step in STEPS:
+        said, said_zh = " ".join(whys(trace, step)), " ".join(whys(trace, step, "zh"))
+        shown = step == "qkv"
+        assert ("DeepSeek V2/V3's multi-head latent attention" in said) == shown, (step, said)
+        assert ("多头潜在注意力" in said_zh) == shown, (step, said_zh)
+        assert ("RMS-norms the latent" in said) == (shown and norm), (step, said)
+        assert ("解耦的旋转键" in said_zh) == (shown and norm), (step, said_zh)
+    qkv = " ".join(whys(trace, "qkv"))
+    assert f"a latent of {d_c} numbers a token, C = X W_DKV, all the KV cache keeps" in qkv
+    assert "the 12 numbers of a token's keys and values" in qkv  # w_key's 8 columns and w_value's 4
+    plain = " ".join(whys(attend(random_case(5, 4, 8, 4, seed=3, heads=2)), "qkv"))
+    assert "latent" not in plain
+
+
+def test_plain_attention_of_a_latent_case_keeps_the_latent():
+    """The variants page's plain attention turns today's score options off; a latent case's keys and values have no
+    weights but W_UK and W_UV, which read the latent: it stays."""
+    base = case_to_dict(random_case(5, 4, 8, 4, seed=3, heads=2, rope_base=100.0, rope_fraction=0.5, window=2))
+    case = parse_case(with_latent(base, random.Random(3), norm=True))
+    plain = with_options(case, **PLAIN)
+    assert plain.options.window is None and plain.options.rope_fraction is None
+    assert plain.options.w_latent == case.options.w_latent and plain.options.latent_norm == case.options.latent_norm

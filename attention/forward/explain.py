@@ -19,12 +19,23 @@ DIRECT_EXP_UP_TO = 80.0  # exp(s) is written out as is when every |s| is at most
 # Steps 1-3: inputs, weights, queries, keys and values -------------------------------------------------------------
 
 _WEIGHTS = {"w_query": ("W_Q", "query"), "w_key": ("W_K", "key"), "w_value": ("W_V", "value")}  # symbol, kind
+_WEIGHTS |= {"w_latent": ("W_DKV", "latent")}  # multi-head latent attention's: x down to the latent
+_LATENT_WEIGHTS = {"w_key": "W_UK", "w_value": "W_UV"}  # with a latent, keys and values are made up from it
 _PROJECTIONS = {"queries": ("q", "w_query"), "keys": ("k", "w_key"), "values": ("v", "w_value")}  # letter, weight
 _PROJECTIONS |= {"queries_unrotated": ("q", "w_query"), "keys_unrotated": ("k", "w_key")}  # step 3's, before RoPE
 _PROJECTIONS |= {"queries_unnormed": ("q", "w_query"), "keys_unnormed": ("k", "w_key")}  # before a q/k norm
 
 
-@explains(Trace, "x", "w_query", "w_key", "w_value")
+def _symbol(c: Context, weight: str) -> tuple[str, str]:
+    """A weight's symbol and kind of column: W_Q, W_K, W_V, and with multi-head latent attention W_DKV, and W_UK and
+    W_UV for w_key and w_value (they read the latent, not x)."""
+    symbol, kind = _WEIGHTS[weight]
+    if c.record.case.options.w_latent is not None:
+        symbol = _LATENT_WEIGHTS.get(weight, symbol)
+    return symbol, kind
+
+
+@explains(Trace, "x", "w_query", "w_key", "w_value", "w_latent")
 def inputs(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -> Derivation:
     """A typed number: nothing to compute, only where it came from."""
     r, col = index
@@ -33,10 +44,51 @@ def inputs(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) ->
         title = msg("explain.x.title", token=c.token(r), column=col + 1)
         lines = (msg("explain.x.typed", token=c.token(r)), f"x{sub(r, col)} = {c.num(value)}")
     else:
-        symbol, kind = _WEIGHTS[tensor]
-        title = msg("explain.w.title", tensor=tensor, row=r + 1, column=col + 1, kind=msg(f"word.{kind}"))
+        symbol, kind = _symbol(c, tensor)
+        latent_rows = symbol in _LATENT_WEIGHTS.values()  # W_UK's and W_UV's rows are the latent's dims
+        title = msg("explain.w.title_latent" if latent_rows else "explain.w.title", tensor=tensor, row=r + 1,
+                    column=col + 1, kind=msg(f"word.{kind}"))  # fmt: skip
         lines = (msg("explain.w.typed", symbol=symbol), f"{symbol}[{r + 1}, {col + 1}] = {c.num(value)}")
     return Derivation(title, lines, {tensor: ((r,), (col,))})
+
+
+@explains(Trace, "latent", "latent_unnormed")
+def latent(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -> Derivation:
+    """Step 3, multi-head latent attention: a token's latent, x's row times a column of W_DKV; with DeepSeek's norm
+    of it, the latent after it (latent_norm below)."""
+    if tensor == "latent" and c.record.case.options.latent_norm is not None:
+        return latent_norm(c, tensor, head, index)
+    i, col = index
+    title = msg("explain.latent.title", tensor=tensor, token=c.token(i), column=col + 1)
+    lines = [msg("explain.latent.row", token=c.token(i), column=col + 1, d_c=c.record.case.d_c)]
+    pairs = list(zip(c.view("x")[i].tolist(), c.view("w_latent")[:, col].tolist(), strict=True))
+    lhs = f"c{sub(i, col)} = x{sub(i)} · W_DKV[:, {col + 1}]"
+    lines += c.dot_line(tensor, lhs, pairs, c.view(tensor)[i, col].item())
+    return Derivation(title, tuple(lines), {"x": ((i,), None), "w_latent": (None, (col,)), tensor: ((i,), (col,))})
+
+
+def latent_norm(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -> Derivation:
+    """DeepSeek's norm of the latent: a number of its first len(γ) columns over the root mean square of the token's
+    numbers there, times γ of its column; a column past them (the rotary key) passes as it is."""
+    i, col = index
+    o = c.record.case.options
+    before, value, d = c.view("latent_unnormed")[i].tolist(), c.view(tensor)[i, col].item(), len(o.latent_norm)
+    title = msg("explain.latent_norm.title", tensor=tensor, token=c.token(i), column=col + 1)
+    lhs = f"c{sub(i, col)}"
+    if col >= d:
+        end, warning = c.ending(tensor, before[col], value, 0.0)
+        lines = (msg("explain.latent_norm.passes", d=d, column=col + 1), msg("explain.equals", lhs=lhs, rhs=end),
+                 *warning)  # fmt: skip
+        return Derivation(title, lines, {"latent_unnormed": ((i,), (col,)), tensor: ((i,), (col,))})
+    mean = math.fsum(b * b for b in before[:d]) / d
+    root = math.sqrt(mean + o.norm_eps)
+    u, gamma = before[col], o.latent_norm[col]
+    root_line = msg("explain.latent_norm.root", token=c.token(i), d=d, mean=approx(mean), eps=approx(o.norm_eps),
+                    root=approx(root))  # fmt: skip
+    expression = f"{factor(c.num(gamma))}·{factor(c.num(u))} / {approx(root)}"
+    end, warning = c.ending(tensor, gamma * u / root, value, c.tol(4 * math.sqrt(d) + 8, value))  # d squares summed
+    lines = (root_line, msg("explain.equation", lhs=lhs, expression=expression, end=end), *warning)
+    return Derivation(title, lines, {"latent_unnormed": ((i,), tuple(range(d))), tensor: ((i,), (col,))})
 
 
 @explains(
@@ -52,7 +104,8 @@ def projection(c: Context, tensor: str, head: int | None, index: tuple[int, ...]
         return normalization(c, tensor, head, index)
     i, col = index
     letter, weight = _PROJECTIONS[tensor]
-    symbol, kind = _WEIGHTS[weight]
+    symbol, kind = _symbol(c, weight)
+    read = "latent" if weight != "w_query" and o.w_latent is not None else "x"  # MLA: keys and values from c
     width = c.view(tensor, head).shape[-1]
     block = head  # the block of the weight's columns this head reads
     if head is not None and weight != "w_query" and o.kv_heads:  # grouped-query attention: a shared key/value head
@@ -70,11 +123,14 @@ def projection(c: Context, tensor: str, head: int | None, index: tuple[int, ...]
         )  # fmt: skip
         if block != head:
             lines.append(msg("explain.projection.shared", head=head + 1, kv=block + 1, group=o.heads // o.kv_heads))
-    lines.append(msg("explain.projection.row", token=c.token(i), column=column + 1, symbol=symbol))
-    lhs = prefixed(head, f"{letter}{sub(i, col)} = x{sub(i)} · {symbol}[:, {column + 1}]")
-    pairs = list(zip(c.view("x")[i].tolist(), c.view(weight)[:, column].tolist(), strict=True))
+    lines.append(msg("explain.projection.row" if read == "x" else "explain.projection.latent_row", token=c.token(i),
+                     column=column + 1, symbol=symbol))  # fmt: skip
+    row_of = "x" if read == "x" else "c"  # the latent's letter, as the formula's C
+    lhs = prefixed(head, f"{letter}{sub(i, col)} = {row_of}{sub(i)} · {symbol}[:, {column + 1}]")
+    pairs = list(zip(c.view(read)[i].tolist(), c.view(weight)[:, column].tolist(), strict=True))
     lines += c.dot_line(tensor, lhs, pairs, c.view(tensor, head)[i, col].item())
-    return Derivation(title, tuple(lines), {"x": ((i,), None), weight: (None, (column,)), tensor: ((i,), (col,))}, head)
+    parts = {read: ((i,), None), weight: (None, (column,)), tensor: ((i,), (col,))}
+    return Derivation(title, tuple(lines), parts, head)
 
 
 def rotation(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -> Derivation:

@@ -68,8 +68,17 @@ def tolerance_call(case: Case, projected: bool = False, scores: str | None = Non
     w_out = "w_out" if o.w_out is not None else "None"
     norm = ", (queries_unnormed, keys_unnormed, gamma_q, gamma_k, norm_eps)" if o.q_norm is not None else ""
     scores = f", scores={scores}" if scores is not None and (o.biased or o.softcap is not None) else ""
+    latent = f", latent={latent_argument(case)}" if o.w_latent is not None else ""
     return (f"tolerance = attention_tolerance(x, w_query, w_key, w_value, queries, keys, values, {weights}, "
-            f"{multiplier!r}, {turned}, {w_out}, {projected}{norm}{scores})  # (n, d_out)")  # fmt: skip
+            f"{multiplier!r}, {turned}, {w_out}, {projected}{norm}{scores}{latent})  # (n, d_out)")  # fmt: skip
+
+
+def latent_argument(case: Case) -> str:
+    """The rule's `latent` in a script's names (step 3's: _latent_lines): multi-head latent attention's W_DKV, the
+    latent before its norm, γ or None, ε."""
+    if case.options.latent_norm is None:
+        return "(w_latent, latent, None, 0.0)"
+    return "(w_latent, latent_unnormed, gamma_c, latent_eps)"
 
 
 def check_lines(case: Case) -> list[str]:
@@ -127,6 +136,12 @@ def flex_lines(case: Case) -> list[str]:
         "from torch.nn.attention.flex_attention import AuxRequest, create_block_mask, flex_attention",
         "",
     ]
+    if o.w_latent is not None:
+        lines += [
+            "# Multi-head latent attention changes where keys and values come from (step 3's, made from the",
+            "# latent), not how they are attended to: FlexAttention takes them as any keys and values",
+            "",
+        ]
     mods, heads = [], "[None]" if h > 1 else "[None, None]"  # flex_attention takes (batch, h, n, d)
     if o.biased or o.softcap is not None:
         lines += ["", *_score_mod(case), ""]
@@ -235,14 +250,20 @@ def _inputs(case: Case) -> list[str]:
 def _weights(case: Case) -> list[str]:
     o, dtype = case.options, f"torch.{case.options.dtype}"
     matrices = [("w_key", case.w_key), ("w_query", case.w_query), ("w_value", case.w_value)]
+    if o.w_latent is not None:  # multi-head latent attention: W_DKV first, the latent's, then W_UK and W_UV
+        matrices.insert(0, ("w_latent", o.w_latent))
     if o.w_out is not None:
         matrices.append(("w_out", o.w_out))
     lines = [line for name, matrix in matrices for line in literal(name, matrix)] + [""]
     shapes = {"w_key": "d_in, d_k", "w_query": "d_in, d_k", "w_value": "d_in, d_v", "w_out": "d_v, d_out"}
+    whys = {"w_out": ": the output projection, applied in step 7"}
+    if o.w_latent is not None:  # keys and values read the latent's d_c numbers, not x's d_in
+        shapes |= {"w_latent": "d_in, d_c", "w_key": "d_c, d_k", "w_value": "d_c, d_v"}
+        whys |= {"w_latent": ": W_DKV, x down to the latent (step 3)", "w_key": ": W_UK, the latent up to keys",
+                 "w_value": ": W_UV, the latent up to values"}  # fmt: skip
     for name, matrix in matrices:
-        why = ": the output projection, applied in step 7" if name == "w_out" else ""
         shape = f"({shapes[name]}) = ({len(matrix)}, {len(matrix[0])})"
-        lines.append(f"{name} = torch.tensor({name}, dtype={dtype})  # {shape}{why}")
+        lines.append(f"{name} = torch.tensor({name}, dtype={dtype})  # {shape}{whys.get(name, '')}")
     return lines
 
 
@@ -254,10 +275,12 @@ def _qkv(case: Case) -> list[str]:
         o.rope_base is not None
     )
     rotated = f" ({', then '.join(later)})" if later else ""
+    read = "x" if o.w_latent is None else "latent"  # what keys and values are made from
     lines = [
-        f"keys = x @ w_key  # (n, d_k) = ({case.n}, {d_key})",
+        *_latent_lines(case),
+        f"keys = {read} @ w_key  # (n, d_k) = ({case.n}, {d_key})",
         f"queries = x @ w_query  # (n, d_k) = ({case.n}, {case.d_k})",
-        f"values = x @ w_value  # (n, d_v) = ({case.n}, {case.d_v})",
+        f"values = {read} @ w_value  # (n, d_v) = ({case.n}, {case.d_v})",
     ]
     if h > 1 and g == h:
         lines += [
@@ -280,6 +303,36 @@ def _qkv(case: Case) -> list[str]:
         *lines, f'print("keys{rotated}:\\n", keys)', f'print("queries{rotated}:\\n", queries)',
         'print("values:\\n", values)',
     ]  # fmt: skip
+
+
+def _latent_lines(case: Case) -> list[str]:
+    """Step 3's latent, where the case has multi-head latent attention: c = x W_DKV, and DeepSeek's RMSNorm of its
+    first len(γ) columns (the columns after them, the decoupled rotary key, pass as they are)."""
+    o = case.options
+    if o.w_latent is None:
+        return []
+    lines = [
+        "# Multi-head latent attention (DeepSeek V2/V3): keys and values are made from a latent of d_c numbers a",
+        "# token, c = x W_DKV, all that the KV cache keeps; W_UK and W_UV (w_key, w_value) make them from it",
+        f"latent = x @ w_latent  # (n, d_c) = ({case.n}, {case.d_c})",
+    ]
+    if o.latent_norm is None:
+        return [*lines, 'print("latent:\\n", latent)', ""]
+    d, rest = len(o.latent_norm), case.d_c - len(o.latent_norm)
+    passes = f"; its other {rest} columns (the rotary key) pass as they are" if rest else ""
+    return [
+        *lines,
+        f"# DeepSeek's RMSNorm of the latent's first {d} columns: each token's divided by their root mean square",
+        f"# √(mean(c²) + ε), then each column times γ{passes}",
+        f"gamma_c = torch.tensor({list(o.latent_norm)!r}, dtype=torch.{o.dtype})  # ({d},): γ, a column each",
+        f"latent_eps = {o.norm_eps!r}",
+        "latent_unnormed = latent  # before its norm, which the check's tolerance reads",
+        f"part = latent[:, :{d}]  # (n, {d}): the columns the norm covers",
+        "part = part * torch.rsqrt(part.pow(2).mean(-1, keepdim=True) + latent_eps) * gamma_c",
+        f"latent = torch.cat((part, latent[:, {d}:]), dim=-1)  # (n, d_c)",
+        'print("latent:\\n", latent)',
+        "",
+    ]
 
 
 def _norm(case: Case) -> list[str]:

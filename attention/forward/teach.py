@@ -67,11 +67,14 @@ def whys(trace: Trace, step: str, lang: str = "en", head: int | None = None) -> 
         out.append(text(lang, "why.causal_outputs"))
     if step == "softmax" and o.weights_override is not None:
         out.append(text(lang, "why.rounded"))
-    return out + [text(lang, f"why.{option}", **numbers) for option, numbers in modern_whys(trace, step, head)]
+    out += [text(lang, f"why.{option}", **numbers) for option, numbers in modern_whys(trace, step, head)]
+    if step == "qkv" and o.latent_norm is not None:  # DeepSeek's norm of the latent, after the latent's why
+        out.append(text(lang, "why.latent_norm", d=len(o.latent_norm), d_c=trace.case.d_c))
+    return out
 
 
 MODERN_STEP = {"window": "scores", "softcap": "scores", "alibi": "scores", "relative_bias": "scores",
-               "sinks": "softmax", "rope_fraction": "rope"}  # fmt: skip
+               "sinks": "softmax", "rope_fraction": "rope", "w_latent": "qkv"}  # fmt: skip
 
 
 def modern_whys(trace: Trace, step: str, head: int | None = None) -> list[tuple[str, dict]]:
@@ -90,6 +93,7 @@ def modern_whys(trace: Trace, step: str, head: int | None = None) -> list[tuple[
                                   "far": o.relative_bias[h][relative_bucket(o, -far)], "n": far},
         "sinks": lambda: {"sink": o.sinks[h], "head": h + 1, "share": _of_head(trace, "weights_sink", h).mean().item()},
         "rope_fraction": lambda: {"d_rot": case.d_rot, "d": case.d_head, "rest": case.d_head - case.d_rot},
+        "w_latent": lambda: {"d_c": case.d_c, "kv": len(case.w_key[0]) + case.d_v},  # a token cached: d_c, or k and v
     }  # fmt: skip
     return [(name, numbers[name]()) for name in on]
 
@@ -130,7 +134,9 @@ EXACT = "exact"  # the variant the others are compared with
 
 # Today's models' variants (the variants page), by id: each an option of the case; NoPE is RoPE left out
 MODERN_VARIANTS = ("window", "softcap", "alibi", "relative", "sinks", "partial", "nope")
-PLAIN = dict.fromkeys(MODERN)  # plain attention: every option of today's models off
+# Plain attention: every option of today's models off, but a latent: its keys and values have no other weights to be
+# made from (W_UK and W_UV read the latent), and it changes where they come from, not how they are attended to
+PLAIN = dict.fromkeys(name for name in MODERN if name != "w_latent")
 
 
 def modern_chosen(case: Case, nope: bool = False) -> tuple[str, ...]:

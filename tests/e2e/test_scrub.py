@@ -6,6 +6,7 @@ the server only on release."""
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,7 @@ from attention.base.case import MODERN, Case, case_to_dict, parse_case, with_opt
 from attention.base.files import case_to_link
 from attention.base.presets import ARTICLE_ROUNDED_WEIGHTS, random_case
 from attention.forward.compute import ROUNDED_WITHIN, Trace, scale_factor
-from tests.cases import QK_NORM
+from tests.cases import QK_NORM, with_latent
 from tests.e2e.test_browser import cell, heatmaps, open_page, wait_ready
 
 pytestmark = pytest.mark.e2e
@@ -40,6 +41,7 @@ RUN = """(kase) => {
     return plain;
 }"""
 MASK = [[1, 0, 1, 1], [0, 0, 0, 0], [1, 1, 0, 1], [0, 1, 1, 1]]  # the second query sees no key: a row of zeros
+LATENT = "DeepSeek's latent with its norm, rotary key, 2 heads"
 # Every option the app has, alone and together: (n, d_in, d_k, d_v, options); d_k a multiple of the heads
 OPTIONS = {
     "article's defaults": (3, 4, 3, 3, {}),
@@ -84,27 +86,34 @@ OPTIONS = {
                                                      "sinks": (1.0, -0.5, 0.0, 2.0), "scale": "sqrt_dk",
                                                      "relative_bias": ((0.0, -0.5, -1.0, -1.5) * 4,) * 4,
                                                      "relative_max_distance": 12, "w_out": "random"}),
+    # DeepSeek's multi-head latent attention ("latent": made by tests/cases.py's with_latent, its norm on or off)
+    LATENT: (6, 4, 8, 4, {"heads": 2, "rope_base": 100.0, "rope_fraction": 0.5, "mask": "causal", "latent": True}),
+    "latent without its norm, 4 heads, 2 kv heads": (5, 5, 8, 4, {"heads": 4, "kv_heads": 2, "latent": False}),
 }  # fmt: skip
 SEEDS = (0, 1, 2)
-MODERN_SEEDS = range(24)  # random combinations of today's options: seed s always has MODERN[s % 6]
+MODERN_SEEDS = range(28)  # random combinations of today's options: seed s always has MODERN[s % len(MODERN)]
 
 
 def case_of(name: str, seed: int) -> Case:
-    """A seeded random case with the named options (w_out "random": drawn from its own seeded generator)."""
+    """A seeded random case with the named options (w_out "random": drawn from its own seeded generator; "latent":
+    made multi-head latent attention by tests/cases.py's with_latent, with its norm or without)."""
     n, d_in, d_k, d_v, options = OPTIONS[name]
     options = dict(options)
+    latent = options.pop("latent", None)  # with its norm (True) or without (False)
     if options.get("w_out") == "random":
         heads, kv = options.get("heads", 1), options.get("kv_heads") or options.get("heads", 1)
         rows = d_v * heads // kv  # the concatenated heads' width (each of g value heads shared by h/g query heads)
         generator = torch.Generator().manual_seed(100 + seed)
         w_out = torch.randn(rows, 5, generator=generator, dtype=torch.float64).round(decimals=1)
         options["w_out"] = tuple(map(tuple, w_out.tolist()))
-    return random_case(n, d_in, d_k, d_v, seed=seed, **options)
+    case = random_case(n, d_in, d_k, d_v, seed=seed, **options)
+    return case if latent is None else parse_case(with_latent(case_to_dict(case), random.Random(seed), norm=latent))
 
 
 def modern_case(seed: int) -> Case:
     """A seeded random case with a random combination of today's options (MODERN: each on with chance 1/2, and
-    MODERN[seed % 6] always), at random sizes, heads, key/value heads, masks, scales and temperatures."""
+    MODERN[seed % len(MODERN)] always), at random sizes, heads, key/value heads, masks, scales and temperatures;
+    multi-head latent attention (w_latent) made by tests/cases.py's with_latent, its norm in half the cases."""
     generator = torch.Generator().manual_seed(1000 + seed)
     draw = lambda: float(torch.rand((), generator=generator, dtype=torch.float64))  # noqa: E731
     pick = lambda choices: choices[int(draw() * len(choices))]  # noqa: E731
@@ -135,7 +144,8 @@ def modern_case(seed: int) -> Case:
         turning = [f for f in (0.25, 0.5, 0.75) if int(d_head * f) in range(2, d_head, 2)]
         options["rope_fraction"] = pick(turning)
     d_in, d_v = 2 + int(draw() * 7), kv_heads * pick((1, 2, 3))
-    return random_case(n, d_in, heads * d_head, d_v, seed=seed, **options)
+    case = random_case(n, d_in, heads * d_head, d_v, seed=seed, **options)
+    return parse_case(with_latent(case_to_dict(case), random.Random(seed))) if "w_latent" in on else case
 
 
 @pytest.fixture(scope="module")
@@ -170,11 +180,20 @@ def tolerances(trace: Trace) -> dict[str, torch.Tensor]:
     x, w_query, w_key, w_value = (trace[name].double() for name in ("x", "w_query", "w_key", "w_value"))
     q, k, v = (with_head(trace[name]) for name in ("queries", "keys", "values"))
     width_k, width_v = q.shape[-1], v.shape[-1]
-    # step 3: each a sum of d_in products
+    typed = [name for name in ("x", "w_query", "w_latent", "w_key", "w_value") if name in trace]
+    out = {name: torch.zeros_like(trace[name].double()) for name in typed}
+    # step 3: each a sum of d_in products; keys and values from x, or from the latent (its own sum, and its norm)
+    latent = None
+    if o.w_latent is not None:
+        unnormed = trace["latent" if o.latent_norm is None else "latent_unnormed"]
+        latent = (trace["w_latent"], unnormed, o.latent_norm, o.norm_eps)
+        out["latent_unnormed"] = rule.product_error(x, trace["w_latent"], F32)
+    read, e_read = rule.latent_error(x, latent, F32)
+    if latent is not None:
+        out["latent"] = e_read
     e_q = rule.heads_of(rule.product_error(x, w_query, F32), h, width_k)
-    e_k = rule.heads_of(rule.product_error(x, w_key, F32), h, width_k)
-    e_v = rule.heads_of(rule.product_error(x, w_value, F32), h, width_v)
-    out = {name: torch.zeros_like(trace[name].double()) for name in ("x", "w_query", "w_key", "w_value")}
+    e_k = rule.heads_of(rule.product_error(read, w_key, F32) + e_read @ w_key.abs(), h, width_k)
+    e_v = rule.heads_of(rule.product_error(read, w_value, F32) + e_read @ w_value.abs(), h, width_v)
     norm = None
     if o.q_norm is not None:  # step 3a: the q/k norm
         norm = (trace["queries_unnormed"], trace["keys_unnormed"], o.q_norm, o.k_norm, o.norm_eps)
@@ -213,10 +232,10 @@ def tolerances(trace: Trace) -> dict[str, torch.Tensor]:
     w_out = None if o.w_out is None else torch.tensor(o.w_out, dtype=torch.float64)
     # a bias or a cap rounds each score once more: the rule reads the final scores then (forward/compute.py's too)
     scores = trace["scores"] if o.alibi is not None or o.softcap is not None else None
-    concat = rule.attention_tolerance(*reads, multiplier, rope, None, True, norm, scores=scores)  # (n, d_v·h/g)
-    out["concat"] = concat
+    concat = rule.attention_tolerance(*reads, multiplier, rope, None, True, norm, scores=scores, latent=latent)
+    out["concat"] = concat  # (n, d_v·h/g)
     out["head_outputs"] = concat.unflatten(-1, (h, -1)).transpose(0, 1)
-    out["outputs"] = rule.attention_tolerance(*reads, multiplier, rope, w_out, True, norm, scores=scores)
+    out["outputs"] = rule.attention_tolerance(*reads, multiplier, rope, w_out, True, norm, scores=scores, latent=latent)
     return {name: e + 16 * TINY for name, e in out.items()}  # (h, …): one head's lose the axis in differences
 
 
@@ -269,6 +288,9 @@ def differences(trace: Trace, got: dict) -> dict[str, float]:
     for name, bound in bounds.items():
         if name not in trace:
             continue
+        if name not in got:  # a tensor the module did not make (a wrong case's: a norm left out)
+            worst[name] = float("inf")
+            continue
         expected, actual = trace[name].double(), got[name]
         assert actual.shape == expected.shape, (name, actual.shape, expected.shape)
         if trace.case.options.heads == 1 and bound.dim() == expected.dim() + 1:
@@ -304,12 +326,15 @@ def test_the_random_combinations_turn_each_modern_option_on_and_off():
     for name in MODERN:
         on = sum(getattr(case.options, name) is not None for case in cases)
         assert 0 < on < len(cases), (name, on)
+    latent = [case for case in cases if case.options.w_latent is not None]
+    assert {case.options.latent_norm is None for case in latent} == {True, False}  # the latent's norm on and off
 
 
 @pytest.mark.parametrize("seed", MODERN_SEEDS)
 def test_every_tensor_of_random_modern_cases_equals_the_trace_within_the_rule(steps_page, seed):
-    """Today's options (window, softcap, ALiBi, sinks, partial rotary) in random combinations with the others: the
-    module names every tensor the trace records (position_bias, scores_uncapped, weights_sink), each within the rule."""
+    """Today's options (window, softcap, ALiBi, sinks, partial rotary, T5's bias, a latent) in random combinations
+    with the others: the module names every tensor the trace records (position_bias, scores_uncapped, weights_sink,
+    w_latent, latent_unnormed, latent), each within the rule."""
     case = modern_case(seed)
     trace, got = attend(case), run_js(steps_page, case)
     recorded = {t for step in trace.steps for t in step.tensors if t != "outputs_by_query"}
@@ -342,6 +367,32 @@ def test_a_wrong_option_is_caught(steps_page, name, wrong):
     case = case_of(name, 0)
     worst = differences(attend(case), run_js(steps_page, with_options(case, **wrong)))
     assert any(ratio > 1 for ratio in worst.values()), worst
+
+
+def moved_first(matrix, by: float) -> tuple:
+    """A matrix (or a list of numbers) with its first number moved."""
+    rows = [list(row) if isinstance(row, tuple | list) else row for row in matrix]
+    if isinstance(rows[0], list):
+        rows[0][0] += by
+    else:
+        rows[0] += by
+    return tuple(tuple(row) if isinstance(row, list) else row for row in rows)
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        lambda o: {"w_latent": moved_first(o.w_latent, 0.01)},  # W_DKV's first number a hundredth off
+        lambda o: {"latent_norm": moved_first(o.latent_norm, 0.01)},  # γ's first number a hundredth off
+        lambda o: {"latent_norm": None},  # the latent's norm forgotten
+    ],
+    ids=["w_latent", "latent_norm", "no norm"],
+)
+def test_a_wrong_latent_is_caught(steps_page, wrong):
+    case = case_of(LATENT, 0)
+    assert case.options.w_latent is not None and case.options.latent_norm is not None
+    worst = differences(attend(case), run_js(steps_page, with_options(case, **wrong(case.options))))
+    assert worst["latent"] > 1 and worst["outputs"] > 1, worst
 
 
 # (not the 16 × 16 case: its scores reach 100 at temperature 0.7, and float32 there is only good to ~0.07 of 75)

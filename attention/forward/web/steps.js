@@ -31,6 +31,9 @@ const DEFAULTS = {
   relative_bias: null, // T5: each head's learned number per bucket of the distance j − i (heads × buckets)
   relative_max_distance: 128, // T5's: distances from it on share the last bucket
   relative_bidirectional: true, // T5's encoder: keys ahead in the second half of the buckets; false: its decoder's
+  w_latent: null, // DeepSeek's multi-head latent attention: W_DKV (d_in, d_c); keys and values then read the latent
+  // c = x W_DKV, and w_key, w_value (W_UK, W_UV) have d_c rows
+  latent_norm: null, // γ of the latent's first len(γ) columns (DeepSeek's RMSNorm, ε norm_eps); the rest pass
 };
 
 /** Run the eight steps on a case ({x, w_query, w_key, w_value, options}, plain arrays) and return their tensors. */
@@ -40,11 +43,22 @@ export function attend(kase) {
   // steps 1-2: inputs and weights
   const x = matrix(kase.x); // (n, d_in)
   const w_query = matrix(kase.w_query), w_key = matrix(kase.w_key), w_value = matrix(kase.w_value);
-  const out = { x, w_query, w_key, w_value };
-  // step 3: qkv, each head its block of columns; query head i reads key/value head i // (h/g)
+  const w_latent = o.w_latent ? matrix(o.w_latent) : null; // (d_in, d_c): multi-head latent attention's W_DKV
+  const out = { x, w_query, ...(w_latent ? { w_latent } : {}), w_key, w_value };
+  // step 3: qkv, each head its block of columns; query head i reads key/value head i // (h/g); keys and values
+  // read x, or the latent c = x W_DKV (n, d_c), its first len(γ) columns RMS-normed where the case has latent_norm
+  let read = x;
+  if (w_latent) {
+    read = matmul(x, w_latent); // (n, d_c): all the KV cache keeps
+    if (o.latent_norm) {
+      out.latent_unnormed = read;
+      read = latentNorm(read, o.latent_norm, o.norm_eps);
+    }
+    out.latent = read;
+  }
   let queries = heads(matmul(x, w_query), h, h); // (h, n, d_k/h)
-  let keys = heads(matmul(x, w_key), g, h); // (h, n, d_k/h)
-  const values = heads(matmul(x, w_value), g, h); // (h, n, d_v/h)
+  let keys = heads(matmul(read, w_key), g, h); // (h, n, d_k/h)
+  const values = heads(matmul(read, w_value), g, h); // (h, n, d_v/h)
   const turned = o.rope_base !== null && o.rope_base !== undefined;
   if (o.q_norm) {
     // step 3a: norm — each head's query (key) over its root mean square, times γ
@@ -262,6 +276,19 @@ function rmsNorm(m, gamma, eps) {
       const first = width ? Math.floor(Math.floor(row / n) / group) * d : 0; // γ's block of the row's head
       for (let c = 0; c < d; c++) out.data[row * d + c] = Math.fround(m.data[row * d + c] * inverse) * gamma[first + c];
     }
+  }
+  return out;
+}
+
+function latentNorm(m, gamma, eps) {
+  // (n, d_c): each row's first len(γ) numbers times 1/√(mean of their squares + ε), then times γ (float32 at each
+  // operation, as rmsNorm); the columns after them (the decoupled rotary key) pass as they are
+  const [n, dc] = m.shape, d = gamma.length, out = tensor(m.shape, Float32Array.from(m.data));
+  for (let i = 0; i < n; i++) {
+    let squares = 0;
+    for (let c = 0; c < d; c++) squares = Math.fround(squares + Math.fround(m.data[i * dc + c] ** 2));
+    const inverse = Math.fround(1 / Math.sqrt(Math.fround(squares / d) + eps));
+    for (let c = 0; c < d; c++) out.data[i * dc + c] = Math.fround(m.data[i * dc + c] * inverse) * gamma[c];
   }
   return out;
 }

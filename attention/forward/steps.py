@@ -161,27 +161,9 @@ def formula(name: str, case: Case, lang: str = "en") -> str:
     if name == "inputs":
         return rf"X \in \mathbb{{R}}^{{{n} \times {case.d_in}}}"
     if name == "weights":
-        if o.w_latent is not None:  # multi-head latent attention: keys and values from the latent's d_c numbers
-            return (
-                rf"W_Q \in \mathbb{{R}}^{{{case.d_in} \times {case.d_k}}},\quad "
-                rf"W_{{DKV}} \in \mathbb{{R}}^{{{case.d_in} \times {case.d_c}}},\quad "
-                rf"W_{{UK}} \in \mathbb{{R}}^{{{case.d_c} \times {len(case.w_key[0])}}},\quad "
-                rf"W_{{UV}} \in \mathbb{{R}}^{{{case.d_c} \times {case.d_v}}}"
-            )
-        return (
-            rf"W_Q, W_K \in \mathbb{{R}}^{{{case.d_in} \times {case.d_k}}},\quad "
-            rf"W_V \in \mathbb{{R}}^{{{case.d_in} \times {case.d_v}}}"
-        )
+        return _weights(case)
     if name == "qkv":
-        g = o.kv_heads or h
-        sizes = f"{case.d_head}, {case.d_head}, {case.d_v // g}"
-        split = rf",\quad {words('heads', heads=h)}\ {sizes}\ {words('columns')}" if h > 1 else ""
-        shared = rf",\quad {words('kv_heads', kv_heads=g, group=h // g)}" if g < h else ""
-        if o.w_latent is not None:  # DeepSeek's MLA: the latent C is all the cache keeps
-            norm = r"\operatorname{RMSNorm}_\gamma" if o.latent_norm is not None else ""
-            return (rf"Q = X W_Q,\quad C = {norm}(X W_{{DKV}})\ ({words('latent', d_c=case.d_c)}),\quad "
-                    rf"K = C W_{{UK}},\quad V = C W_{{UV}}{split}{shared}")  # fmt: skip
-        return rf"Q = X W_Q,\quad K = X W_K,\quad V = X W_V{split}{shared}"
+        return _qkv(case, words)
     if name == NORM:  # each head's query (key) over its root mean square, then times the model's weights γ
         mantissa, _, power = f"{o.norm_eps:.3g}".partition("e")  # 1e-06 → 10^{-6}
         times = "" if mantissa == "1" else mantissa + r" \cdot "
@@ -219,6 +201,35 @@ def formula(name: str, case: Case, lang: str = "en") -> str:
         project = r",\quad O \leftarrow O\, W_O" if o.w_out is not None else ""
         return r"O_{i,:} = \sum_j \mathcal{W}_{j,i,:} = (A V)_{i,:}" + heads + project
     return rf"o_i = {words('with')}\ q_i\ {words('alone')} = O_{{i,:}} \quad {words('each_query')}\ i"
+
+
+def _weights(case: Case) -> str:
+    """Step 2's formula: the weights' sizes; with multi-head latent attention, W_DKV and the up-projections."""
+    if case.options.w_latent is not None:  # keys and values from the latent's d_c numbers
+        return (
+            rf"W_Q \in \mathbb{{R}}^{{{case.d_in} \times {case.d_k}}},\quad "
+            rf"W_{{DKV}} \in \mathbb{{R}}^{{{case.d_in} \times {case.d_c}}},\quad "
+            rf"W_{{UK}} \in \mathbb{{R}}^{{{case.d_c} \times {len(case.w_key[0])}}},\quad "
+            rf"W_{{UV}} \in \mathbb{{R}}^{{{case.d_c} \times {case.d_v}}}"
+        )
+    return (
+        rf"W_Q, W_K \in \mathbb{{R}}^{{{case.d_in} \times {case.d_k}}},\quad "
+        rf"W_V \in \mathbb{{R}}^{{{case.d_in} \times {case.d_v}}}"
+    )
+
+
+def _qkv(case: Case, words: Callable[..., str]) -> str:
+    """Step 3's formula: the projections, the heads' split and any sharing; with MLA, the latent they read."""
+    o, h = case.options, case.options.heads
+    g = o.kv_heads or h
+    sizes = f"{case.d_head}, {case.d_head}, {case.d_v // g}"
+    split = rf",\quad {words('heads', heads=h)}\ {sizes}\ {words('columns')}" if h > 1 else ""
+    shared = rf",\quad {words('kv_heads', kv_heads=g, group=h // g)}" if g < h else ""
+    if o.w_latent is not None:  # DeepSeek's MLA: the latent C is all the cache keeps
+        norm = r"\operatorname{RMSNorm}_\gamma" if o.latent_norm is not None else ""
+        return (rf"Q = X W_Q,\quad C = {norm}(X W_{{DKV}})\ ({words('latent', d_c=case.d_c)}),\quad "
+                rf"K = C W_{{UK}},\quad V = C W_{{UV}}{split}{shared}")  # fmt: skip
+    return rf"Q = X W_Q,\quad K = X W_K,\quad V = X W_V{split}{shared}"
 
 
 def _scores(case: Case, words: Callable[..., str]) -> str:

@@ -30,3 +30,11 @@ def with_latent(case: dict, rng, norm: bool | None = None) -> dict:
     if norm if norm is not None else rng.random() < 0.5:
         options["latent_norm"] = [round(rng.uniform(0.5, 1.5), 2) for _ in range(d_c)]
     return {**case, "w_key": w_key, "w_value": w_value, "options": options}
+
+
+def with_keys_sentence(case: dict, rng, n_kv: int | None = None) -> dict:
+    """A case file made cross-attention: a random other sentence x_kv (n_kv rows, 1 to 8 at random, as wide as x)
+    with its own labels, which the keys and values are then made from."""
+    n_kv = rng.randint(1, 8) if n_kv is None else n_kv
+    x_kv = [[round(rng.uniform(-2, 2), 1) for _ in case["x"][0]] for _ in range(n_kv)]
+    return {**case, "format": "attention-case/2", "x_kv": x_kv, "tokens_kv": [f"src{j}" for j in range(n_kv)]}

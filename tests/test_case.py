@@ -67,7 +67,7 @@ BAD = [
     (edit("w_key", [[1.0] * 2] * 4), "w_key: has 2 columns, expected 3"),
     (edit("w_value", "abc"), "w_value: must be a non-empty list of rows, not text"),
     (edit("w_value", DELETE), "w_value: is missing"),
-    (edit("format", "attention-case/2"), "format: must be 'attention-case/1'"),
+    (edit("format", "attention-case/3"), "format: must be 'attention-case/1' or 'attention-case/2'"),
     (edit("extra", 1), "case: unknown key 'extra'"),
     (edit("tokens", ["a", "b"]), "token labels: must be a list of 3 labels"),
     (edit("tokens", ["a", "a", "b"]), "token label 2: 'a' appears twice"),
@@ -340,7 +340,8 @@ def test_a_link_whose_field_unpacks_to_millions_of_characters_gets_a_short_messa
     assert len(token) < MAX_LINK_CHARS  # 3.9 million characters deflate to a short link
     with pytest.raises(CaseError) as e:
         case_from_link(token)
-    assert str(e.value).startswith("format: must be 'attention-case/1', not 'xxx") and len(str(e.value)) < 150
+    assert str(e.value).startswith("format: must be 'attention-case/1' or 'attention-case/2', not 'xxx")
+    assert len(str(e.value)) < 160
 
 
 def test_the_bias_option_labels_xs_last_column_and_travels_in_a_file_and_a_link():

@@ -11,7 +11,8 @@ from functools import partial
 
 from .i18n import Message, excerpt, msg
 
-CASE_FORMAT = "attention-case/1"
+CASE_FORMAT = "attention-case/2"  # /2 added cross-attention's x_kv and tokens_kv
+FORMATS = ("attention-case/1", CASE_FORMAT)  # what a case file may say it is: every earlier one still reads
 
 Matrix = tuple[tuple[float, ...], ...]
 
@@ -121,6 +122,10 @@ class Case:
     w_value: Matrix  # (d_in, d_v)
     tokens: tuple[str, ...]  # n labels
     options: Options = field(default_factory=Options)
+    # cross-attention (an encoder-decoder's): the keys and values are made from another sentence's rows (n_kv, d_in)
+    # with their own labels; None: self-attention, keys and values from x
+    x_kv: Matrix | None = None
+    tokens_kv: tuple[str, ...] | None = None
 
     def __hash__(self) -> int:
         """Hashed once: a case at the limits holds 150,000 numbers (2 ms a hash), and it keys a session's cache."""
@@ -146,6 +151,21 @@ class Case:
     @property
     def n(self) -> int:
         return len(self.x)
+
+    @property
+    def cross(self) -> bool:
+        """Cross-attention: queries from x, keys and values from x_kv."""
+        return self.x_kv is not None
+
+    @property
+    def n_kv(self) -> int:
+        """The keys' (and values') count: x_kv's rows, or x's."""
+        return len(self.x_kv) if self.x_kv is not None else len(self.x)
+
+    @property
+    def key_tokens(self) -> tuple[str, ...]:
+        """The keys' labels: x_kv's own, or x's."""
+        return self.tokens_kv if self.tokens_kv is not None else self.tokens
 
     @property
     def d_in(self) -> int:
@@ -181,22 +201,23 @@ def rotary_dims(d_head: int, fraction: float | None) -> int:
     return d_head if fraction is None else int(d_head * fraction)
 
 
-def default_tokens(n: int) -> tuple[str, ...]:
-    return tuple(f"Input {i + 1}" for i in range(n))
+def default_tokens(n: int, word: str = "Input") -> tuple[str, ...]:
+    """Labels for unlabelled rows: "Input 1", … (cross-attention's keys: "Source 1", …)."""
+    return tuple(f"{word} {i + 1}" for i in range(n))
 
 
 def parse_case(obj: object) -> Case:
     """Validate a case given as plain JSON values; raise CaseError naming the first bad place."""
     if not isinstance(obj, dict):
         raise CaseError(msg("where.case"), msg("error.not_object", kind=_kind(obj)))
-    known = {"format", "tokens", "x", "w_query", "w_key", "w_value", "options"}
+    known = {"format", "tokens", "x", "w_query", "w_key", "w_value", "options", "x_kv", "tokens_kv"}
     for key in obj:
         if key not in known:
             raise CaseError(
                 msg("where.case"), msg("error.unknown_key", key=excerpt(key), expected=", ".join(sorted(known)))
             )
-    if obj.get("format") != CASE_FORMAT:
-        problem = msg("error.format", expected=CASE_FORMAT, value=excerpt(obj.get("format")))
+    if obj.get("format") not in FORMATS:
+        problem = msg("error.format", expected=" or ".join(map(repr, FORMATS)), value=excerpt(obj.get("format")))
         raise CaseError(msg("where.format"), problem)
     for name in ("x", "w_query", "w_key", "w_value"):
         if name not in obj:
@@ -220,8 +241,25 @@ def parse_case(obj: object) -> Case:
     d_c = len(w_key)
     w_value = _matrix(obj["w_value"], "w_value", rows=(d_c, d_c), cols=(1, max_d(n, d_c)))
     widths = Widths(len(w_query[0]), len(w_key[0]), len(w_value[0]), d_in, d_c)
-    options = _options(obj.get("options", {}), n, widths, tokens)
-    return Case(x, w_query, w_key, w_value, tokens, options)
+    x_kv, tokens_kv = _keys_sentence(obj, n, d_in)
+    n_kv = len(x_kv) if x_kv is not None else n
+    options = _options(obj.get("options", {}), n, widths, tokens, n_kv if x_kv is not None else None)
+    return Case(x, w_query, w_key, w_value, tokens, options, x_kv, tokens_kv)
+
+
+def _keys_sentence(obj: dict, n: int, d_in: int) -> tuple[Matrix | None, tuple[str, ...] | None]:
+    """Cross-attention's x_kv (as wide as x: both are the model's width) and its labels, or neither."""
+    if obj.get("x_kv") is None:
+        if obj.get("tokens_kv") is not None:
+            raise CaseError(msg("where.tokens_kv"), msg("error.tokens_kv_alone"))
+        return None, None
+    if obj.get("format") == FORMATS[0]:
+        raise CaseError(msg("where.format"), msg("error.cross_format", format=CASE_FORMAT))
+    rows = obj["x_kv"]
+    n_kv = len(rows) if isinstance(rows, list | tuple) and 0 < len(rows) <= MAX_N else None
+    tokens = None if n_kv is None else _tokens(obj.get("tokens_kv"), n_kv, "tokens_kv")
+    x_kv = _matrix(rows, "x_kv", rows=(1, MAX_N), cols=(d_in, d_in), tokens=tokens)
+    return x_kv, tokens
 
 
 def max_d(n: int, rows: int) -> int:
@@ -250,17 +288,20 @@ def with_options(case: Case, **changes) -> Case:
     validated again (the variants page makes five of these per edit; at n = 1024 the numbers are 150,000)."""
     options = {f.name: getattr(case.options, f.name) for f in fields(Options)} | changes
     options = {k: _lists(v) for k, v in options.items() if v is not None}
-    return case.with_checked_options(_options(options, case.n, Widths.of(case), case.tokens))
+    n_kv = case.n_kv if case.cross else None
+    return case.with_checked_options(_options(options, case.n, Widths.of(case), case.tokens, n_kv))
 
 
 def case_to_dict(case: Case) -> dict:
     """The case file: plain JSON values, with options that differ from the defaults."""
     options = {f.name: getattr(case.options, f.name) for f in fields(Options)}
     defaults = Options()
+    keys = {"x_kv": _lists(case.x_kv), "tokens_kv": list(case.tokens_kv)} if case.cross else {}
     return {
         "format": CASE_FORMAT,
         "tokens": list(case.tokens),
         "x": _lists(case.x),
+        **keys,
         "w_query": _lists(case.w_query),
         "w_key": _lists(case.w_key),
         "w_value": _lists(case.w_value),
@@ -344,14 +385,15 @@ def _range(bounds: tuple[int, int], what: str) -> str | Message:
     return f"{low}" if low == high else msg(f"error.range_{what}", low=low, high=high)
 
 
-def _tokens(value: object, n: int) -> tuple[str, ...]:
+def _tokens(value: object, n: int, name: str = "tokens") -> tuple[str, ...]:
+    """n labels (x's, or cross-attention's x_kv's), each printable, short and said once."""
     if value is None:
-        return default_tokens(n)
+        return default_tokens(n, "Input" if name == "tokens" else "Source")
     if not isinstance(value, list | tuple) or len(value) != n:
-        raise CaseError(msg("where.tokens"), msg("error.tokens_count", n=n))
+        raise CaseError(msg(f"where.{name}"), msg("error.tokens_count", n=n))
     seen = set()
     for i, token in enumerate(value):
-        where = msg("where.label", label=i + 1)
+        where = msg("where.label" if name == "tokens" else "where.key_label", label=i + 1)
         if not isinstance(token, str) or not token.strip():
             raise CaseError(where, msg("error.token_empty"))
         if len(token) > MAX_TOKEN_CHARS:
@@ -373,12 +415,14 @@ def _known_option(key: object) -> None:
         raise CaseError(msg("where.options"), msg("error.unknown_option", key=excerpt(key), hint=hint))
 
 
-def _options(value: object, n: int, widths: Widths, tokens: tuple[str, ...]) -> Options:
+def _options(value: object, n: int, widths: Widths, tokens: tuple[str, ...], n_kv: int | None = None) -> Options:
+    """The options checked against n queries and n_kv keys (cross-attention's; None: self-attention's n)."""
     if not isinstance(value, dict):
         raise CaseError(msg("where.options"), msg("error.not_object", kind=_kind(value)))
     for key in value:
         _known_option(key)
     o = Options(**value)
+    n_kv = n if n_kv is None else _cross_options(o, n_kv)
 
     if o.scale not in ("none", "sqrt_dk"):
         if isinstance(o.scale, str):
@@ -397,13 +441,13 @@ def _options(value: object, n: int, widths: Widths, tokens: tuple[str, ...]) -> 
         raise CaseError(_at("heads"), msg("error.heads_range", high=MAX_HEADS, value=excerpt(heads)))
     if o.dtype not in DTYPES:  # before the heads' checks, whose limit depends on it
         raise CaseError(_at("dtype"), msg("error.dtype", value=excerpt(o.dtype)))
-    kv_heads = _kv_heads(o.kv_heads, heads, widths, n, o.dtype)
+    kv_heads = _kv_heads(o.kv_heads, heads, widths, n, o.dtype, n_kv)
 
     mask = o.mask
     if mask is not None and mask != "causal":
         if isinstance(mask, str):
             raise CaseError(_at("mask"), msg("error.mask_text", value=excerpt(mask)))
-        mask = _matrix(mask, _at("mask"), rows=(n, n), cols=(n, n), tokens=tokens, cell=_zero_one)
+        mask = _matrix(mask, _at("mask"), rows=(n, n), cols=(n_kv, n_kv), tokens=tokens, cell=_zero_one)
 
     d_concat = widths.d_v // (kv_heads or heads) * heads  # the heads' outputs side by side
     w_out = None
@@ -414,7 +458,7 @@ def _options(value: object, n: int, widths: Widths, tokens: tuple[str, ...]) -> 
     if override is not None:
         if heads != 1:
             raise CaseError(_at("weights_override"), msg("error.override_heads"))
-        override = _matrix(override, _at("weights_override"), rows=(n, n), cols=(n, n), tokens=tokens)
+        override = _matrix(override, _at("weights_override"), rows=(n, n), cols=(n_kv, n_kv), tokens=tokens)
         for i, row in enumerate(override):
             for j, weight in enumerate(row):
                 if weight < 0:
@@ -432,6 +476,21 @@ def _options(value: object, n: int, widths: Widths, tokens: tuple[str, ...]) -> 
                    bias=_flag(o.bias, _at("bias")), **modern)  # fmt: skip
 
 
+# What positions mean within one sentence: with keys from another, a query's and a key's places are not comparable
+WITHIN_ONE_SENTENCE = ("window", "alibi", "relative_bias", "rope_base")
+
+
+def _cross_options(o: Options, n_kv: int) -> int:
+    """Cross-attention's options: no causal mask, window or position term (encoder-decoders' cross-attention has
+    none: every target token may see the whole source); n_kv, as it is."""
+    if o.mask == "causal":
+        raise CaseError(_at("mask"), msg("error.cross_causal"))
+    for name in WITHIN_ONE_SENTENCE:
+        if getattr(o, name) is not None:
+            raise CaseError(_at(name), msg("error.cross_position"))
+    return n_kv
+
+
 def _at(option: str) -> Message:
     """An option's place in words, as the sidebar names it ("Heads", not the file's key options.heads)."""
     return msg(f"where.{option}")
@@ -443,28 +502,32 @@ def _flag(value: object, where: Message) -> bool:
     return value
 
 
-def head_counts(n: int, widths: Widths, kv_heads: int | None = None, dtype: str = "float32") -> tuple[int, ...]:
+def head_counts(
+    n: int, widths: Widths, kv_heads: int | None = None, dtype: str = "float32", n_kv: int | None = None
+) -> tuple[int, ...]:
     """The numbers of heads these sizes allow: each splits d_k (and d_v, over its key/value heads) into equal
-    blocks, and their scores stay within the limit; the Heads widget steps between them."""
-    return tuple(h for h in range(1, MAX_HEADS + 1) if _heads_fit(h, n, widths, kv_heads, dtype))
+    blocks, and their n × n_kv scores (n_kv: n, or cross-attention's keys) stay within the limit; the Heads widget
+    steps between them."""
+    cells = n * (n if n_kv is None else n_kv)
+    return tuple(h for h in range(1, MAX_HEADS + 1) if _heads_fit(h, cells, widths, kv_heads, dtype))
 
 
-def _heads_fit(heads: int, n: int, widths: Widths, kv_heads: int | None, dtype: str) -> bool:
+def _heads_fit(heads: int, cells: int, widths: Widths, kv_heads: int | None, dtype: str) -> bool:
     kv = kv_heads or heads
     grouped = kv <= heads and heads % kv == 0 and widths.d_key == widths.d_k // heads * kv
-    return widths.d_k % heads == 0 and widths.d_v % kv == 0 and grouped and heads * n * n <= _cell_limit(dtype)
+    return widths.d_k % heads == 0 and widths.d_v % kv == 0 and grouped and heads * cells <= _cell_limit(dtype)
 
 
 def _cell_limit(dtype: str) -> int:
     return MAX_HEAD_CELLS // (2 if dtype == "float64" else 1)  # the same bytes in float64: half the numbers
 
 
-def _allowed(n: int, widths: Widths, kv_heads: int | None, dtype: str) -> str:
+def _allowed(n: int, widths: Widths, kv_heads: int | None, dtype: str, n_kv: int) -> str:
     """The head counts these sizes allow, as a message lists them: "1, 3" (a person reads which can be used)."""
-    return ", ".join(map(str, head_counts(n, widths, kv_heads, dtype))) or "—"
+    return ", ".join(map(str, head_counts(n, widths, kv_heads, dtype, n_kv))) or "—"
 
 
-def _kv_heads(kv_heads: object, heads: int, widths: Widths, n: int, dtype: str) -> int | None:
+def _kv_heads(kv_heads: object, heads: int, widths: Widths, n: int, dtype: str, n_kv: int) -> int | None:
     """Grouped-query attention's key/value heads (None: as many as query heads), the heads checked against the
     widths and the score limit: a count that does not fit says why, in words, and which counts do."""
     if kv_heads is not None and (isinstance(kv_heads, bool) or not isinstance(kv_heads, int)):
@@ -475,10 +538,10 @@ def _kv_heads(kv_heads: object, heads: int, widths: Widths, n: int, dtype: str) 
     values = msg("error.heads_values") if kv == heads else msg("error.heads_grouped", heads=kv)
     for what, size, split in ((msg("error.heads_queries"), widths.d_k, heads), (values, widths.d_v, kv)):
         if size % split:
-            allowed = _allowed(n, widths, kv_heads, dtype)
+            allowed = _allowed(n, widths, kv_heads, dtype, n_kv)
             raise CaseError(_at("heads"), msg("error.heads_divide", heads=heads, size=size, what=what, allowed=allowed))
-    if heads * n * n > (limit := _cell_limit(dtype)):
-        allowed = _allowed(n, widths, kv_heads, dtype)
+    if heads * n * n_kv > (limit := _cell_limit(dtype)):
+        allowed = _allowed(n, widths, kv_heads, dtype, n_kv)
         raise CaseError(_at("heads"), msg("error.heads_cells", heads=heads, n=n, dtype=dtype, limit=limit,
                                           allowed=allowed))  # fmt: skip
     if widths.d_key != widths.d_k // heads * kv:  # one key head as wide as a query head, kv of them

@@ -81,7 +81,7 @@ def latent_error(x, latent, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Ten
 
 def attention_tolerance(
     x, w_query, w_key, w_value, queries, keys, values, weights, multiplier, rope, w_out, projected, norm=None,
-    scores=None, latent=None,
+    scores=None, latent=None, x_kv=None,
 ):  # fmt: skip
     """How far two float computations of attention's outputs (n_q, d_out) may be apart, number by number: the
     weighted sum over the n keys, the scores' rounding shifting the weights, and where the two sides project x
@@ -92,7 +92,7 @@ def attention_tolerance(
     keys before it, γ_Q, γ_K, ε), or None; scores: step 4's scores where something came after the scale (ALiBi's
     bias added, a softcap's tanh: each rounds a score once more, a few eps of it; the tanh's slope ≤ 1 carries the
     rest), else None; latent: multi-head latent attention's (W_DKV, the latent before its norm, γ or None, ε), keys
-    and values then made from the latent. Float64, on the CPU, a head's weights at a time."""
+    and values then made from the latent; x_kv: cross-attention's other sentence (None: x). Float64, on the CPU."""
     dtype, eps = queries.dtype, torch.finfo(queries.dtype).eps
     q, k, v = (t.detach().cpu().double() for t in (queries, keys, values))
     q, k, v, w = (t if t.dim() == 3 else t[None] for t in (q, k, v, weights.detach().cpu()))  # (h, n, d): a head axis
@@ -102,7 +102,7 @@ def attention_tolerance(
     s = s if s is None or s.dim() == 3 else s[None]
     # step 3: q = x W_Q rounds a sum of d_in products; split into heads (and turned by RoPE) as the steps do
     e_q = heads_of(product_error(x[:n_q], w_query, dtype), h, q.shape[-1]) * projected  # (h, n_q, d_k/h)
-    read, e_read = latent_error(x, latent, dtype)  # keys and values read x, or a latent with its own error
+    read, e_read = latent_error(x if x_kv is None else x_kv.cpu().double(), latent, dtype)  # x (x_kv), or latent
     e_k = heads_of(product_error(read, w_key, dtype) + e_read @ w_key.abs(), h, k.shape[-1]) * projected
     e_v = heads_of(product_error(read, w_value, dtype) + e_read @ w_value.abs(), h, v.shape[-1]) * projected
     if norm is not None:  # step 3a: each row over its root mean square, times γ

@@ -72,7 +72,8 @@ def attend(case: Case) -> Trace:
     record = recorder.record
     # step 1: inputs
     x = matrix(case, "x", dtype, device)  # (n, d_in)
-    record("inputs", x=x)
+    x_kv = x if not case.cross else matrix(case, "x_kv", dtype, device)  # cross-attention's other sentence (n_kv, d_in)
+    record("inputs", x=x, **({"x_kv": x_kv} if case.cross else {}))
     # step 2: weights
     w_query = matrix(case, "w_query", dtype, device)  # (d_in, d_k)
     w_key = matrix(case, "w_key", dtype, device)  # (d_in, d_k)
@@ -81,7 +82,7 @@ def attend(case: Case) -> Trace:
     record("weights", w_query=w_query, **latent_weights(w_latent), w_key=w_key, w_value=w_value)
     # step 3: qkv
     queries = x @ w_query  # (n, d_k)
-    read, latent = latent_of(o, x, w_latent)  # what keys and values are made from: x, or MLA's latent c (n, d_c)
+    read, latent = latent_of(o, x_kv, w_latent)  # what keys and values are made from: x (or x_kv), or MLA's latent
     keys = read @ w_key  # (n, d_k), or (n, d_k/h · g) with g key/value heads
     values = read @ w_value  # (n, d_v)
     if h > 1:  # head i takes the i-th block of columns: (n, d) -> (h, n, d/h)
@@ -443,7 +444,7 @@ def option_tensors(case: Case, device: torch.device) -> tuple[Tensor | None, Ten
     o, dtype = case.options, getattr(torch, case.options.dtype)
     override = None if o.weights_override is None else torch.tensor(o.weights_override, dtype=dtype, device=device)
     w_out = None if o.w_out is None else torch.tensor(o.w_out, dtype=dtype, device=device)
-    return _allowed(o.mask, case.n, device, o.window), override, w_out
+    return _allowed(o.mask, case.n, device, o.window), override, w_out  # cross-attention: an explicit mask alone
 
 
 def _row(matrix: torch.Tensor | None, i: int) -> torch.Tensor | None:
@@ -451,7 +452,7 @@ def _row(matrix: torch.Tensor | None, i: int) -> torch.Tensor | None:
 
 
 def _allowed(mask, n: int, device: torch.device, window: int | None = None) -> torch.Tensor | None:
-    """Which keys each query may see (n, n): the mask's, and within a sliding window the last `window` keys up to
+    """Which keys each query may see (n, n_kv): the mask's, and within a sliding window the last `window` keys up to
     the query itself; None: every key."""
     allowed = None
     if mask == "causal":  # query i may attend to keys 1..i
@@ -488,23 +489,9 @@ def tolerance(case: Case, tensor: Callable[[str], Tensor], rows: int | None = No
     if o.w_latent is not None:  # MLA: keys and values from the latent (before its norm, where it has one)
         unnormed = tensor("latent" if o.latent_norm is None else "latent_unnormed")
         latent = (tensor("w_latent"), unnormed, o.latent_norm, o.norm_eps)
-    return attention_tolerance(
-        x,
-        w_query,
-        w_key,
-        w_value,
-        queries,
-        keys,
-        values,
-        weights,
-        multiplier,
-        rope,
-        w_out,
-        projected,
-        norm,
-        scores,
-        latent,
-    )
+    x_kv = tensor("x_kv") if case.cross else None  # cross-attention: keys and values from the other sentence
+    return attention_tolerance(x, w_query, w_key, w_value, queries, keys, values, weights, multiplier, rope, w_out,
+                               projected, norm, scores, latent, x_kv)  # fmt: skip
 
 
 TOLERANCE_READS = ("x", "w_query", "w_key", "w_value", "queries", "keys", "values", "weights")

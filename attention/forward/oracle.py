@@ -23,7 +23,8 @@ def projected(case: Case) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     g = o.kv_heads or h
     dtype = getattr(torch, o.dtype)
     x = torch.tensor(case.x, dtype=dtype)
-    read = x if o.w_latent is None else x @ torch.tensor(o.w_latent, dtype=dtype)  # DeepSeek's latent (n, d_c)
+    x_kv = x if not case.cross else torch.tensor(case.x_kv, dtype=dtype)  # cross-attention's other sentence
+    read = x_kv if o.w_latent is None else x_kv @ torch.tensor(o.w_latent, dtype=dtype)  # DeepSeek's latent
     if o.latent_norm is not None:  # its first len(γ) columns by torch's RMSNorm, the rotary key's after them kept
         d = len(o.latent_norm)
         normed = F.rms_norm(read[:, :d], (d,), torch.tensor(o.latent_norm, dtype=dtype), o.norm_eps)
@@ -110,7 +111,7 @@ def flex_outputs(case: Case) -> torch.Tensor:
         return allowed
 
     masked = o.mask is not None or o.window is not None
-    block_mask = create_block_mask(mask_mod, None, None, n, n, device="cpu") if masked else None
+    block_mask = create_block_mask(mask_mod, None, None, n, case.n_kv, device="cpu") if masked else None
     with warnings.catch_warnings():  # "flex_attention called without torch.compile()": meant, on the CPU
         warnings.simplefilter("ignore", UserWarning)
         out, aux = flex_attention(
@@ -149,6 +150,7 @@ def mha_outputs(case: Case) -> torch.Tensor | None:
             torch.eye(e, dtype=dtype) if o.w_out is None else torch.tensor(o.w_out, dtype=dtype).T
         )
         x = torch.tensor(case.x, dtype=dtype)[None]
+        x_kv = x if not case.cross else torch.tensor(case.x_kv, dtype=dtype)[None]  # cross-attention's keys
         # its bool mask is True where attending is NOT allowed (the opposite of scaled_dot_product_attention's)
         blocked = torch.ones(case.n, case.n, dtype=torch.bool).triu(1) if o.mask == "causal" else None
         blocked = torch.tensor(o.mask) == 0 if explicit else blocked
@@ -156,7 +158,7 @@ def mha_outputs(case: Case) -> torch.Tensor | None:
         out = []
         for i in range(0, case.n, rows):
             rows_i = None if blocked is None else blocked[i : i + rows]
-            out.append(mha(x[:, i : i + rows], x, x, need_weights=False, attn_mask=rows_i)[0])
+            out.append(mha(x[:, i : i + rows], x_kv, x_kv, need_weights=False, attn_mask=rows_i)[0])
     return torch.cat(out, dim=1)[0]
 
 

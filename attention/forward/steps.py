@@ -24,6 +24,7 @@ LABELS = {name: str(number) for number, name in enumerate(STEP_NAMES, start=1)} 
 # What each axis of a recorded tensor is; with heads > 1, the tensors in PER_HEAD have the head axis first.
 AXES = {
     "x": ("token", "feature"),
+    "x_kv": ("key token", "feature"),
     "w_query": ("feature", "query dim"),
     "w_key": ("feature", "key dim"),
     "w_value": ("feature", "value dim"),
@@ -81,7 +82,7 @@ MADE_FROM = {
     "outputs": ("concat", "weighted"),
     "outputs_by_query": ("queries", "keys", "values"),
 }
-LATENT_READS = ("queries", "queries_unrotated", "queries_unnormed", "latent", "latent_unnormed")  # read x itself
+QUERIES = ("queries", "queries_unrotated", "queries_unnormed")  # step 3's that read x (cross-attention's queries)
 TURNED = {"queries": ("queries_unrotated",), "keys": ("keys_unrotated",)}  # the RoPE step's
 NORMED = {f"{m}{after}": (f"{m}_unnormed",) for m in ("queries", "keys") for after in ("", "_unrotated")}  # the norm's
 
@@ -142,8 +143,9 @@ def step(case: Case, name: str, tensors: Mapping, device: str, seconds: float, n
             parents = tuple(p for p in parents if getattr(case.options, p.removeprefix("options.")) is not None)
         if tensor in ("weights_exact", "weights_sink") and case.options.sinks is None:
             parents = ("scores",)
-        if parents[:1] == ("x",) and "latent" in tensors and tensor not in LATENT_READS:  # keys and values read
-            parents = ("latent", *parents[1:])  # multi-head latent attention's latent, not x
+        if parents[:1] == ("x",) and tensor not in QUERIES:  # keys and values (and MLA's latent) read the keys' rows:
+            latent = "latent" in tensors and tensor not in ("latent", "latent_unnormed")  # from MLA's latent,
+            parents = ("latent" if latent else "x_kv" if case.cross else "x", *parents[1:])  # x_kv's or x's
         if tensor == "latent" and "latent_unnormed" in tensors:  # DeepSeek's: the latent's norm
             parents = ("latent_unnormed",)
         reads[tensor] = parents
@@ -159,7 +161,8 @@ def formula(name: str, case: Case, lang: str = "en") -> str:
         return rf"\text{{{text(lang, f'formula.{key}', **params)}}}"
 
     if name == "inputs":
-        return rf"X \in \mathbb{{R}}^{{{n} \times {case.d_in}}}"
+        keys = rf",\quad X_{{kv}} \in \mathbb{{R}}^{{{case.n_kv} \times {case.d_in}}}" if case.cross else ""
+        return rf"X \in \mathbb{{R}}^{{{n} \times {case.d_in}}}{keys}"
     if name == "weights":
         return _weights(case)
     if name == "qkv":
@@ -225,11 +228,12 @@ def _qkv(case: Case, words: Callable[..., str]) -> str:
     sizes = f"{case.d_head}, {case.d_head}, {case.d_v // g}"
     split = rf",\quad {words('heads', heads=h)}\ {sizes}\ {words('columns')}" if h > 1 else ""
     shared = rf",\quad {words('kv_heads', kv_heads=g, group=h // g)}" if g < h else ""
+    kv = "X_{kv}" if case.cross else "X"  # cross-attention: keys and values from the other sentence
     if o.w_latent is not None:  # DeepSeek's MLA: the latent C is all the cache keeps
         norm = r"\operatorname{RMSNorm}_\gamma" if o.latent_norm is not None else ""
-        return (rf"Q = X W_Q,\quad C = {norm}(X W_{{DKV}})\ ({words('latent', d_c=case.d_c)}),\quad "
+        return (rf"Q = X W_Q,\quad C = {norm}({kv} W_{{DKV}})\ ({words('latent', d_c=case.d_c)}),\quad "
                 rf"K = C W_{{UK}},\quad V = C W_{{UV}}{split}{shared}")  # fmt: skip
-    return rf"Q = X W_Q,\quad K = X W_K,\quad V = X W_V{split}{shared}"
+    return rf"Q = X W_Q,\quad K = {kv} W_K,\quad V = {kv} W_V{split}{shared}"
 
 
 def _scores(case: Case, words: Callable[..., str]) -> str:

@@ -16,6 +16,7 @@ from attention.backward.loss import Loss, default_loss, loss_to_dict, loss_value
 from attention.backward.script import to_backward_script
 from attention.backward.steps import BACKWARD_NAMES
 from attention.backward.training import TrainingError, train_step
+from attention.base.case import case_to_dict, parse_case
 from attention.base.explain import explain
 from attention.base.files import dump_case
 from attention.base.numbers import brief
@@ -24,10 +25,16 @@ from attention.base.tolerance import within
 from attention.forward.compute import softmax_with_sink
 from attention.forward.files import trace_to_dict
 from attention.forward.teach import with_options
-from tests.cases import QK_NORM
+from tests.cases import QK_NORM, with_latent
 
 W_OUT = [[0.5, -1.0, 0.25], [1.5, 0.0, -0.5], [-2.0, 1.0, 0.75], [0.1, 0.2, -0.3]]  # (d_v = 4, d_out = 3)
 BLOCKED_ROW = [[1, 0, 1], [0, 0, 0], [1, 1, 1]]  # query 2 may attend to nothing
+
+
+def latent(case, seed: int, norm: bool | None = None):
+    """The case made multi-head latent attention (DeepSeek's MLA: tests/cases.with_latent), seeded."""
+    return parse_case(with_latent(case_to_dict(case), random.Random(seed), norm=norm))
+
 
 CASES = {
     "article (rounded softmax)": article(),
@@ -75,6 +82,13 @@ CASES = {
     "float64, sinks and a softcap with a fully masked row": random_case(
         d_k=2, d_v=4, seed=13, dtype="float64", sinks=(1.5,), softcap=1.0, mask=BLOCKED_ROW, temperature=0.5
     ),
+    # multi-head latent attention (DeepSeek's MLA): keys and values from a latent, its norm, the decoupled rotary key
+    "MLA: a normed latent and the decoupled rotary key, 2 heads, causal, w_out": latent(random_case(
+        n=5, d_k=8, d_v=4, seed=15, heads=2, rope_base=100.0, rope_fraction=0.5, mask="causal", w_out=W_OUT,
+    ), seed=0, norm=True),
+    "MLA: a latent without a norm, float64, grouped heads, Qwen3's q/k norm": latent(random_case(
+        n=4, d_k=8, d_v=4, seed=16, dtype="float64", heads=4, kv_heads=2, q_norm=(1.5, 0.5), k_norm=(0.8, -1.2),
+    ), seed=1, norm=False),
 }  # fmt: skip
 
 
@@ -455,11 +469,13 @@ def test_a_masked_scores_gradient_and_a_masked_weight_say_their_zero_is_the_mask
 # Today's options (issue 38): a window, a softcap, ALiBi, sinks, partial rotary ------------------------------------
 
 MODERN_OPTIONS = ("window", "softcap", "alibi", "sinks", "rope_fraction")
+LATENT_SHARE = 0.3  # the random cases made multi-head latent attention (w_latent) on top of the options drawn
 
 
 def modern_case(seed: int):
     """A small random case (n ≤ 8, 1-2 heads, float32 or float64) with a random combination of today's options,
-    from a seeded local generator: (the case, the options it drew)."""
+    from a seeded local generator, about a third of them multi-head latent attention (DeepSeek's MLA, with its
+    latent's norm in half of those): (the case, the options it drew)."""
     draw = random.Random(seed)
     heads, n, dtype = draw.choice((1, 2)), draw.randint(1, 8), draw.choice(("float32", "float64"))
     chosen = [name for name in MODERN_OPTIONS if draw.random() < 0.5] or [draw.choice(MODERN_OPTIONS)]
@@ -477,23 +493,31 @@ def modern_case(seed: int):
         options["rope_base"] = 100.0
         options["rope_fraction"] = 0.5 if "rope_fraction" in chosen else None
     case = random_case(n=n, d_in=3, d_k=4 * heads, d_v=2 * heads, seed=seed, **options)
+    if draw.random() < LATENT_SHARE:  # keys and values from a latent (the decoupled rotary key with partial RoPE)
+        case = parse_case(with_latent(case_to_dict(case), draw))
+        chosen.append("w_latent")
     return case, chosen
 
 
 def test_random_cases_with_todays_options_equal_autograd_within_the_rule():
-    seen = set()
+    seen, latents, normed = set(), 0, 0
     for seed in range(24):
         case, chosen = modern_case(seed)
         seen |= set(chosen)
+        latents += "w_latent" in chosen
+        normed += case.options.latent_norm is not None
         trace = attend(case)
         for loss in (default_loss(trace), Loss(cell=(case.n - 1, 0))):
             result = backward(trace, loss)
             theirs, allowed = autograd(case, loss), tolerances(result)
             assert ("d_sinks" in theirs) == ("sinks" in chosen) and set(theirs) <= set(result.gradients)
+            assert ("d_w_latent" in theirs) == ("w_latent" in chosen)  # MLA's W_DKV (and γ), autograd's leaves too
+            assert ("d_latent_norm" in theirs) == (case.options.latent_norm is not None)
             for leaf, expected in theirs.items():  # every leaf, the sink logits' too, each number within the rule
                 assert within(result[leaf], expected, allowed[leaf]), (seed, chosen, leaf)
             assert check(result).agrees, (seed, chosen)
-    assert seen == set(MODERN_OPTIONS)  # every option drawn, alone or with others
+    assert seen == {*MODERN_OPTIONS, "w_latent"}  # every option drawn, alone or with others
+    assert 5 <= latents <= 12 and 0 < normed < latents  # about a third MLA, with and without the latent's norm
 
 
 def test_the_softmax_with_a_sink_goes_back_by_the_same_rule_and_the_sink_gets_its_own():
@@ -604,3 +628,142 @@ def test_the_page_shows_the_caps_and_the_sinks_gradients():
     assert any("1 − tanh²" in i.value for i in at.info)
     at.radio(key="backward_step").set_value("softmax").run()
     assert not at.exception and charts(at)["∂L/∂sinks"].shape == (1, 2)  # a number per head
+
+
+# Multi-head latent attention (DeepSeek's MLA): W_DKV and the latent's γ are leaves, the latent gathers dK and dV ----
+
+LATENT_CASE = "MLA: a normed latent and the decoupled rotary key, 2 heads, causal, w_out"
+
+
+def test_a_latent_cases_gradients_equal_autograd_for_every_leaf_and_go_back_through_the_latent():
+    case = CASES[LATENT_CASE]
+    trace = attend(case)
+    for loss in (default_loss(trace), Loss(cell=(case.n - 1, 1))):
+        result = backward(trace, loss)
+        theirs, allowed = autograd(case, loss), tolerances(result)
+        assert set(theirs) == {"d_x", "d_w_query", "d_w_key", "d_w_value", "d_w_out", "d_w_latent", "d_latent_norm"}
+        for leaf, expected in theirs.items():
+            assert result[leaf].shape == expected.shape and within(result[leaf], expected, allowed[leaf]), leaf
+        assert check(result).agrees
+    weights = result.step("weights")  # step 3 back: the latent's gradient beside the weights'
+    assert list(weights.tensors) == ["d_w_query", "d_w_key", "d_w_value", "d_latent", "d_latent_norm",
+                                     "d_latent_unnormed", "d_w_latent"]  # fmt: skip
+    c, u, d = trace["latent"], trace["latent_unnormed"], len(case.options.latent_norm)
+    d_keys = result["d_keys_unrotated"].transpose(0, 1).flatten(1)  # (n, d_k): 2 heads side by side
+    d_values = result["d_values"].transpose(0, 1).flatten(1)
+    w_key, w_value = trace["w_key"], trace["w_value"]  # W_UK, W_UV: d_c rows
+    torch.testing.assert_close(result["d_w_key"], c.T @ d_keys)  # W_UK made keys from the latent, not x
+    torch.testing.assert_close(result["d_latent"], d_keys @ w_key.T + d_values @ w_value.T)  # it made both
+    unit = u[:, :d] / (u[:, :d].pow(2).mean(-1, keepdim=True) + case.options.norm_eps).sqrt()
+    torch.testing.assert_close(result["d_latent_norm"], (result["d_latent"][:, :d] * unit).sum(0, keepdim=True))
+    assert torch.equal(result["d_latent_unnormed"][:, d:], result["d_latent"][:, d:])  # the rotary key: not normed
+    torch.testing.assert_close(result["d_w_latent"], trace["x"].T @ result["d_latent_unnormed"])
+    assert result.made_from("d_w_key") == ("latent", "d_keys") and result.twin("d_latent") == "latent"
+    assert result.made_from("d_x") == ("d_queries", "d_latent_unnormed", "w_query", "w_latent")
+    assert r"dW_{UK} = C^\top dK" in weights.formula and r"dW_{DKV} = X^\top dU" in weights.formula
+    assert r"dU\, W_{DKV}^\top" in result.step("inputs").formula
+    from attention.backward.figures import sensitivity
+
+    maps = sensitivity(result)  # every leaf's map, W_DKV's and γ's with them
+    assert {"d_w_latent", "d_latent_norm"} <= set(maps) and maps["d_latent_norm"].data[0].z.shape == (1, d)
+
+
+@pytest.mark.parametrize("wrong", ["d_w_latent moved", "d_latent_norm moved", "the norm's backward left out"])
+def test_the_check_fails_on_a_wrong_latent_gradient(wrong):
+    trace = attend(CASES[LATENT_CASE])
+    result = backward(trace, Loss(cell=(4, 1)))
+    weights, inputs = result.step("weights"), result.step("inputs")
+    tensors, d_x = dict(weights.tensors), result["d_x"]
+    if wrong == "the norm's backward left out":  # dW_DKV and dX from the latent's gradient after the norm
+        tensors["d_w_latent"] = trace["x"].T @ result["d_latent"]
+        d_x = d_x + (result["d_latent"] - result["d_latent_unnormed"]) @ trace["w_latent"].T
+    else:
+        name = wrong.split()[0]
+        tensors[name] = tensors[name] + 1e-4 * tensors[name].abs().max()
+    steps = tuple(
+        _with(s, tensors) if s is weights else _with(s, {"d_x": d_x}) if s is inputs else s for s in result.steps
+    )
+    assert not check(Backward(trace, result.loss, result.value, steps)).agrees
+
+
+def test_the_check_fails_on_a_moved_latent_weight():
+    """The gradients of a case whose W_DKV (float64) has one number moved by 1e-3, against autograd's without."""
+    case = CASES["MLA: a latent without a norm, float64, grouped heads, Qwen3's q/k norm"]
+    data = case_to_dict(case)
+    data["options"]["w_latent"][0][0] += 1e-3
+    wrong = attend(parse_case(data))
+    from dataclasses import replace
+
+    for loss in (default_loss(attend(case)), Loss(cell=(3, 0))):
+        result = backward(wrong, loss)
+        assert check(backward(attend(case), loss)).agrees
+        assert not check(Backward(replace(wrong, case=case), loss, result.value, result.steps)).agrees
+
+
+def test_a_latent_gradients_arithmetic_with_its_real_numbers():
+    result = backward(attend(CASES[LATENT_CASE]), Loss(cell=(4, 1)))
+    trace = result.forward
+    made = explain(result, "d_w_latent", (1, 2))  # W_DKV's number at (2, 3): Σ_t X_t2 · dU_t3
+    value = result["d_w_latent"][1, 2].item()
+    assert made.title == "∂L/∂w_latent₂₃ = " + number(value)
+    terms = [f"{_factor(number(a))}·{_factor(number(b))}" for a, b in
+             zip(trace["x"][:, 1].tolist(), result["d_latent_unnormed"][:, 2].tolist(), strict=True)]  # fmt: skip
+    assert made.lines[0] == f"dW_DKV₂₃ = Σ_t Xₜ₂ · dUₜ₃ = {' + '.join(terms)} = {_factor(number(value))}"
+    assert made.lines[1].startswith("Why: step 3 made U = X W_DKV")
+    key = explain(result, "d_w_key", (0, 3))  # W_UK's: the latent C, not x
+    assert key.lines[0].startswith("dW_UK₁₄ = Σ_t Cₜ₁ · dKₜ₄ = " + _factor(number(trace["latent"][0, 0].item())))
+    latent = explain(result, "d_latent", (2, 1)).lines  # token 3's latent number 2: back from keys and values
+    assert latent[0].startswith("dC₃₂ = Σ_k dK₃ₖ · W_UK₂ₖ + Σ_k dV₃ₖ · W_UV₂ₖ = (")
+    assert latent[0].endswith(" = " + _factor(number(result["d_latent"][2, 1].item())))
+    gamma = explain(result, "d_latent_norm", (0, 1), "zh")
+    assert gamma.title.endswith(number(result["d_latent_norm"][0, 1].item())) and gamma.lines[0].startswith("dγ₂ = ")
+    assert gamma.lines[1].startswith("原因")
+
+
+def _factor(s: str) -> str:
+    return f"({s})" if s.startswith("−") else s
+
+
+MLA_SCRIPTS = {
+    "float32, a normed latent, the rotary key, 2 heads, w_out": CASES[LATENT_CASE],
+    "float64, a latent without a norm, grouped heads, q/k norm": CASES[
+        "MLA: a latent without a norm, float64, grouped heads, Qwen3's q/k norm"
+    ],
+    "float64, a normed latent with today's options": latent(random_case(
+        n=5, d_k=4, d_v=2, seed=17, dtype="float64", window=2, softcap=1.0, sinks=(0.25,), mask="causal",
+    ), seed=2, norm=True),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", MLA_SCRIPTS)
+def test_the_exported_script_of_a_latent_case_runs_alone_and_asserts_autograd(name, tmp_path):
+    case = MLA_SCRIPTS[name]
+    trace = attend(case)
+    for loss in (default_loss(trace), Loss(cell=(case.n - 1, 1))):
+        source = to_backward_script(case, loss)
+        assert "d_w_latent = x.T @ d_latent" in source and '"d_w_latent": d_w_latent' in source
+        out = _run_script(tmp_path, source)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert "every gradient equals torch.autograd's" in out.stdout
+        result = backward(trace, loss)
+        d_x = torch.tensor(json.loads(out.stdout.strip().splitlines()[-2]), dtype=trace.outputs.dtype)
+        assert within(d_x, result["d_x"], 2 * tolerances(result)["d_x"])
+
+
+def test_the_exported_scripts_assert_fails_without_the_latent_norms_backward(tmp_path):
+    source = to_backward_script(CASES[LATENT_CASE], Loss(cell=(4, 1)))
+    right = "d_part = r_inv * (g - unit * (g * unit).mean(-1, keepdim=True))"
+    for wrong in ("d_part = r_inv * g", right.replace("r_inv * ", "")):
+        assert right in source
+        out = _run_script(tmp_path, source.replace(right, wrong))
+        assert out.returncode != 0 and "AssertionError" in out.stderr, wrong
+
+
+def test_training_steps_lower_the_loss_of_latent_cases():
+    for seed in range(3):
+        case = latent(random_case(n=5, d_in=4, d_k=4, d_v=4, seed=seed, heads=2, mask="causal"), seed=seed)
+        trace = attend(case)
+        loss = default_loss(trace)
+        stepped = train_step(trace, loss, 0.01)  # W_Q, W_UK and W_UV: the latent's up-projections
+        assert stepped.w_key != case.w_key and len(stepped.w_key) == case.d_c
+        assert loss_value(attend(stepped), loss) < loss_value(trace, loss), seed

@@ -68,6 +68,7 @@ ZH_TERMS = {
     "用例 (case)": r"案例|例子",
     "四舍五入 (the article's rounded softmax)": r"取整",
     "键/值头 (key/value head)": r"键值头",
+    "潜向量 (MLA's latent)": r"潜变量",
 }
 
 

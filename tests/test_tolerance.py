@@ -1,6 +1,7 @@
 """The one tolerance rule (attention/base/tolerance.py) through every check and exported script: random float32 and
 float64 cases up to the limits agree everywhere; one input number moved by 1e-3 differs everywhere."""
 
+import random
 import subprocess
 import sys
 from dataclasses import replace
@@ -24,6 +25,7 @@ from attention.forward.script import to_script
 from attention.tiles.compute import check as tiles_check
 from attention.tiles.compute import tiled
 from attention.tiles.script import to_script as tiles_script
+from tests.cases import with_latent
 
 # A few big cases, not hundreds: n at the limit (1,024) in float32, where the old fixed tolerances failed (tiles'
 # 1e-6 of the largest number; decoding's 1e-5 with 4 causal heads and scores around 64), and raw scores in the
@@ -103,6 +105,12 @@ CAUGHT = {
     "float32, n 256, 2 causal heads, sqrt_dk": random_case(256, 16, 16, 16, seed=6, heads=2, mask="causal",
                                                            scale="sqrt_dk"),
     "float64, n 512, grouped heads, RoPE, causal, w_out": CASES["float64, n 512, grouped heads, RoPE, causal, w_out"],
+    # multi-head latent attention: the chain back through the latent (its norm, W_DKV) widens the rule, not past this
+    "float32, n 256, MLA: a normed latent, 2 causal heads": parse_case(with_latent(case_to_dict(random_case(
+        256, 16, 16, 16, seed=6, heads=2, mask="causal", scale="sqrt_dk")), random.Random(6), norm=True)),
+    "float64, n 128, MLA: a normed latent, the rotary key, grouped heads": parse_case(with_latent(case_to_dict(
+        random_case(128, 16, 32, 16, seed=7, dtype="float64", heads=4, kv_heads=2, rope_base=10_000.0,
+                    rope_fraction=0.5, mask="causal")), random.Random(7), norm=True)),
 }  # fmt: skip
 
 

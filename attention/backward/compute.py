@@ -18,6 +18,7 @@ from ..forward.compute import (
     position_bias,
     positions,
     qk_normed,
+    rms_norm,
     rope,
     rope_theta,
     score_options,
@@ -53,9 +54,10 @@ class Backward(Record):
 
     @property
     def gradients(self) -> dict[str, torch.Tensor]:
-        """The leaves' gradients: x, W_Q, W_K, W_V (and w_out, the sink logits and T5's table when the case has
-        them)."""
-        names = ("d_x", "d_w_query", "d_w_key", "d_w_value", "d_w_out", "d_sinks", "d_relative_bias")
+        """The leaves' gradients: x, W_Q, W_K, W_V (and w_out, the sink logits, T5's table, MLA's W_DKV and its
+        latent's γ when the case has them)."""
+        names = ("d_x", "d_w_query", "d_w_key", "d_w_value", "d_w_latent", "d_latent_norm", "d_w_out", "d_sinks",
+                 "d_relative_bias")  # fmt: skip
         return {name: self[name] for name in names if name in self}
 
     def heading(self) -> str:
@@ -101,14 +103,20 @@ def backward(trace: Trace, loss: Loss) -> Backward:
     record("softmax", d_scores=d_scores, **({} if d_sinks is None else {"d_sinks": d_sinks}))
     d_queries, d_keys = _back_through_step_4(trace, d_scores, record)  # the cap, the scale, the mask; Q and K
     d_queries, d_keys = _back_through_step_3(trace, d_queries, d_keys, record)  # RoPE's turns, the q/k norm
-    # step 3 back: the heads joined again (a shared key/value head sums its query heads' gradients), then Q = X W_Q
-    d_q, d_k, d_v = d_queries, d_keys, d_values
-    if h > 1:
-        d_k, d_v = (m.unflatten(0, (g, h // g)).sum(1) for m in (d_k, d_v))  # (g, n, d/h): each group summed
-        d_q, d_k, d_v = (m.transpose(0, 1).flatten(1) for m in (d_q, d_k, d_v))  # (n, d): head i's columns
-    record("weights", d_w_query=x.T @ d_q, d_w_key=x.T @ d_k, d_w_value=x.T @ d_v)  # (d_in, d) each
-    # step 1 back: x reached the scores three ways (as queries, keys and values): its gradient sums all three
-    d_x = d_q @ w_query.T + d_k @ w_key.T + d_v @ w_value.T  # (n, d_in)
+    # step 3 back: the heads joined again (a shared key/value head sums its query heads' gradients), then Q = X W_Q,
+    # K = C W_K and V = C W_V, C = X (or MLA's latent, which goes back through its norm and C = X W_DKV in turn)
+    d_q, d_k, d_v = joined(d_queries, h), joined(d_keys, g), joined(d_values, g)  # (n, d) each
+    read = trace["latent"] if o.w_latent is not None else x  # what keys and values were made from
+    tensors = {"d_w_query": x.T @ d_q, "d_w_key": read.T @ d_k, "d_w_value": read.T @ d_v}  # (d_in or d_c, d)
+    if o.w_latent is not None:
+        tensors |= latent_back(trace, d_k, d_v)
+    record("weights", **tensors)
+    # step 1 back: x reached the scores three ways (as queries, keys and values; the last two through the latent)
+    if o.w_latent is None:
+        d_x = d_q @ w_query.T + d_k @ w_key.T + d_v @ w_value.T  # (n, d_in)
+    else:
+        d_latent = tensors.get("d_latent_unnormed", tensors["d_latent"])  # the latent as x W_DKV made it
+        d_x = d_q @ w_query.T + d_latent @ trace["w_latent"].T  # (n, d_in)
     record("inputs", d_x=d_x)
     steps = tuple(step(case, loss, name, *recorder.records[name]) for name in backward_names(case))
     return Backward(trace, loss, value, steps)
@@ -172,6 +180,51 @@ def _back_through_step_3(trace: Trace, d_queries, d_keys, record) -> tuple[torch
     return d_queries, d_keys
 
 
+def joined(m: torch.Tensor, g: int) -> torch.Tensor:
+    """A gradient of queries, keys or values (h, n, d/h) as step 3 made them (n, g · d/h), g the heads it had there:
+    a shared key/value head sums its query heads' gradients (g < h), then the heads side by side; one head's (n, d)
+    as it is."""
+    if m.dim() == 2:
+        return m
+    if m.shape[0] != g:
+        m = m.unflatten(0, (g, -1)).sum(1)  # (g, n, d/h): each group summed
+    return m.transpose(0, 1).flatten(1)  # (n, g · d/h): head i's columns
+
+
+def step_3_gradients(result: Backward) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dQ, dK and dV as step 3 made Q, K and V (n, d) each: the last of each the steps recorded (before RoPE's turn
+    and the q/k norm, where the case has them), joined."""
+    o = result.case.options
+
+    def last(name: str) -> torch.Tensor:
+        return next(result[m] for m in (f"{name}_unnormed", f"{name}_unrotated", name) if m in result)
+
+    return (
+        joined(last("d_queries"), o.heads),
+        joined(last("d_keys"), o.kv_heads or o.heads),
+        joined(result["d_values"], o.kv_heads or o.heads),
+    )
+
+
+def latent_back(trace: Trace, d_keys: torch.Tensor, d_values: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Step 3 back through multi-head latent attention's latent C (n, d_c): K = C W_UK and V = C W_UV, so the
+    latent gathers both, dC = dK W_UKᵀ + dV W_UVᵀ; through DeepSeek's norm of its first len(γ) columns (γ's gradient
+    dγ = Σ_t dC ⊙ Ĉ, Ĉ the normed columns before γ; dC back to before the norm as the q/k norm's; the rotary key's
+    columns pass); then C = X W_DKV: dW_DKV = Xᵀ dC."""
+    o = trace.case.options
+    d_latent = d_keys @ trace["w_key"].T + d_values @ trace["w_value"].T  # (n, d_c)
+    tensors = {"d_latent": d_latent}
+    d_unnormed = d_latent
+    if o.latent_norm is not None:
+        d, u = len(o.latent_norm), trace["latent_unnormed"]
+        unit = u[:, :d] * torch.rsqrt(u[:, :d].pow(2).mean(-1, keepdim=True) + o.norm_eps)  # Ĉ (n, d): u / r_u
+        tensors["d_latent_norm"] = (d_latent[:, :d] * unit).sum(0, keepdim=True)  # (1, d): γ_c scaled column c
+        normed_back = rms_norm_back(d_latent[:, :d], u[:, :d], o.latent_norm, o.norm_eps)  # (n, d)
+        d_unnormed = tensors["d_latent_unnormed"] = torch.cat((normed_back, d_latent[:, d:]), dim=-1)  # (n, d_c)
+    tensors["d_w_latent"] = trace["x"].T @ d_unnormed  # (d_in, d_c)
+    return tensors
+
+
 def rms_norm_back(d_y: torch.Tensor, u: torch.Tensor, gamma, eps: float) -> torch.Tensor:
     """y = γ ⊙ u / r, r = √(mean(u²) + ε), back: du = (g − û · mean(g ⊙ û)) / r with g = γ ⊙ dy and û = u / r (the
     part of g along û is what lengthening u would change, and the norm takes it away); the means over a row, or
@@ -195,8 +248,12 @@ def autograd(case: Case, loss: Loss) -> dict[str, torch.Tensor]:
         leaves["sinks"] = torch.tensor(o.sinks, dtype=dtype, requires_grad=True)  # (h,)
     if o.relative_bias is not None:  # T5's table: learned, so a leaf
         leaves["relative_bias"] = torch.tensor(o.relative_bias, dtype=dtype, requires_grad=True)  # (h, buckets)
+    for name in ("w_latent", "latent_norm"):  # MLA's W_DKV and its latent's γ: learned, so leaves
+        if getattr(o, name) is not None:
+            leaves[name] = torch.tensor(getattr(o, name), dtype=dtype, requires_grad=True)
     x = leaves["x"]
-    q, k, v = (x @ leaves[name] for name in ("w_query", "w_key", "w_value"))
+    read = x if o.w_latent is None else _autograd_latent(o, x, leaves["w_latent"], leaves.get("latent_norm"))
+    q, k, v = x @ leaves["w_query"], read @ leaves["w_key"], read @ leaves["w_value"]
     q = q.unflatten(-1, (h, -1)).transpose(0, 1)
     k, v = (m.unflatten(-1, (g, -1)).transpose(0, 1).repeat_interleave(h // g, dim=0) for m in (k, v))
     q, k = qk_normed(o, q, k)  # a q/k norm, where the case has one
@@ -212,7 +269,18 @@ def autograd(case: Case, loss: Loss) -> dict[str, torch.Tensor]:
     else:
         (0.5 * ((outputs - torch.tensor(loss.target, dtype=dtype)) ** 2).sum()).backward()
     grads = {f"d_{name}": leaf.grad for name, leaf in leaves.items()}
-    return grads | ({"d_sinks": grads["d_sinks"].reshape(1, -1)} if "d_sinks" in grads else {})  # (1, h)
+    rows = {name: grads[name].reshape(1, -1) for name in ("d_sinks", "d_latent_norm") if name in grads}
+    return grads | rows  # (1, h) and (1, len(γ)): a row, as the steps record them
+
+
+def _autograd_latent(o, x: torch.Tensor, w_latent: torch.Tensor, gamma: torch.Tensor | None) -> torch.Tensor:
+    """MLA's latent for autograd, differentiable in W_DKV and γ: C = X W_DKV, its first len(γ) columns RMS-normed
+    by the forward's own rms_norm (as the forward's projections are its own), the rotary key's after them kept."""
+    latent = x @ w_latent  # (n, d_c)
+    if gamma is None:
+        return latent
+    d = len(gamma)
+    return torch.cat((rms_norm(latent[:, :d], gamma, o.norm_eps), latent[:, d:]), dim=-1)
 
 
 def _autograd_weights(case: Case, q, k, sinks: torch.Tensor | None, table: torch.Tensor | None) -> torch.Tensor:
@@ -271,8 +339,8 @@ def tolerances(result: Backward) -> dict[str, torch.Tensor]:
 
 
 def tolerance_options(trace: Trace) -> dict:
-    """What the one rule reads of steps 4-5's options: the scores before any cap where a bias or a cap came after the
-    scale, the cap, and the sinks' weights."""
+    """What the one rule reads of the case's options: the scores before any cap where a bias or a cap came after the
+    scale, the cap, the sinks' weights, T5's buckets, and MLA's latent."""
     o, out = trace.case.options, {}
     if o.softcap is not None or o.biased:
         out["scores"] = trace["scores_uncapped" if o.softcap is not None else "scores"]
@@ -282,4 +350,7 @@ def tolerance_options(trace: Trace) -> dict:
         out["sink"] = trace["weights_sink"]
     if o.relative_bias is not None:  # T5's bucket of each pair: its table's gradient sums them
         out["buckets"] = buckets_of(o, range(trace.case.n), range(trace.case.n)), len(o.relative_bias[0])
+    if o.w_latent is not None:  # MLA: keys and values from the latent (before its norm, where it has one)
+        unnormed = trace["latent" if o.latent_norm is None else "latent_unnormed"]
+        out["latent"] = (trace["w_latent"], unnormed, o.latent_norm, o.norm_eps)
     return out

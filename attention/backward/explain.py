@@ -5,12 +5,15 @@ the float32 rounding of a gradient is not what it teaches."""
 from __future__ import annotations
 
 import math
+from functools import partial
 
-from ..base.explain import Context, Derivation, explains, factor
+import torch
+
+from ..base.explain import Context, Derivation, abbreviate, explains, factor, pair
 from ..base.i18n import msg
 from ..base.numbers import brief, sub
 from ..forward.compute import buckets_of, scale_factor
-from .compute import Backward
+from .compute import Backward, step_3_gradients
 from .steps import MADE_FROM
 
 SCORES = ("scores", "scores_uncapped", "scores_raw")  # step 4's: each gradient the one after it times a factor
@@ -29,6 +32,8 @@ def gradient(c: Context, grad: str, head: int | None, index: tuple[int, ...]) ->
     if name == "relative_bias":  # T5's table: its head (from 1) and bucket (from 0, as the steps count them)
         i, j = (head, index[-1]) if head is not None else index[-2:]
         cell = f"{sub(i)}[{j}]"
+    if name == "latent_norm":  # (1, len(γ)): the column is γ's number
+        cell = sub(j)
     title = msg("backward.explain.title", name=name, cell=cell, value=brief(result[grad][whole].item()))
     lines, parts = [], {grad: tuple((k,) for k in index)}
     if name in SCORES and trace["scores"][whole].item() == float("-inf"):
@@ -40,6 +45,8 @@ def gradient(c: Context, grad: str, head: int | None, index: tuple[int, ...]) ->
         lines += _sink_lines(result, j)
     elif name == "relative_bias":  # (h, buckets): T5's table
         lines += _bucket_lines(result, i, j)
+    elif name in STEP_3_LINES:  # step 3 back: a weight matrix's, multi-head latent attention's latent's and γ's
+        lines += STEP_3_LINES[name](result, i, j)
     elif name == "weights":
         d_o = next(result.view(d, head) for d in ("d_head_outputs", "d_concat", "d_outputs") if d in result)
         row, v = d_o[i], trace.view("values", head)[j]
@@ -112,3 +119,60 @@ def _sink_lines(result: Backward, h: int) -> list:
                                                                                strict=True))  # fmt: skip
     value = factor(brief(result["d_sinks"][0, h].item()))
     return [msg("backward.explain.sink", head=sub(h), terms=terms, value=value), msg("backward.explain.sink_why")]
+
+
+# Step 3's projections, M = R W: each weight's symbol (without and with multi-head latent attention), and M's
+PROJECTIONS = {"w_query": ("W_Q", "W_Q", "Q"), "w_key": ("W_K", "W_UK", "K"), "w_value": ("W_V", "W_UV", "V"),
+               "w_latent": ("W_DKV", "W_DKV", "C")}  # fmt: skip
+
+
+def _projection_lines(result: Backward, i: int, j: int, name: str) -> list:
+    """A projection's weight: W (W_Q, W_K, W_V; or W_DKV, W_UK, W_UV) made M = R W from what it read, R (x, or
+    multi-head latent attention's latent C), so dW_ij = Σ_t R_ti · dM_tj, a sum over the tokens."""
+    o, trace = result.case.options, result.forward
+    latent, normed = o.w_latent is not None, o.latent_norm is not None
+    w, made = PROJECTIONS[name][latent], PROJECTIONS[name][2]
+    read, r = (trace["latent"], "C") if latent and name in ("w_key", "w_value") else (trace["x"], "X")
+    if name == "w_latent":  # W_DKV made the latent before its norm (U), where it has one
+        made = "U" if normed else "C"
+        d = result["d_latent_unnormed" if normed else "d_latent"]
+    else:
+        d = dict(zip(("w_query", "w_key", "w_value"), step_3_gradients(result), strict=True))[name]
+    pairs = zip(read[:, i].tolist(), d[:, j].tolist(), strict=True)
+    terms = [f"{factor(brief(a))}·{factor(brief(b))}" for a, b in pairs]
+    value = factor(brief(result[f"d_{name}"][i, j].item()))
+    return [msg("backward.explain.projection", w=w, cell=pair(i, j), r=r, g=f"d{made}", i=sub(i), j=sub(j),
+                terms=abbreviate(terms), value=value),
+            msg("backward.explain.projection_why", w=w, r=r, m=made, i=i + 1, j=j + 1, ri=sub(i),
+                dj=sub(j))]  # fmt: skip
+
+
+def _latent_lines(result: Backward, t: int, c: int) -> list:
+    """Token t's latent number c (multi-head latent attention): it made keys (C W_UK) and values (C W_UV), so its
+    gradient gathers both: dC_tc = Σ_k dK_tk W_UK,ck + Σ_k dV_tk W_UV,ck."""
+    _, d_k, d_v = step_3_gradients(result)
+    w_key, w_value = result.forward["w_key"][c], result.forward["w_value"][c]  # latent number c's rows
+    keys, values = ([f"{factor(brief(a))}·{factor(brief(b))}" for a, b in zip(d[t].tolist(), w.tolist(), strict=True)]
+                    for d, w in ((d_k, w_key), (d_v, w_value)))  # fmt: skip
+    value = factor(brief(result["d_latent"][t, c].item()))
+    return [msg("backward.explain.latent", cell=pair(t, c), t=sub(t), c=sub(c), keys=abbreviate(keys),
+                values=abbreviate(values), value=value), msg("backward.explain.latent_why")]  # fmt: skip
+
+
+def _latent_norm_lines(result: Backward, _: int, c: int) -> list:
+    """γ's number c (the latent's norm): it scaled every token's normed latent number c, Ĉ_tc = U_tc / r_t, so its
+    gradient is Σ_t dC_tc · Ĉ_tc."""
+    o = result.case.options
+    u = result.forward["latent_unnormed"][:, : len(o.latent_norm)]
+    unit = (u * torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + o.norm_eps))[:, c]  # (n,): Ĉ's column c
+    terms = [f"{factor(brief(a))}·{factor(brief(b))}" for a, b in zip(result["d_latent"][:, c].tolist(),
+                                                                     unit.tolist(), strict=True)]  # fmt: skip
+    value = factor(brief(result["d_latent_norm"][0, c].item()))
+    return [msg("backward.explain.latent_norm", c=sub(c), terms=abbreviate(terms), value=value),
+            msg("backward.explain.latent_norm_why")]  # fmt: skip
+
+
+STEP_3_LINES = {name: partial(_projection_lines, name=name) for name in PROJECTIONS} | {
+    "latent": _latent_lines,
+    "latent_norm": _latent_norm_lines,
+}

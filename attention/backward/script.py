@@ -157,6 +157,8 @@ def _weights(case: Case, loss: Loss) -> list[str]:
             f"d_keys, d_values = (t.unflatten(0, ({g}, -1)).sum(1) for t in (d_keys, d_values))  # shared: summed",
             "d_queries, d_keys, d_values = (t.transpose(0, 1).flatten(1) for t in (d_queries, d_keys, d_values))",
         ]
+    if o.w_latent is not None:  # keys and values were made from the latent: W_UK and W_UV read it, not x
+        return [*lines, "d_w_query = x.T @ d_queries  # (d_in, d_k)", *_latent_back(case)]
     return [
         *lines,
         "d_w_query = x.T @ d_queries  # (d_in, d_k)",
@@ -166,12 +168,41 @@ def _weights(case: Case, loss: Loss) -> list[str]:
     ]
 
 
-def _inputs(case: Case, loss: Loss) -> list[str]:
-    return [
-        "d_x = d_queries @ w_query.T + d_keys @ w_key.T + d_values @ w_value.T  # (n, d_in): three ways in",
-        'print("d_x:\\n", d_x)',
-        "print(d_x.tolist())  # one line a program can parse",
+def _latent_back(case: Case) -> list[str]:
+    """Multi-head latent attention's step 3 back: W_UK and W_UV read the latent, which gathers both gradients, goes
+    back through its norm (γ, of its first len(γ) columns; the rotary key's after them pass) and C = X W_DKV."""
+    lines = [
+        "d_w_key = latent.T @ d_keys  # (d_c, d_k): W_UK made keys from the latent",
+        "d_w_value = latent.T @ d_values  # (d_c, d_v): W_UV made values from it",
+        "d_latent = d_keys @ w_key.T + d_values @ w_value.T  # (n, d_c): the latent made both",
     ]
+    d = "d_latent"
+    if case.options.latent_norm is not None:  # as the q/k norm's backward, over a token's first len(γ) columns
+        n_normed = len(case.options.latent_norm)
+        lines += [
+            f"part = latent_unnormed[:, :{n_normed}]  # (n, {n_normed}): the columns the norm covered",
+            "r_inv = torch.rsqrt(part.pow(2).mean(-1, keepdim=True) + latent_eps)",
+            "unit = part * r_inv  # each column over the root mean square, before γ",
+            f"d_latent_norm = (d_latent[:, :{n_normed}] * unit).sum(0, keepdim=True)  # (1, {n_normed}): dγ",
+            f"g = d_latent[:, :{n_normed}] * gamma_c",
+            "d_part = r_inv * (g - unit * (g * unit).mean(-1, keepdim=True))  # the part along unit removed",
+            f"d_latent_unnormed = torch.cat((d_part, d_latent[:, {n_normed}:]), dim=-1)  # the rotary key's: as is",
+        ]
+        d = "d_latent_unnormed"
+    return [
+        *lines,
+        f"d_w_latent = x.T @ {d}  # (d_in, d_c): W_DKV made the latent from x",
+        'print("d_w_latent:\\n", d_w_latent)',
+    ]
+
+
+def _inputs(case: Case, loss: Loss) -> list[str]:
+    if case.options.w_latent is not None:  # keys and values reached x through the latent
+        d = "d_latent" if case.options.latent_norm is None else "d_latent_unnormed"
+        first = f"d_x = d_queries @ w_query.T + {d} @ w_latent.T  # (n, d_in): as queries, and through the latent"
+    else:
+        first = "d_x = d_queries @ w_query.T + d_keys @ w_key.T + d_values @ w_value.T  # (n, d_in): three ways in"
+    return [first, 'print("d_x:\\n", d_x)', "print(d_x.tolist())  # one line a program can parse"]
 
 
 BLOCKS = {
@@ -185,13 +216,12 @@ def _check(case: Case, loss: Loss) -> list[str]:
     asserted equal."""
     o = case.options
     h, g = o.heads, o.kv_heads or o.heads
-    sinks, table = o.sinks is not None, o.relative_bias is not None
+    leaves = _leaves(case)  # the script's tensor, its gradient's name, autograd's leaf
     lines = [
         "# The check: the same forward, differentiable, and torch.autograd's gradients",
-        "leaves = [t.clone().requires_grad_(True) for t in "
-        f"(x, w_query, w_key, w_value{', sinks' * sinks}{', relative_bias' * table})]",
-        f"X, WQ, WK, WV{', S' * sinks}{', T' * table} = leaves",
-        "q, k, v = X @ WQ, X @ WK, X @ WV",
+        f"leaves = [t.clone().requires_grad_(True) for t in ({', '.join(t for t, _, _ in leaves)})]",
+        f"{', '.join(leaf for _, _, leaf in leaves)} = leaves",
+        *_check_projections(case),
         f"q = q.unflatten(-1, ({h}, -1)).transpose(0, 1)",
         f"k, v = (t.unflatten(-1, ({g}, -1)).transpose(0, 1).repeat_interleave({h // g}, dim=0) for t in (k, v))",
     ]
@@ -211,7 +241,7 @@ def _check(case: Case, loss: Loss) -> list[str]:
     w_out, target = "w_out" if o.w_out is not None else "None", loss.cell is None
     norm = ", (queries_unnormed, keys_unnormed, gamma_q, gamma_k, norm_eps)" if o.q_norm is not None else ""
     options = "".join(f", {name}={value}" for name, value in _tolerance_options(case).items())
-    mine = "".join(f', "d_{name}": d_{name}' for name in ("sinks",) * sinks + ("relative_bias",) * table)
+    mine = ", ".join(f'"{grad}": {grad}' for _, grad, _ in leaves)
     return [
         *lines,
         "",
@@ -222,7 +252,7 @@ def _check(case: Case, loss: Loss) -> list[str]:
         "# Each gradient number within float rounding of autograd's: the one rule (the app's check), on the chain",
         "tolerance = gradient_tolerance(x, w_query, w_key, w_value, queries, keys, values, weights, weights_exact, "
         f"d_outputs, {multiplier!r}, {turned}, {w_out}, {target}{norm}{options})",
-        f'mine = {{"d_x": d_x, "d_w_query": d_w_query, "d_w_key": d_w_key, "d_w_value": d_w_value{mine}}}',
+        f"mine = {{{mine}}}",
         "for (name, gradient), leaf in zip(mine.items(), leaves):",
         "    assert within(gradient, leaf.grad.reshape(gradient.shape), tolerance[name]), name",
         'print("every gradient equals torch.autograd\'s")',
@@ -230,7 +260,33 @@ def _check(case: Case, loss: Loss) -> list[str]:
 
 
 GRADIENT_RULE = (rule.gradient_tolerance, rule.scores_back_errors, rule.capped_back, rule.both_of_pair,
-                 rule.normed_back_errors, rule.weights_back)  # fmt: skip
+                 rule.normed_back_errors, rule.normed_back, rule.latent_back_errors, rule.weights_back)  # fmt: skip
+
+
+def _leaves(case: Case) -> list[tuple[str, str, str]]:
+    """Autograd's leaves, in order: the script's tensor, the gradient the steps made of it, and its name in the
+    check: x and the weights, the sink logits, T5's table, MLA's W_DKV and its latent's γ where the case has them."""
+    o = case.options
+    leaves = [("x", "d_x", "X"), ("w_query", "d_w_query", "WQ"), ("w_key", "d_w_key", "WK"),
+              ("w_value", "d_w_value", "WV")]  # fmt: skip
+    leaves += [("sinks", "d_sinks", "S")] * (o.sinks is not None)
+    leaves += [("relative_bias", "d_relative_bias", "T")] * (o.relative_bias is not None)
+    leaves += [("w_latent", "d_w_latent", "WL")] * (o.w_latent is not None)
+    return leaves + [("gamma_c", "d_latent_norm", "G")] * (o.latent_norm is not None)
+
+
+def _check_projections(case: Case) -> list[str]:
+    """The check's step 3: q, k and v from the leaves, keys and values from MLA's latent where the case has one (its
+    first len(γ) columns RMS-normed, the rotary key's after them kept)."""
+    o = case.options
+    if o.w_latent is None:
+        return ["q, k, v = X @ WQ, X @ WK, X @ WV"]
+    lines = ["c = X @ WL  # the latent"]
+    if o.latent_norm is not None:
+        d = len(o.latent_norm)
+        lines.append(f"c = torch.cat((c[:, :{d}] * torch.rsqrt(c[:, :{d}].pow(2).mean(-1, keepdim=True) + latent_eps) "
+                     f"* G, c[:, {d}:]), dim=-1)")  # fmt: skip
+    return [*lines, "q, k, v = X @ WQ, c @ WK, c @ WV"]
 
 
 def _check_weights(case: Case) -> list[str]:
@@ -273,4 +329,7 @@ def _tolerance_options(case: Case) -> dict[str, str]:
         out["sink"] = "weights_sink"
     if o.relative_bias is not None:
         out["buckets"] = f"(buckets, {len(o.relative_bias[0])})"
+    if o.w_latent is not None:  # the latent before its norm, as the forward's check passes it
+        norm = o.latent_norm is not None
+        out["latent"] = "(w_latent, latent_unnormed, gamma_c, latent_eps)" if norm else "(w_latent, latent, None, 0.0)"
     return out

@@ -19,7 +19,7 @@ NOT_GONE_BACK_THROUGH = ("repeat", "qkv")
 BACKWARD_NAMES = tuple(name for name in reversed(STEP_NAMES) if name not in NOT_GONE_BACK_THROUGH)
 # A gradient's axes: its forward twin's, and those of the few with no twin in the trace
 GRAD_AXES = {"d_w_out": ("value dim", "output dim"), "d_concat": ("query", "value dim"), "d_sinks": ("sink", "head"),
-             "d_relative_bias": ("head", "bucket")}  # fmt: skip
+             "d_relative_bias": ("head", "bucket"), "d_latent_norm": ("latent norm", "latent dim")}  # fmt: skip
 # What each gradient is made from: the gradients before it (the loss's first) and the forward tensors it meets
 MADE_FROM = {
     "d_outputs": ("outputs",),
@@ -41,10 +41,16 @@ MADE_FROM = {
     "d_queries_unnormed": ("d_queries", "queries_unnormed"),  # d_queries_unrotated with RoPE between (_made_from)
     "d_keys_unnormed": ("d_keys", "keys_unnormed"),
     "d_w_query": ("x", "d_queries"),
-    "d_w_key": ("x", "d_keys"),
+    "d_w_key": ("x", "d_keys"),  # the latent's with multi-head latent attention (_made_from)
     "d_w_value": ("x", "d_values"),
+    # multi-head latent attention's latent C: it made keys and values, then its norm (γ), then C = X W_DKV
+    "d_latent": ("d_keys", "d_values", "w_key", "w_value"),
+    "d_latent_norm": ("d_latent", "latent_unnormed"),
+    "d_latent_unnormed": ("d_latent", "latent_unnormed"),
+    "d_w_latent": ("x", "d_latent"),  # d_latent_unnormed with the latent's norm between (_made_from)
     "d_x": ("d_queries", "d_keys", "d_values", "w_query", "w_key", "w_value"),
 }
+LATENT_MADE_FROM = {"d_x": ("d_queries", "d_latent", "w_query", "w_latent")}  # x reached keys and values through C
 
 
 def backward_names(case: Case) -> tuple[str, ...]:
@@ -84,11 +90,19 @@ def _notes(name: str, case: Case):
 
 def _made_from(grad: str, tensors: Mapping, case: Case) -> tuple[str, ...]:
     """A gradient's parents; d_head_outputs is d_concat's, or the loss's own d_outputs without w_out; the norm's
-    are RoPE's when the case turns queries and keys after the norm; the raw scores' the capped ones' with a cap."""
+    are RoPE's when the case turns queries and keys after the norm; the raw scores' the capped ones' with a cap;
+    with multi-head latent attention, W_UK's and W_UV's read the latent, and W_DKV's and x's the latent's gradient
+    before its norm where it has one."""
     parents = MADE_FROM.get(grad, ())
+    if case.options.w_latent is not None:
+        parents = LATENT_MADE_FROM.get(grad, parents)
+        if grad in ("d_w_key", "d_w_value"):
+            return ("latent", *parents[1:])
+        if case.options.latent_norm is not None and grad in ("d_w_latent", "d_x"):
+            return tuple("d_latent_unnormed" if p == "d_latent" else p for p in parents)
     if grad in ("d_scores_raw", "d_relative_bias") and "d_scores_uncapped" in tensors:
         return ("d_scores_uncapped",)
-    if grad.endswith("_unnormed") and case.options.rope_base is not None:
+    if grad in ("d_queries_unnormed", "d_keys_unnormed") and case.options.rope_base is not None:
         return (parents[0] + "_unrotated", parents[1])
     return ("d_concat" if "d_concat" in tensors else "d_outputs",) if grad == "d_head_outputs" else parents
 
@@ -116,8 +130,30 @@ def formula(name: str, case: Case, loss: Loss | None = None) -> str:
         rule = r"du = \tfrac{1}{r}\big(g - \hat u\ \tfrac{1}{d}\textstyle\sum_c g_c \hat u_c\big)"
         return rf"g = \gamma_Q \odot dq,\quad {rule},\quad \hat u = u / r,\quad dk\ \text{{likewise}}\ (\gamma_K)"
     if name == "weights":
-        return r"dW_Q = X^\top dQ,\quad dW_K = X^\top dK,\quad dW_V = X^\top dV"
+        return _weights_formula(case)
+    if o.w_latent is not None:  # x made keys and values through the latent C = X W_DKV (U before its norm)
+        return rf"dX = dQ\, W_Q^\top + d{'U' if o.latent_norm is not None else 'C'}\, W_{{DKV}}^\top"
     return r"dX = dQ\, W_Q^\top + dK\, W_K^\top + dV\, W_V^\top"
+
+
+def _weights_formula(case: Case) -> str:
+    """Step 3 back to step 2's weights: Q = X W_Q, K = X W_K, V = X W_V; with multi-head latent attention K = C W_UK
+    and V = C W_UV from the latent C, which gathers both gradients, goes back through its norm (γ, of its first
+    columns) and C = X W_DKV."""
+    o = case.options
+    if o.w_latent is None:
+        return r"dW_Q = X^\top dQ,\quad dW_K = X^\top dK,\quad dW_V = X^\top dV"
+    parts = [r"dW_Q = X^\top dQ", r"dW_{UK} = C^\top dK", r"dW_{UV} = C^\top dV",
+             r"dC = dK\, W_{UK}^\top + dV\, W_{UV}^\top"]  # fmt: skip
+    if o.latent_norm is not None:  # the norm of C's first len(γ) columns, Ĉ = U / r: back as the q/k norm's
+        d = len(o.latent_norm)
+        rule = rf"\tfrac{{1}}{{r}}\big(g - \hat C\ \tfrac{{1}}{{{d}}}\textstyle\sum_c g_c \hat C_c\big)"
+        parts += [rf"d\gamma = \textstyle\sum_t dC_{{t,1..{d}}} \odot \hat C_{{t,1..{d}}}",
+                  rf"dU_{{1..{d}}} = {rule},\ g = \gamma \odot dC_{{1..{d}}}"]  # fmt: skip
+        if case.d_c > d:  # the rotary key's columns, not normed, pass as they are
+            parts.append(rf"dU_{{{d + 1}..{case.d_c}}} = dC_{{{d + 1}..{case.d_c}}}")
+        return r",\quad ".join([*parts, r"dW_{DKV} = X^\top dU"])
+    return r",\quad ".join([*parts, r"dW_{DKV} = X^\top dC"])
 
 
 OR = r"\ \text{or}\ "

@@ -143,7 +143,7 @@ def attention_tolerance(
 
 def gradient_tolerance(
     x, w_query, w_key, w_value, queries, keys, values, weights, softmax, d_outputs, multiplier, rope, w_out, target,
-    norm=None, scores=None, softcap=None, sink=None, buckets=None,
+    norm=None, scores=None, softcap=None, sink=None, buckets=None, latent=None,
 ):  # fmt: skip
     """How far two float computations of the leaves' gradients may be apart, number by number: the backward pass run
     on absolute values (each sum's Σ|terms|, carried through the chain) times √K · eps, K every term summed on the
@@ -153,7 +153,9 @@ def gradient_tolerance(
     None; scores: step 4's scores before any cap (scores_uncapped with a softcap, else the scores) where ALiBi's
     bias or a softcap came after the scale, else None; softcap: the cap; sink: step 5's weights_sink (h?, n_q, 1)
     where the case has sink logits; buckets: T5's bucket of each pair (n, n) and its table's width, where the case
-    has its bias (its gradient sums each bucket's dU). {d_x: …, d_w_query: …, d_sinks: …}."""
+    has its bias (its gradient sums each bucket's dU); latent: multi-head latent attention's (W_DKV, the latent
+    before its norm, γ or None, ε), keys and values then made from the latent (w_key, w_value its W_UK, W_UV), and
+    W_DKV's and γ's gradients too (latent_back_errors). {d_x: …, d_w_query: …, d_sinks: …}."""
     dtype = queries.dtype
     q, k, v, a, s = (t.detach().cpu().to(dtype) for t in (queries, keys, values, weights, softmax))
     q, k, v, a, s = (t if t.dim() == 3 else t[None] for t in (q, k, v, a, s))  # (h, n, d): in the run's dtype
@@ -164,6 +166,9 @@ def gradient_tolerance(
     d_o = d_outputs.detach().cpu().double()  # signed: d_scores' own sum cancels
     # the chain's sums, end to end (with a norm, its mean of K squares there and back too, K = γ_Q's width)
     normed = 0 if norm is None else 2 * len(norm[2])
+    if latent is not None:  # the latent's sums back: dC over keys' and values' columns, its norm's, dX's over d_c
+        normed += w_key.shape[-1] + w_value.shape[-1] + w_key.shape[0]
+        normed += 0 if latent[2] is None else 2 * len(latent[2])
     r = rounding(2 * n + d_head + normed + v.shape[-1] + x.shape[-1] + d_o.shape[-1], dtype)
     concat = torch.stack([a[i].abs() @ v[i].abs() for i in range(h)]).double()  # (h, n, d_v/h): at least |outputs|
     concat = concat.transpose(0, 1).flatten(1)  # (n, d_v): before w_out, the heads side by side
@@ -186,8 +191,10 @@ def gradient_tolerance(
     g = w_key.shape[-1] // d_head  # key/value heads: each sums its query heads' gradients
     d_k, d_v = (m.unflatten(0, (g, h // g)).sum(1) for m in (d_k, d_v))
     d_q, d_k, d_v = (m.transpose(0, 1).flatten(1) for m in (d_q, d_k, d_v))  # (n, d): heads side by side
-    out |= {"d_w_query": x.T @ d_q, "d_w_key": x.T @ d_k, "d_w_value": x.T @ d_v}
-    out["d_x"] = d_q @ w_query.T + d_k @ w_key.T + d_v @ w_value.T
+    read = latent_error(x, latent, dtype)[0].abs()  # what keys and values were made from: x, or the latent C
+    out |= {"d_w_query": x.T @ d_q, "d_w_key": read.T @ d_k, "d_w_value": read.T @ d_v}
+    latent_out, d_read = latent_back_errors(x, d_k, d_v, w_key, w_value, latent)  # and what they read: x, or C
+    out |= latent_out | {"d_x": d_q @ w_query.T + d_read}
     if a_sink is not None:
         out["d_sinks"] = e_sinks.reshape(1, -1)  # (1, h)
     return {name: m + 16 * torch.finfo(dtype).tiny for name, m in out.items()}
@@ -252,15 +259,43 @@ def normed_back_errors(d_q, d_k, q, k, v, s, d_h, multiplier, rope, norm, r):
     for error, size, m, gamma in zip(
         (d_q, d_k), map(torch.stack, zip(*sizes, strict=True)), norm[:2], norm[2:4], strict=True
     ):
-        u, g = m.detach().cpu().double(), torch.as_tensor(gamma, dtype=torch.float64).abs()
+        u = m.detach().cpu().double()
         u = u if u.dim() == 3 else u[None]
-        g, axes = norm_axes(u, g)  # a row's mean, or a token's of every head (the norm over the width)
-        root = (u.pow(2).mean(axes, keepdim=True) + norm[4]).sqrt()
-        unit = u.abs() / root
         size = both_of_pair(size, rope) if rope else size
-        carried, own = ((g * d + unit * (g * d * unit).mean(axes, keepdim=True)) / root for d in (error, size))  # |du|
-        out.append(carried + r * own)
+        out.append(normed_back(error, u, gamma, norm[4]) + r * normed_back(size, u, gamma, norm[4]))  # carried, own
     return out
+
+
+def normed_back(d: torch.Tensor, u: torch.Tensor, gamma, norm_eps: float) -> torch.Tensor:
+    """An RMS norm's backward du = (g − û · mean(g ⊙ û)) / r_u, g = γ ⊙ dy, û = u / r_u, on absolute values: dy's
+    error (or size) d carried to du, float64; the means over a row, or a token's rows of every head (norm_axes)."""
+    g, axes = norm_axes(u, torch.as_tensor(gamma, dtype=torch.float64).abs())
+    root = (u.pow(2).mean(axes, keepdim=True) + norm_eps).sqrt()
+    unit = u.abs() / root
+    return (g * d + unit * (g * d * unit).mean(axes, keepdim=True)) / root
+
+
+def latent_back_errors(x, d_k, d_v, w_key, w_value, latent) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """Back from dK's and dV's errors (n, d) to what keys and values read, x, W_K and W_V absolute, float64: x's share
+    dK W_Kᵀ + dV W_Vᵀ where they read x (latent None); or multi-head latent attention's latent (latent: W_DKV, the
+    latent before its norm, γ or None, ε), W_K and W_V its W_UK and W_UV: dC = dK W_UKᵀ + dV W_UVᵀ; the norm of its
+    first len(γ) columns (γ's gradient Σ_t dC ⊙ ĉ, and dC back to before it as a q/k norm's); dW_DKV = Xᵀ dC. The
+    errors of W_DKV's (and γ's) gradients, and x's share dC W_DKVᵀ. The norm's own sums round r per unit of their
+    terms, as normed_back_errors's, and these errors are already at least r times those (dK's and dV's are at
+    least r |dK|, r |dV|): twice the carried error bounds both."""
+    d_c = d_k @ w_key.T + d_v @ w_value.T  # (n, d_in or d_c): what they read made both keys and values
+    if latent is None:
+        return {}, d_c
+    w_latent, u, gamma, norm_eps = latent
+    w_latent, u = (t.detach().cpu().double() for t in (w_latent, u))
+    out = {}
+    if gamma is not None:  # its first len(γ) columns normed; the rotary key's after them pass
+        d = len(gamma)
+        unit = u[:, :d].abs() * torch.rsqrt(u[:, :d].pow(2).mean(-1, keepdim=True) + norm_eps)  # |ĉ| = |u| / r_u
+        out["d_latent_norm"] = 2 * (d_c[:, :d] * unit).sum(0, keepdim=True)  # (1, d): dγ = Σ_t dC ⊙ ĉ
+        d_c = torch.cat((2 * normed_back(d_c[:, :d], u[:, :d], gamma, norm_eps), d_c[:, d:]), dim=-1)
+    out["d_w_latent"] = x.T @ d_c  # (d_in, d_c)
+    return out, d_c @ w_latent.abs().T
 
 
 def weights_back(a, s, v, d_h, error_h, sigma, r, a_sink=None):

@@ -17,7 +17,7 @@ from attention import attend
 from attention.__main__ import main
 from attention.app.links import open_link
 from attention.app.session import Session
-from attention.base.case import MODERN, CaseError, case_to_dict, with_options
+from attention.base.case import MODERN, CaseError, case_to_dict, parse_case, with_options
 from attention.base.explain import Context, explain
 from attention.base.files import case_to_link, dump_case
 from attention.base.i18n import render
@@ -29,12 +29,14 @@ from attention.decoding.compute import (
     Sizes,
     cache_bytes,
     cache_bytes_per_token,
+    cache_numbers_per_token,
     decodable,
     decode,
     full_heads,
     measured_cache_bytes,
     model_sizes,
     multiply_adds,
+    without_latent,
 )
 from attention.decoding.script import decoding_script
 from attention.decoding.state import DecodingView, link
@@ -42,7 +44,16 @@ from attention.forward.compute import tolerance
 from attention.forward.oracle import flex_outputs
 from attention.models import SMOLLM2
 from tests.apptest import APP, charts, session
-from tests.cases import QK_NORM
+from tests.cases import QK_NORM, with_latent
+
+
+def latent_case(seed: int, norm: bool | None = None, **options):
+    """A random case made multi-head latent attention (tests.cases.with_latent: W_DKV, W_UK, W_UV, the decoupled
+    rotary key where it has partial rotary, maybe the latent's norm)."""
+    d_k, d_v = options.pop("d_k", 8), options.pop("d_v", 4)
+    plain = random_case(n=options.pop("n", 6), d_k=d_k, d_v=d_v, seed=seed, **options)
+    return parse_case(with_latent(case_to_dict(plain), random.Random(seed), norm=norm))
+
 
 W_OUT = [[0.5, -1.0, 0.25], [1.5, 0.0, -0.5], [-2.0, 1.0, 0.75], [0.1, 0.2, -0.3]]  # (d_v = 4, d_out = 3)
 CASES = {
@@ -71,6 +82,9 @@ CASES = {
         **QK_NORM,
     ),
     "n = 40, 8 heads sharing 2": random_case(n=40, d_in=16, d_k=32, d_v=32, seed=8, heads=8, kv_heads=2),
+    "MLA: latent with its norm, decoupled RoPE key, grouped": latent_case(
+        15, norm=True, heads=2, kv_heads=1, rope_base=100.0, rope_fraction=0.5, mask="causal"
+    ),
 }
 FP32 = {"rtol": 1.3e-6, "atol": 1e-5}
 
@@ -115,11 +129,14 @@ def test_the_cache_grows_a_row_a_step_and_holds_the_causal_traces_keys_turned_on
     scores = trace["scores"] if o.heads > 1 else trace["scores"][None]
     for step in made.steps:
         t = step.t
-        k_cache = step["k_cache"] if o.heads > 1 else step["k_cache"][None]  # (g, t + 1, d)
-        v_cache = step["v_cache"] if o.heads > 1 else step["v_cache"][None]
+        k_cache = step.keys if o.heads > 1 else step.keys[None]  # (g, t + 1, d): the cache's, or made from latents
+        v_cache = step.values if o.heads > 1 else step.values[None]
         assert k_cache.shape[-2] == t + 1 and step["q_t"].shape[-2] == 1  # one query; t + 1 cached keys
         close(k_cache, keys[::group, : t + 1])  # a key is turned at its own position
         close(v_cache, values[::group, : t + 1])
+        if o.w_latent is not None:  # the cache holds the latents, each token's as step 3 made it
+            assert "k_cache" not in step.tensors and step["latent_cache"].shape == (t + 1, case.d_c)
+            close(step["latent_cache"], trace["latent"][: t + 1])
         scores_t = step["scores_t"] if o.heads > 1 else step["scores_t"][None]
         close(scores_t[:, 0], scores[:, t, : t + 1])  # row t of the causal scores
 
@@ -338,12 +355,16 @@ def test_the_sessions_cache_counts_what_a_decoding_holds():
 # Today's attention: sliding window (the cache evicts), softcap, ALiBi, sinks, partial rotary ------------------------
 
 
+MODERN_DRAWN = tuple(name for name in MODERN if name != "w_latent")  # the latent: with_latent, from its own draws
+
+
 def modern_case(seed: int):
-    """A small random case (n ≤ 10, one or two heads, maybe grouped) with a random combination of today's options."""
+    """A small random case (n ≤ 10, one or two heads, maybe grouped) with a random combination of today's options;
+    every third one multi-head latent attention (drawn apart, so that each seed's other options stay)."""
     g = random.Random(seed)
     n, heads, d_head = g.randint(2, 10), g.choice([1, 2]), g.choice([2, 4])
     options = {"heads": heads, "scale": g.choice(["none", "sqrt_dk"])}
-    chosen = [name for name in MODERN if g.random() < 0.6] or [g.choice(MODERN)]
+    chosen = [name for name in MODERN_DRAWN if g.random() < 0.6] or [g.choice(MODERN_DRAWN)]
     values = {
         "window": g.randint(1, n),
         "softcap": g.choice([0.5, 2.0, 5.0]),
@@ -361,7 +382,10 @@ def modern_case(seed: int):
         options["rope_fraction"] = 0.5 if d_head == 4 else None  # a head of 2 dims turns both (one pair)
     options = {k: v for k, v in options.items() if v is not None}
     d_k = d_head * heads
-    return random_case(n=n, d_in=g.randint(2, 5), d_k=d_k, d_v=2 * heads, seed=seed, **options)
+    case = random_case(n=n, d_in=g.randint(2, 5), d_k=d_k, d_v=2 * heads, seed=seed, **options)
+    if seed % 3:  # every third seed: multi-head latent attention (every other one with the latent's norm)
+        return case
+    return parse_case(with_latent(case_to_dict(case), random.Random(seed + 1000), norm=seed % 6 == 0))
 
 
 MODERN_SEEDS = range(24)
@@ -378,10 +402,13 @@ def test_random_variants_each_step_equals_the_traces_row_and_flex_attention_and_
     group = o.heads // (o.kv_heads or o.heads)
     keys = trace["keys"] if o.heads > 1 else trace["keys"][None]  # (h, n, d): turned (partial rotary: d_rot dims)
     for step in made.steps:
-        k_cache = step["k_cache"] if o.heads > 1 else step["k_cache"][None]
+        k_cache = step.keys if o.heads > 1 else step.keys[None]  # the cache's keys, or made from the latent cache
         held = step.t + 1 if window is None else min(step.t + 1, window)  # never more rows than the window
         assert k_cache.shape[-2] == held == len(step.cached) and step.evicted == step.t + 1 - held
         close(k_cache, keys[::group, step.first : step.t + 1])  # the last `window` tokens' keys, as turned
+        if o.w_latent is not None:  # the cache holds the last `window` tokens' latents: an evicted one is dropped
+            assert step["latent_cache"].shape == (held, made.case.d_c)
+            close(step["latent_cache"], trace["latent"][step.first : step.t + 1])
         scores_t = step["scores_t"] if o.heads > 1 else step["scores_t"][None]
         trace_scores = trace["scores"] if o.heads > 1 else trace["scores"][None]
         close(scores_t[:, 0], trace_scores[:, step.t, step.first : step.t + 1])  # the row's allowed scores
@@ -480,3 +507,118 @@ def test_the_page_shows_the_window_evicting_and_the_cache_of_window_rows():
     assert any("evicted the key and value of token 2" in c.value for c in at.caption)
     z = {title.split(":")[0]: matrix for title, matrix in charts(at).items()}
     assert z["k_cache"].shape == (3, 2) and z["scores_t"].shape == (1, 3)
+
+
+# Multi-head latent attention: the cache holds each token's latent, d_c numbers, not its keys and values ------------
+
+
+MLA = "MLA: latent with its norm, decoupled RoPE key, grouped"
+
+
+@pytest.mark.parametrize("window", [None, 3])
+def test_a_latent_cache_holds_d_c_numbers_a_token_fewer_than_keys_and_values(window):
+    latent = latent_case(16, norm=True, n=7, d_k=8, d_v=8, heads=2, rope_base=100.0, rope_fraction=0.5,
+                         window=window)  # fmt: skip
+    plain = random_case(n=7, d_k=8, d_v=8, seed=16, heads=2, rope_base=100.0, rope_fraction=0.5, window=window)
+    d_c, held = latent.d_c, 7 if window is None else window
+    made, made_plain = decode(latent), decode(plain)
+    assert made.agrees and {"latent_cache", "k_from_latent"} <= set(made.steps[-1].tensors)
+    assert made.steps[-1]["latent_cache"].shape == (held, d_c)  # a row a token, d_c numbers: all the cache holds
+    sizes, plain_sizes = Sizes.of(made.case), Sizes.of(made_plain.case)
+    assert sizes.latent == d_c and cache_numbers_per_token(sizes) == d_c
+    assert cache_numbers_per_token(plain_sizes) == cache_numbers_per_token(without_latent(sizes)) == 2 * 2 * 4
+    assert cache_bytes_per_token(sizes) == d_c * 4 < cache_bytes_per_token(plain_sizes) == 2 * 2 * 4 * 4
+    # the bytes the page reports are the bytes the decoding really filled, and fewer than keys and values take
+    assert measured_cache_bytes(made) == cache_bytes(sizes, 7) == d_c * 4 * held
+    assert measured_cache_bytes(made) < measured_cache_bytes(made_plain) == cache_bytes(plain_sizes, 7)
+    table = figures.memory_table(sizes, 7)
+    assert table.iloc[0, 2] == d_c * 4 and table.iloc[0, 3] == d_c * 4 * held  # the latent's row first
+    assert table.iloc[1, 2] == cache_bytes_per_token(plain_sizes)  # then keys and values of the same heads
+    assert "d_c = " in table.iloc[0, 0] and "潜向量" in figures.memory_table(sizes, 7, "zh").iloc[0, 0]
+    s = replace(sizes, window=None)  # each step makes the cached tokens' keys and values from their latents
+    assert multiply_adds(s, 3, cache=True) < multiply_adds(s, 3, cache=False)
+    assert multiply_adds(s, 0, cache=True) == multiply_adds(s, 0, cache=False)
+
+
+def test_a_cache_of_wrong_latents_is_caught_by_the_check(monkeypatch):
+    """The check can fail: a cache of latents left unnormed, or made one part in a thousand off, differs."""
+    from attention.decoding import compute as decoding
+
+    case = CASES[MLA]
+    assert decoding.decode(case).agrees
+    real = decoding.latent_of
+    monkeypatch.setattr(decoding, "latent_of", lambda o, x, w: real(replace(o, latent_norm=None), x, w))
+    assert not decoding.decode(case).agrees  # DeepSeek's norm of the latent left out
+    monkeypatch.setattr(decoding, "latent_of", lambda o, x, w: real(o, x, w * 1.001))
+    made = decoding.decode(case)
+    assert not made.agrees and "differs" in str(made.status())
+
+
+def test_a_cached_score_of_a_latent_cache_is_explained_from_the_cached_latent():
+    made = decode(CASES[MLA])
+    t, j, head = 4, 1, 1
+    said = explain(made, "scores_t", (head, 0, j), step=str(t + 1))
+    assert (
+        "token 2's latent c_2" in said.lines[0] and "k_2 = c_2 W_UK, turned by RoPE at its position 1" in said.lines[0]
+    )
+    assert said.value == made.causal_scores[head, t, 1].item()
+    assert "潜向量" in explain(made, "scores_t", (head, 0, j), "zh", step=str(t + 1)).lines[0]
+
+
+def test_the_exported_script_of_a_latent_case_caches_latents_and_asserts_the_causal_computation(capsys):
+    case = latent_case(17, norm=True, n=7, heads=2, kv_heads=1, rope_base=100.0, rope_fraction=0.5, window=3,
+                       sinks=[0.5, -1.0])  # fmt: skip
+    text = decoding_script(case)
+    assert "latent_cache.append(" in text and "k_cache" not in text
+    namespace = runpy.run_path(_write(text))
+    close(namespace["decoded"], decode(case).outputs)
+    assert "equals the causal computation" in capsys.readouterr().out
+    assert [tuple(c.shape) for c in namespace["latent_cache"]] == [(1, case.d_c)] * 3  # the window's, d_c each
+    for broken in (
+        text.replace("latent_cache.append(latent_of(x_t @ w_latent))", "latent_cache.append(x_t @ w_latent)"),
+        text.replace("        latent_cache.pop(0)", "        pass").replace(
+            "    assert len(latent_cache) <=", "    assert 1 or"
+        ),
+    ):  # the norm left out of the cached latent; an evicted latent kept
+        assert broken != text
+        with pytest.raises(AssertionError, match="decoding differs"), contextlib.redirect_stdout(io.StringIO()):
+            runpy.run_path(_write(broken))
+
+
+def _latent_room(case_file: dict) -> None:  # an AppTest script: the Decoding room's cache and memory, alone
+    import streamlit as st
+
+    from attention.app.session import Session
+    from attention.base.case import parse_case
+    from attention.decoding import room
+    from attention.decoding.compute import decode
+
+    st.session_state["session"] = session = Session.start()  # the frame's session of the tab (app/tab.py)
+    made = decode(parse_case(case_file))
+    room._cache(made, 3, 1)
+    room.work_and_memory(session, made)
+
+
+def test_the_room_shows_the_latent_cache_both_sizes_and_why():
+    case = CASES[MLA]
+    at = AppTest.from_function(_latent_room, default_timeout=90, kwargs={"case_file": case_to_dict(case)}).run()
+    assert not at.exception, [e.message for e in at.exception]
+    z = {title.split(":")[0]: matrix for title, matrix in charts(at).items()}
+    assert z["latent_cache"].shape == (4, case.d_c) and z["k_from_latent"].shape == (4, 4) and "k_cache" not in z
+    close(torch.tensor(z["latent_cache"]), decode(case).steps[3]["latent_cache"].double())
+    said = " ".join(c.value for c in at.caption)
+    assert f"{case.d_c} numbers a token instead of 8" in said and "DeepSeek" in said  # N and M, and why
+    assert f"{case.d_c * 4:,} bytes a token where keys and values would take 32" in said
+    assert "multiplies W_UK into the query" in said  # what the work table counts, and what DeepSeek does instead
+
+
+def test_the_page_shows_the_latent_cache_and_what_it_saves():
+    """Through the app: needs its Inputs to carry the case's latent (attention/app, another change)."""
+    case = CASES[MLA]
+    at = decoding_page({"case": case_to_link(case), "token": "4"})
+    z = {title.split(":")[0]: matrix for title, matrix in charts(at).items()}
+    assert z["latent_cache"].shape == (4, case.d_c) and z["k_from_latent"].shape == (4, 4)
+    assert "k_cache" not in z and "Step 4 of 6" in at.success[0].value
+    said = " ".join(c.value for c in at.caption)
+    assert f"{case.d_c} numbers a token instead of 8" in said and "DeepSeek" in said
+    assert f"{case.d_c * 4:,} bytes a token where keys and values would take 32" in said

@@ -16,7 +16,7 @@ from attention import attend
 from attention.__main__ import main
 from attention.app.links import open_link
 from attention.app.session import Session
-from attention.base.case import MODERN, CaseError, parse_case, with_options
+from attention.base.case import MODERN, CaseError, case_to_dict, parse_case, with_options
 from attention.base.explain import explain
 from attention.base.files import case_to_link, dump_case
 from attention.base.numbers import approx
@@ -30,7 +30,7 @@ from attention.tiles.compute import check, check_blocks, default_block, estimate
 from attention.tiles.script import tiles_text, to_script
 from attention.tiles.state import Tiling, default_blocks, first_rescale, link
 from tests.apptest import APP, session
-from tests.cases import QK_NORM
+from tests.cases import QK_NORM, with_latent
 
 BLOCKED = [[1, 0, 1, 0, 0], [0, 0, 0, 0, 0], [1, 1, 1, 0, 0], [0, 0, 0, 0, 0], [1, 1, 1, 1, 1]]  # rows 2, 4: nothing
 CASES = {
@@ -61,6 +61,20 @@ CASES = {
         **QK_NORM,
     ),
     "big scores (exp would overflow without the running maximum)": random_case(n=6, seed=8, scale=60.0),
+    "MLA: latent with its norm, decoupled RoPE key, grouped, causal": parse_case(
+        with_latent(
+            case_to_dict(
+                random_case(
+                    n=7, d_k=8, d_v=4, seed=11, heads=2, kv_heads=1, rope_base=100.0, rope_fraction=0.5, mask="causal"
+                )
+            ),
+            random.Random(11),
+            norm=True,
+        )
+    ),
+    "MLA: latent, no norm": parse_case(
+        with_latent(case_to_dict(random_case(n=6, d_k=4, seed=12)), random.Random(12), norm=False)
+    ),
 }
 BLOCKS = [(1, 1), (2, 3), (3, 2), (4, 4), (None, None), ("n", "n"), (5, 1)]
 
@@ -240,7 +254,8 @@ def test_the_cli_reports_each_tile_and_the_check(tmp_path, capsys):
     assert "B_q (queries per tile): must be from 1 to n = 3, not 0" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name", ["fully masked rows, temperature", "grouped kv heads, RoPE, sqrt_dk, causal"])
+@pytest.mark.parametrize("name", ["fully masked rows, temperature", "grouped kv heads, RoPE, sqrt_dk, causal",
+                                  "MLA: latent with its norm, decoupled RoPE key, grouped, causal"])  # fmt: skip
 def test_the_exported_script_runs_its_tiled_loop_and_asserts_step_7(name, tmp_path):
     path = tmp_path / "tiles.py"
     path.write_text(to_script(CASES[name], 2, 3))
@@ -376,12 +391,16 @@ def test_an_old_link_with_a_tile_and_no_block_sizes_opens_the_tile_it_named():
 # Today's attention: sliding window (tiles behind it skipped), softcap, ALiBi, sinks, partial rotary ----------------
 
 
+MODERN_DRAWN = tuple(name for name in MODERN if name != "w_latent")  # the latent: with_latent, from its own draws
+
+
 def modern_case(seed: int):
-    """A small random case (n ≤ 10, one or two heads) with a random combination of today's options."""
+    """A small random case (n ≤ 10, one or two heads) with a random combination of today's options; every third
+    one multi-head latent attention (drawn apart, so that each seed's other options stay)."""
     g = random.Random(seed)
     n, heads, d_head = g.randint(3, 10), g.choice([1, 2]), g.choice([2, 4])
     options = {"heads": heads, "scale": g.choice(["none", "sqrt_dk"]), "mask": g.choice([None, "causal"])}
-    chosen = [name for name in MODERN if g.random() < 0.6] or [g.choice(MODERN)]
+    chosen = [name for name in MODERN_DRAWN if g.random() < 0.6] or [g.choice(MODERN_DRAWN)]
     values = {
         "window": g.randint(1, n),
         "softcap": g.choice([0.5, 2.0, 5.0]),
@@ -397,7 +416,10 @@ def modern_case(seed: int):
     if options.get("rope_fraction") or g.random() < 0.3:
         options["rope_base"] = 100.0
     options = {k: v for k, v in options.items() if v is not None}
-    return random_case(n=n, d_in=g.randint(2, 5), d_k=d_head * heads, d_v=2 * heads, seed=seed, **options)
+    case = random_case(n=n, d_in=g.randint(2, 5), d_k=d_head * heads, d_v=2 * heads, seed=seed, **options)
+    if seed % 3:  # every third seed: multi-head latent attention (every other one with the latent's norm)
+        return case
+    return parse_case(with_latent(case_to_dict(case), random.Random(seed + 1000), norm=seed % 6 == 0))
 
 
 def uneven_blocks(seed: int, n: int) -> tuple[int, int]:
@@ -493,3 +515,21 @@ def test_the_page_with_a_window_says_how_many_tiles_it_skips():
     assert not at.exception
     said = " ".join(i.value for i in at.info)
     assert "7 behind the sliding window of 2" in said and "of 20 tiles" in said
+
+
+def test_a_latent_case_tiles_keys_and_values_made_from_its_latent_and_a_wrong_latent_is_caught(monkeypatch):
+    """Multi-head latent attention: the tiles read keys and values made from the latent, as step 3 makes them; tiles
+    of an unnormed latent, or one a part in a thousand off, differ from step 7."""
+    from attention.tiles import compute as tiles
+
+    case = CASES["MLA: latent with its norm, decoupled RoPE key, grouped, causal"]
+    exact = attend(case)
+    _, keys, values = tiles._qkv(case, torch.device("cpu"))
+    torch.testing.assert_close(keys, exact["keys"])  # (h, n, d): from the latent, turned
+    torch.testing.assert_close(values, exact["values"])
+    assert check(tiles.tiled(case, 3, 2), exact).agrees
+    real = tiles.latent_of
+    monkeypatch.setattr(tiles, "latent_of", lambda o, x, w: real(replace(o, latent_norm=None), x, w))
+    assert not check(tiles.tiled(case, 3, 2), exact).agrees  # DeepSeek's norm of the latent left out
+    monkeypatch.setattr(tiles, "latent_of", lambda o, x, w: real(o, x, w * 1.001))
+    assert not check(tiles.tiled(case, 3, 2), exact).agrees

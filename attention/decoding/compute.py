@@ -3,7 +3,7 @@ against the whole causal computation (the trace of the same case with a causal m
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import ClassVar
 
@@ -16,6 +16,7 @@ from ..base.record import Check, Record, Recorder, Step, compare, worst
 from ..forward.compute import (
     Trace,
     attend,
+    latent_of,
     option_tensors,
     position_bias,
     positions,
@@ -34,7 +35,8 @@ CAUSAL = "the causal trace"  # the oracle of every step: the whole causal comput
 MAX_DECODE_N = 64
 
 # What each axis of a decoding step's tensors is; with heads > 1 the per-head ones have the head axis first (the
-# cache's is the key/value head: with grouped-query attention, fewer than the query heads)
+# cache's is the key/value head: with grouped-query attention, fewer than the query heads). With multi-head latent
+# attention the cache holds each token's latent (latent_cache) and the keys and values are made from it each step
 AXES = {
     "x_t": ("token", "feature"),
     "q_t": ("token", "query dim"),
@@ -42,6 +44,11 @@ AXES = {
     "v_t": ("token", "value dim"),
     "k_cache": ("key", "key dim"),
     "v_cache": ("key", "value dim"),
+    "latent_unnormed_t": ("token", "latent dim"),
+    "latent_t": ("token", "latent dim"),
+    "latent_cache": ("key", "latent dim"),
+    "k_from_latent": ("key", "key dim"),
+    "v_from_latent": ("key", "value dim"),
     "position_bias_t": ("query", "key"),
     "scores_uncapped_t": ("query", "key"),
     "scores_t": ("query", "key"),
@@ -49,8 +56,8 @@ AXES = {
     "weights_sink_t": ("query", "sink"),
     "output_t": ("query", "output dim"),
 }
-PER_HEAD = {"q_t", "k_t", "v_t", "k_cache", "v_cache", "position_bias_t", "scores_uncapped_t", "scores_t", "weights_t",
-            "weights_sink_t"}  # fmt: skip
+PER_HEAD = {"q_t", "k_t", "v_t", "k_cache", "v_cache", "k_from_latent", "v_from_latent", "position_bias_t",
+            "scores_uncapped_t", "scores_t", "weights_t", "weights_sink_t"}  # fmt: skip
 
 
 # What each decoding step's tensor is made from: token t's alone, the cache, then its row of attention
@@ -60,12 +67,20 @@ MADE_FROM = {
     "v_t": ("x_t",),
     "k_cache": ("k_t",),
     "v_cache": ("v_t",),
-    "scores_uncapped_t": ("q_t", "k_cache", "position_bias_t"),  # with a cap: the scores before it (and ALiBi's bias)
-    "scores_t": ("q_t", "k_cache", "position_bias_t"),  # with a cap: from scores_uncapped_t (_reads)
+    "latent_unnormed_t": ("x_t",),
+    "latent_t": ("x_t",),  # with the latent's norm: from latent_unnormed_t (_reads)
+    "latent_cache": ("latent_t",),
+    "k_from_latent": ("latent_cache",),
+    "v_from_latent": ("latent_cache",),
+    # with a cap: the scores before it (and ALiBi's bias); the keys: the cache's, or those made from the latent cache
+    "scores_uncapped_t": ("q_t", "k_cache", "k_from_latent", "position_bias_t"),
+    "scores_t": ("q_t", "k_cache", "k_from_latent", "position_bias_t"),  # with a cap: from scores_uncapped_t (_reads)
     "weights_t": ("scores_t",),
     "weights_sink_t": ("scores_t",),
-    "output_t": ("weights_t", "v_cache"),
+    "output_t": ("weights_t", "v_cache", "v_from_latent"),
 }
+CACHED = {"k_cache": "k_t", "v_cache": "v_t", "latent_cache": "latent_t"}  # what the cache holds: each token's row of
+# its key and value, or (multi-head latent attention) of its latent
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,13 +94,23 @@ class DecodeStep(Step):
 
     @property
     def cached(self) -> range:
-        """The tokens (from 0) whose keys and values the cache holds after this step: first … t."""
+        """The tokens (from 0) whose keys and values (or latents) the cache holds after this step: first … t."""
         return range(self.first, self.t + 1)
 
     @property
     def evicted(self) -> int:
-        """How many tokens' keys and values the window has evicted so far (tokens 0 … first − 1)."""
+        """How many tokens' keys and values (or latents) the window has evicted so far (tokens 0 … first − 1)."""
         return self.first
+
+    @property
+    def keys(self) -> Tensor:
+        """The keys q_t was scored against: the cache's, or those made from the latent cache at this step."""
+        return self.tensors["k_cache" if "k_cache" in self.tensors else "k_from_latent"]
+
+    @property
+    def values(self) -> Tensor:
+        """The values output t was summed from: the cache's, or those made from the latent cache."""
+        return self.tensors["v_cache" if "v_cache" in self.tensors else "v_from_latent"]
 
     @property
     def difference(self) -> float:
@@ -164,7 +189,8 @@ def decodable(case: Case) -> Case:
 def decode(case: Case, causal: Trace | None = None) -> Decoding:
     """Decode the case token by token with a KV cache (its first MAX_DECODE_N tokens), each step checked against
     row t of its causal trace (`causal`, when it is already made: the trace of decodable(case)). Under a sliding
-    window the cache holds the last `window` tokens' keys and values: an older one is evicted as a new one comes."""
+    window the cache holds the last `window` tokens' keys and values: an older one is evicted as a new one comes.
+    With multi-head latent attention the cache holds each token's latent instead, the keys and values made from it."""
     given, case = case, decodable(case)
     notes = tuple(_notes(given))
     causal = attend(case) if causal is None else causal
@@ -172,18 +198,15 @@ def decode(case: Case, causal: Trace | None = None) -> Decoding:
         raise ValueError("the causal trace given is not of the case as decoded")
     o = case.options
     device, dtype = resolve_device(o.device), getattr(torch, o.dtype)
-    h, g = o.heads, o.kv_heads or o.heads
+    h = o.heads
     _, _, w_out = option_tensors(case, device)  # (d_v, d_out) or None
     x = torch.tensor(case.x, dtype=dtype, device=device)  # (n, d_in)
-    w_query, w_key, w_value = (torch.tensor(w, dtype=dtype, device=device) for w in (case.w_query, case.w_key,
-                                                                                     case.w_value))  # fmt: skip
+    w = _weights(case, dtype, device)  # w_query, w_key, w_value (and MLA's w_latent)
     at = positions(case)  # (n,): each token's position for RoPE
     theta = None if o.rope_base is None else rope_theta(o, case.d_rot)  # partial rotary: the first d_rot dims
     # the sinks' logits s_h (h, 1, 1) to broadcast over a head's row, or None
     sinks = None if o.sinks is None else torch.tensor(o.sinks, dtype=dtype, device=device)[:, None, None]
-    # the cache: (g, tokens cached, d_head) keys and (g, tokens cached, d_v/g) values, a row appended a step
-    k_cache = torch.empty(g, 0, w_key.shape[1] // g, dtype=dtype, device=device)
-    v_cache = torch.empty(g, 0, w_value.shape[1] // g, dtype=dtype, device=device)
+    held = _empty_cache(case, w)  # what the cache holds, by name: keys and values, or latents; a row appended a step
     rows, steps = causal.outputs.cpu(), []
     names = tuple(str(t + 1) for t in range(min(case.n, MAX_DECODE_N)))  # a step by its token, from 1
     recorder = Recorder(names, device)
@@ -191,17 +214,14 @@ def decode(case: Case, causal: Trace | None = None) -> Decoding:
     allowed = tolerance(case, causal.__getitem__, rows=len(names), projected=True)  # (m, d_out)
     for t, name in enumerate(names):
         x_t = x[t : t + 1]  # (1, d_in): token t alone
-        q_t = (x_t @ w_query).view(h, 1, -1)  # (h, 1, d_head): only token t's query is computed
-        k_t, v_t = (x_t @ w_key).view(g, 1, -1), (x_t @ w_value).view(g, 1, -1)  # (g, 1, d): its key and value
-        q_t, k_t = qk_normed(o, q_t, k_t)  # a q/k norm: each head's row (or, over the width, every head's), as whole
-        if o.rope_base is not None:  # turned once, at token t's own position: a cached key is never turned again
-            q_t, k_t = rope(q_t, at[t : t + 1], theta), rope(k_t, at[t : t + 1], theta)
-        k_cache, v_cache = torch.cat((k_cache, k_t), dim=1), torch.cat((v_cache, v_t), dim=1)  # appended
-        if o.window is not None and k_cache.shape[1] > o.window:  # evicted: token t − window left the window
-            k_cache, v_cache = k_cache[:, 1:], v_cache[:, 1:]  # (g, window, d): never more
-        first = t + 1 - k_cache.shape[1]  # the oldest token cached: 0, or t − window + 1
-        tensors = {"x_t": x_t, "q_t": q_t, "k_t": k_t, "v_t": v_t, "k_cache": k_cache, "v_cache": v_cache}
-        tensors |= attend_cached(q_t, k_cache, v_cache, range(first, t + 1), case, sinks, w_out)
+        q_t = (x_t @ w["w_query"]).view(h, 1, -1)  # (h, 1, d_head): only token t's query is computed
+        q_t, row = _token_row(case, x_t, q_t, w, at[t : t + 1], theta)  # k_t and v_t, or the latent c_t
+        held = {k: _appended(cache, row[CACHED[k]], o.window) for k, cache in held.items()}  # (and evicted)
+        first = t + 1 - next(iter(held.values())).shape[-2]  # the oldest token cached: 0, or t − window + 1
+        q_t, made = _from_latent(case, q_t, held, w, at[first : t + 1], theta)  # MLA: keys, values from the cache
+        tensors = {"x_t": x_t, "q_t": q_t, **row, **held, **made}
+        keys, values = (tensors[k] for k in (("k_from_latent", "v_from_latent") if made else ("k_cache", "v_cache")))
+        tensors |= attend_cached(q_t, keys, values, range(first, t + 1), case, sinks, w_out)
         recorder.record(name, **{k: _shaped(tensor, k, h) for k, tensor in tensors.items()})
         tensors, seconds = recorder.records[name]
         check = compare(CAUSAL, tensors["output_t"], rows[t : t + 1], allowed[t : t + 1])
@@ -211,6 +231,64 @@ def decode(case: Case, causal: Trace | None = None) -> Decoding:
     outputs = torch.cat([step["output_t"] for step in steps])  # (n, d_out)
     causal_scores = causal["scores"][..., : len(steps), :].clone()  # (h?, m, n): a copy, not a view of the trace's
     return Decoding(case, causal_scores, tuple(steps), outputs, notes)
+
+
+def _weights(case: Case, dtype: torch.dtype, device: torch.device) -> dict[str, Tensor]:
+    """The case's projections as tensors by name: W_Q, W_K, W_V, and multi-head latent attention's W_DKV."""
+    names = ("w_query", "w_key", "w_value")
+    w = {name: torch.tensor(getattr(case, name), dtype=dtype, device=device) for name in names}
+    if case.options.w_latent is not None:
+        w["w_latent"] = torch.tensor(case.options.w_latent, dtype=dtype, device=device)  # (d_in, d_c)
+    return w
+
+
+def _empty_cache(case: Case, w: dict[str, Tensor]) -> dict[str, Tensor]:
+    """The cache before the first token: (g, 0, d_head) keys and (g, 0, d_v/g) values; or, with a latent, (0, d_c)
+    latents (d_c numbers a token, where keys and values take 2 · g · d_head)."""
+    g = case.options.kv_heads or case.options.heads
+    if "w_latent" in w:
+        return {"latent_cache": w["w_latent"].new_empty(0, case.d_c)}
+    return {"k_cache": w["w_key"].new_empty(g, 0, w["w_key"].shape[1] // g),
+            "v_cache": w["w_value"].new_empty(g, 0, w["w_value"].shape[1] // g)}  # fmt: skip
+
+
+def _token_row(case: Case, x_t: Tensor, q_t: Tensor, w: dict[str, Tensor], at_t: Tensor, theta: Tensor | None):
+    """What token t adds to the cache, with its query: its key and value (normed and turned once, at its own
+    position: a cached key is never turned again), or with a latent its c_t = x_t W_DKV (normed where the case has
+    the latent's norm; its query is normed and turned with the keys made from the cache, _from_latent)."""
+    o, g = case.options, case.options.kv_heads or case.options.heads
+    if "w_latent" in w:
+        _, latent = latent_of(o, x_t, w["w_latent"])  # (1, d_c): {"latent_unnormed"?, "latent"}
+        return q_t, {f"{name}_t": tensor for name, tensor in latent.items()}
+    k_t, v_t = (x_t @ w["w_key"]).view(g, 1, -1), (x_t @ w["w_value"]).view(g, 1, -1)  # (g, 1, d): its key and value
+    q_t, k_t = qk_normed(o, q_t, k_t)  # a q/k norm: each head's row (or, over the width, every head's), as whole
+    if theta is not None:
+        q_t, k_t = rope(q_t, at_t, theta), rope(k_t, at_t, theta)
+    return q_t, {"k_t": k_t, "v_t": v_t}
+
+
+def _appended(cache: Tensor, row: Tensor, window: int | None) -> Tensor:
+    """The cache with token t's row appended (…, tokens, d); under a window, the oldest row evicted once it holds
+    more than the window (token t − window left it): never more rows than the window."""
+    cache = torch.cat((cache, row), dim=-2)
+    return cache[..., 1:, :] if window is not None and cache.shape[-2] > window else cache
+
+
+def _from_latent(case: Case, q_t: Tensor, held: dict[str, Tensor], w: dict[str, Tensor], at: Tensor,
+                 theta: Tensor | None) -> tuple[Tensor, dict[str, Tensor]]:  # fmt: skip
+    """Multi-head latent attention's keys and values of the cached tokens, made from the latent cache C (c, d_c) at
+    this step: C W_UK (a q/k norm, then RoPE at each token's own position, with q_t's) and C W_UV, (g, c, d) each;
+    q_t as it is and nothing for a plain KV cache. (DeepSeek caches its rotary key already turned; turning the
+    latent's copy again at the same position gives the same numbers.)"""
+    if "latent_cache" not in held:
+        return q_t, {}
+    o, g, latent = case.options, case.options.kv_heads or case.options.heads, held["latent_cache"]
+    keys = (latent @ w["w_key"]).unflatten(-1, (g, -1)).transpose(0, 1)  # (g, c, d_head)
+    values = (latent @ w["w_value"]).unflatten(-1, (g, -1)).transpose(0, 1)  # (g, c, d_v/g)
+    q_t, keys = qk_normed(o, q_t, keys)
+    if theta is not None:
+        q_t, keys = rope(q_t, at[-1:], theta), rope(keys, at, theta)
+    return q_t, {"k_from_latent": keys, "v_from_latent": values}
 
 
 def attend_cached(q_t: Tensor, keys: Tensor, values: Tensor, cached: range, case: Case, sinks: Tensor | None,
@@ -245,6 +323,8 @@ def _reads(tensors: dict) -> dict[str, tuple[str, ...]]:
     reads = {k: tuple(p for p in parents if p in tensors) for k, parents in MADE_FROM.items() if k in tensors}
     if "scores_uncapped_t" in tensors:
         reads["scores_t"] = ("scores_uncapped_t",)
+    if "latent_unnormed_t" in tensors:  # DeepSeek's norm of the latent
+        reads["latent_t"] = ("latent_unnormed_t",)
     return reads
 
 
@@ -281,32 +361,46 @@ class Sizes:
     layers: int = 1
     bytes: int = 4  # float32
     window: int | None = None  # a sliding window: the cache holds at most this many tokens; None: every one
+    latent: int | None = None  # multi-head latent attention's d_c: the cache holds a token's latent, d_c numbers,
+    # instead of its keys and values (kv_heads · (d_head + d_value_head) numbers); None: keys and values
 
     @classmethod
     def of(cls, case: Case) -> Sizes:
         o, w_out = case.options, case.options.w_out
         g = o.kv_heads or o.heads
         itemsize = torch.empty(0, dtype=getattr(torch, o.dtype)).element_size()
+        latent = None if o.w_latent is None else case.d_c
         return cls(case.d_in, o.heads, g, case.d_head, case.d_v // g, None if w_out is None else len(w_out[0]),
-                   bytes=itemsize, window=o.window)  # fmt: skip
+                   bytes=itemsize, window=o.window, latent=latent)  # fmt: skip
 
 
 def multiply_adds(s: Sizes, t: int, cache: bool) -> int:
     """Multiply-adds of attention for token t (from 0), with the cache (token t's q, k, v, its one row of scores
     against the cached keys, and weighted sum) or without (the whole causal computation of tokens 0..t again:
-    every q, k, v and row, each scored against all t + 1 keys before the mask)."""
+    every q, k, v and row, each scored against all t + 1 keys before the mask). With a latent, a token's x makes its
+    latent, and every key and value attended to is made from a latent (the cached ones too, at each step)."""
     rows = 1 if cache else t + 1  # queries computed
     keys = cached_tokens(s, t + 1) if cache else t + 1  # under a window the cache holds at most `window` keys
-    projections = (t + 1 if not cache else 1) * s.d_in * (s.heads * s.d_head + s.kv_heads * (s.d_head + s.d_value_head))
+    key_value = s.kv_heads * (s.d_head + s.d_value_head)  # a token's keys and values, every key/value head's
+    made = key_value if s.latent is None else s.latent  # what x makes beside the query: keys and values, or c
+    projections = rows * s.d_in * (s.heads * s.d_head + made)
+    projections += 0 if s.latent is None else keys * s.latent * key_value  # C W_UK, C W_UV
     attention = rows * keys * s.heads * (s.d_head + s.d_value_head)  # q·k, then the weights times v
     projection_out = 0 if s.d_out is None else rows * s.heads * s.d_value_head * s.d_out
     return s.layers * (projections + attention + projection_out)
 
 
+def cache_numbers_per_token(s: Sizes) -> int:
+    """The numbers the cache holds per token and layer: a key and a value of every key/value head, kv_heads ×
+    (d_head + d_value_head) (2 · kv_heads · d_head), or multi-head latent attention's latent, d_c."""
+    return s.kv_heads * (s.d_head + s.d_value_head) if s.latent is None else s.latent
+
+
 def cache_bytes_per_token(s: Sizes) -> int:
     """The cache's bytes per token: 2 (a key and a value) × layers × kv_heads × d_head × bytes, or where a value
-    head is not as wide as a key head, layers × kv_heads × (d_head + its width) × bytes."""
-    return s.layers * s.kv_heads * (s.d_head + s.d_value_head) * s.bytes
+    head is not as wide as a key head, layers × kv_heads × (d_head + its width) × bytes; with a latent,
+    layers × d_c × bytes."""
+    return s.layers * cache_numbers_per_token(s) * s.bytes
 
 
 def cached_tokens(s: Sizes, tokens: int) -> int:
@@ -320,9 +414,9 @@ def cache_bytes(s: Sizes, tokens: int) -> int:
 
 
 def measured_cache_bytes(decoding: Decoding) -> int:
-    """The bytes of the cache a decoding really filled (its last step's keys and values)."""
+    """The bytes of the cache a decoding really filled (its last step's keys and values, or latents)."""
     last = decoding.steps[-1]
-    return sum(last[name].numel() * last[name].element_size() for name in ("k_cache", "v_cache"))
+    return sum(last[name].numel() * last[name].element_size() for name in CACHED if name in last.tensors)
 
 
 def model_sizes(spec, bytes: int = 4) -> Sizes:
@@ -330,9 +424,14 @@ def model_sizes(spec, bytes: int = 4) -> Sizes:
     return Sizes(spec.width, spec.heads, spec.kv_heads, spec.head_dim, spec.head_dim, spec.width, spec.layers, bytes)
 
 
+def without_latent(s: Sizes) -> Sizes:
+    """The same sizes caching keys and values (each key/value head's), not a latent."""
+    return replace(s, latent=None)
+
+
 def full_heads(s: Sizes) -> Sizes:
-    """The same sizes without grouped-query attention: one key/value head per query head."""
-    return Sizes(s.d_in, s.heads, s.heads, s.d_head, s.d_value_head, s.d_out, s.layers, s.bytes, s.window)
+    """The same sizes as plain multi-head attention: one key/value head per query head, keys and values cached."""
+    return replace(s, kv_heads=s.heads, latent=None)
 
 
 def mib(count: int) -> float:

@@ -1,6 +1,6 @@
-"""A cached score's arithmetic: q_t · k_j with k_j read from the cache (made once, at step j), scaled, with ALiBi's or
-T5's bias and the cap where the case has them, the same number in the whole causal computation's scores, and with a sink
-the weight it becomes."""
+"""A cached score's arithmetic: q_t · k_j with k_j read from the cache (made once, at step j; with multi-head latent
+attention made at step t from token j's cached latent), scaled, with ALiBi's or T5's bias and the cap where the case has
+them, the same number in the whole causal computation's scores, and with a sink the weight it becomes."""
 
 from __future__ import annotations
 
@@ -20,17 +20,22 @@ def cached_score(c: Context, tensor: str, head: int | None, index: tuple[int, ..
     h = 0 if head is None else head
     kv = h // (o.heads // (o.kv_heads or o.heads))  # the key/value head this query head reads (its cache's row)
     q_t = c.view("q_t", head)[0]
-    k_j = (step["k_cache"][kv] if o.heads > 1 else step["k_cache"])[j]
+    k_j = (step.keys[kv] if o.heads > 1 else step.keys)[j]  # the cache's key, or the one made from its latent
     value = c.view("scores_t", head)[0, j].item()
     causal = c.record.causal_scores
     causal = (causal[h] if o.heads > 1 else causal)[t, token].item()
     terms = [f"{factor(c.num(a))}·{factor(c.num(b))}" for a, b in zip(q_t.tolist(), k_j.tolist(), strict=True)]
     raw = float(q_t.double() @ k_j.double())
     multiplier = scale_factor(c.case) / o.temperature
-    turned = msg("decoding.explain_turned", position=int(positions(c.case)[token])) if o.rope_base is not None else ""
+    latent = "latent_cache" in step.tensors  # multi-head latent attention: the cache holds c_j, not k_j
+    position = int(positions(c.case)[token])
+    turned = ""
+    if o.rope_base is not None:  # turned at each step from the cached latent, or once as it was cached
+        turned = msg("decoding.explain_latent_turned" if latent else "decoding.explain_turned", position=position)
     title = msg("decoding.explain_title", t=t + 1, j=token + 1, query=c.token(t), key=c.token(token))
+    cache = {"j": token + 1, "t": t + 1, "turned": turned} | ({"d_c": c.case.d_c} if latent else {})
     lines = [
-        msg("decoding.explain_cache", j=token + 1, t=t + 1, turned=turned),
+        msg("decoding.explain_latent" if latent else "decoding.explain_cache", **cache),
         msg("decoding.explain_dot", t=t + 1, j=token + 1, terms=abbreviate(terms), raw=approx(raw), count=len(terms)),
     ]
     scaled = raw * multiplier
@@ -41,7 +46,7 @@ def cached_score(c: Context, tensor: str, head: int | None, index: tuple[int, ..
     lines.append(msg("decoding.explain_same", t=t + 1, j=token + 1, causal=c.num(causal), value=c.num(value)))
     if o.sinks is not None:
         lines.append(_sink_line(c, head, j))
-    parts = {"q_t": ((0,), None), "k_cache": ((j,), None), tensor: ((0,), (j,))}
+    parts = {"q_t": ((0,), None), "k_from_latent" if latent else "k_cache": ((j,), None), tensor: ((0,), (j,))}
     return Derivation(title, tuple(lines), parts, head)
 
 

@@ -12,7 +12,15 @@ from ..app.text import plain
 from ..base.explain import explain
 from ..base.i18n import msg, render
 from . import figures, state
-from .compute import Sizes, cache_bytes, cache_bytes_per_token, full_heads, model_sizes
+from .compute import (
+    Sizes,
+    cache_bytes,
+    cache_bytes_per_token,
+    cache_numbers_per_token,
+    full_heads,
+    model_sizes,
+    without_latent,
+)
 
 
 def generation_controls(session) -> None:
@@ -91,12 +99,11 @@ def step_view(session, made, causal) -> None:
     (st.success if step.agrees else st.error)(
         t("decoding.step_status", t=t_shown + 1, n=n, difference=step.difference), icon=":material/verified:"
     )
-    st.write(t("decoding.step_explained", t=t_shown + 1, keys=len(step.cached), token=plain(tokens[t_shown])))
+    latent = "latent_cache" in step.tensors  # multi-head latent attention: the cache holds latents
+    said = {"t": t_shown + 1, "keys": len(step.cached), "token": plain(tokens[t_shown])}
+    st.write(t("decoding.step_explained_latent", **said) if latent else t("decoding.step_explained", **said))
     head = pickers.head_picker(causal, "decoding_head_picker", state.chosen_head(session))
-    left, right = st.columns(2)
-    for where, name in ((left, "k_cache"), (right, "v_cache")):
-        charts.chart(figures.step_heatmap(made, t_shown, name, head, lang()), f"chart_{name}", where=where)
-    st.caption(t("decoding.cache_caption", t=t_shown + 1))
+    _cache(made, t_shown, head)
     _window(made, step)
     left, right = st.columns(2)
     for where, name in ((left, "scores_t"), (right, "weights_t")):
@@ -120,6 +127,25 @@ def step_view(session, made, causal) -> None:
     st.caption(t("decoding.shapes", shapes=shapes))
 
 
+def _cache(made, t_shown: int, head: int | None) -> None:
+    """The cache after step t: its keys and values; or with multi-head latent attention its latents, then the keys
+    and values made from them, and what that saves (N numbers a token instead of M)."""
+    pair = ("k_cache", "v_cache")
+    if "latent_cache" in made.steps[t_shown].tensors:
+        charts.chart(figures.step_heatmap(made, t_shown, "latent_cache", None, lang()), "chart_latent_cache")
+        sizes = Sizes.of(made.case)
+        plain_sizes = without_latent(sizes)
+        said = {"d_c": made.case.d_c, "kv": cache_numbers_per_token(plain_sizes), "kv_heads": sizes.kv_heads,
+                "d_head": sizes.d_head, "d_value_head": sizes.d_value_head, "t": t_shown + 1}  # fmt: skip
+        st.caption(t("decoding.latent_cache_caption", **said))
+        pair = ("k_from_latent", "v_from_latent")
+    left, right = st.columns(2)
+    for where, name in zip((left, right), pair, strict=True):
+        charts.chart(figures.step_heatmap(made, t_shown, name, head, lang()), f"chart_{name}", where=where)
+    st.caption(t("decoding.from_latent_caption" if pair[0] == "k_from_latent" else "decoding.cache_caption",
+                 t=t_shown + 1))  # fmt: skip
+
+
 def _window(made, step) -> None:
     """Under a sliding window: which tokens the cache holds after this step, how many it evicted, and the one it
     evicted at this step (the key and value of token t − window)."""
@@ -127,11 +153,17 @@ def _window(made, step) -> None:
     if window is None:
         return
     said = {"window": window, "t": step.t + 1, "first": step.first + 1, "held": len(step.cached)}
-    st.info(t("decoding.window_caption", **said, evicted=step.evicted), icon=":material/info:")
-    if step.t >= window:  # the cache was full: the oldest key and value left as token t's came in
+    latent, said = "latent_cache" in step.tensors, said | {"evicted": step.evicted}  # it holds latents, or k and v
+    st.info(t("decoding.window_caption_latent", **said) if latent else t("decoding.window_caption", **said),
+            icon=":material/info:")  # fmt: skip
+    if step.t >= window:  # the cache was full: the oldest key and value (or latent) left as token t's came in
         gone = step.t - window
         label = plain(made.case.tokens[gone])
-        st.caption(t("decoding.window_evicted_now", window=window, token=gone + 1, label=label, t=step.t + 1))
+        said = {"window": window, "token": gone + 1, "label": label, "t": step.t + 1}
+        gone_now = (
+            t("decoding.window_evicted_now_latent", **said) if latent else t("decoding.window_evicted_now", **said)
+        )
+        st.caption(gone_now)
 
 
 def work_and_memory(session, made) -> None:
@@ -141,8 +173,15 @@ def work_and_memory(session, made) -> None:
     sizes = Sizes.of(made.case)
     st.dataframe(figures.work_table(sizes, made.case.n, lang()), hide_index=True, key="decoding_work")
     st.caption(t("decoding.work_caption"))
+    if sizes.latent is not None:  # the keys and values made again from the latents at each step: counted
+        st.caption(t("decoding.work_latent_caption"))
     st.subheader(t("decoding.memory_header"))
     st.dataframe(figures.memory_table(sizes, made.case.n, lang()), hide_index=True, key="decoding_memory")
+    if sizes.latent is not None:  # what the latent saves: both numbers, and why DeepSeek caches it
+        per_token, plain_per_token = cache_bytes_per_token(sizes), cache_bytes_per_token(without_latent(sizes))
+        said = {"d_c": sizes.latent, "kv": cache_numbers_per_token(without_latent(sizes)), "per_token": per_token,
+                "plain": plain_per_token, "share": per_token / plain_per_token}  # fmt: skip
+        st.caption(t("decoding.memory_latent_caption", **said))
     if sizes.window is not None:  # the cache's size stops growing at the window
         n, full = made.case.n, cache_bytes_per_token(sizes) * made.case.n
         st.caption(t("decoding.memory_window", window=sizes.window, held=cache_bytes(sizes, n), tokens=n, full=full))

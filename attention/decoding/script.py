@@ -56,14 +56,16 @@ def decoding_script(case: Case) -> str:
         "",
         *SCRIPT_ROPE,
         *script_norm(case),
+        *_latent_function(case),
         *_score_functions(case),
         "# The whole causal computation: every query at once, a key after its query (or outside the window) masked",
         "n = len(x)",
+        *_latent_whole(case),
         "queries_unnormed = (x @ w_query).unflatten(-1, (H, -1)).transpose(0, 1)  # (H, n, d)",
-        "keys_unnormed = (x @ w_key).unflatten(-1, (G, -1)).transpose(0, 1).repeat_interleave(H // G, 0)",
+        f"keys_unnormed = ({_read(case)} @ w_key).unflatten(-1, (G, -1)).transpose(0, 1).repeat_interleave(H // G, 0)",
         "queries, keys = (rope(norm(m, gamma), POSITIONS) for m, gamma in ((queries_unnormed, gamma_q),",
         "                                                                (keys_unnormed, gamma_k)))",
-        "values = (x @ w_value).unflatten(-1, (G, -1)).transpose(0, 1).repeat_interleave(H // G, 0)  # (H, n, d_v)",
+        f"values = ({_read(case)} @ w_value).unflatten(-1, (G, -1)).transpose(0, 1).repeat_interleave(H // G, 0)",
         "i = torch.arange(n)",
         "allowed = i[:, None] >= i[None, :]  # causal: query i sees keys j ≤ i",
         *_window_line(case),
@@ -86,9 +88,45 @@ def _window_line(case: Case) -> list[str]:
     return [] if case.options.window is None else ["allowed &= i[:, None] - i[None, :] < WINDOW  # and in the window"]
 
 
+def _read(case: Case) -> str:
+    """What the script's keys and values are made from: x, or multi-head latent attention's latent."""
+    return "x" if case.options.w_latent is None else "latent"
+
+
+def _latent_function(case: Case) -> list[str]:
+    """Multi-head latent attention's latent as a function (the core's latent_of), where the case has one."""
+    if case.options.w_latent is None:
+        return []
+    return [
+        "def latent_of(c):",
+        '    """DeepSeek\'s latent c = x W_DKV after its RMSNorm of the first len(γ) columns (the decoupled rotary',
+        '    key\'s columns after them pass as they are); without the norm (gamma_c None), c as it is."""',
+        "    if gamma_c is None:",
+        "        return c",
+        "    d = len(gamma_c)",
+        "    normed = c[..., :d] * torch.rsqrt(c[..., :d].pow(2).mean(-1, keepdim=True) + latent_eps) * gamma_c",
+        "    return torch.cat((normed, c[..., d:]), dim=-1)",
+        "",
+        "",
+    ]
+
+
+def _latent_whole(case: Case) -> list[str]:
+    """The whole computation's latent of every token (and before its norm, which the check's tolerance reads)."""
+    if case.options.w_latent is None:
+        return []
+    return [
+        "latent_unnormed = x @ w_latent  # (n, d_c): multi-head latent attention's latent, d_c numbers a token",
+        "latent = latent_of(latent_unnormed)  # keys and values are made from it",
+    ]
+
+
 def _loop(case: Case) -> list[str]:
     """The decoding loop: token t's query, key and value alone, the cache appended to (and under a window, its
-    oldest row evicted), one row of scores against it."""
+    oldest row evicted), one row of scores against it. With a latent the cache holds each token's latent, and the
+    keys and values are made from it (_latent_loop)."""
+    if case.options.w_latent is not None:
+        return _latent_loop(case)
     evict = [
         "    if len(k_cache) > WINDOW:  # the window is full: the oldest key and value are evicted",
         "        k_cache.pop(0)",
@@ -108,12 +146,43 @@ def _loop(case: Case) -> list[str]:
         *(evict if case.options.window is not None else []),
         "    first = t + 1 - len(k_cache)  # the oldest token the cache holds",
         "    keys_t, values_t = torch.cat(k_cache, dim=1), torch.cat(v_cache, dim=1)  # (G, cached, d): the cache",
-        "    scores_t = (q_t.view(G, H // G, -1) @ keys_t.mT * MULTIPLIER).view(H, 1, -1)  # (H, 1, cached)",
-        "    scores_t = options(scores_t, (t - torch.arange(first, t + 1))[None])  # (1, cached): each key's t − j",
-        "    weights_t = softmax(scores_t)",
-        "    output_t = (weights_t.view(G, H // G, -1) @ values_t).view(H, 1, -1).transpose(0, 1).flatten(1)",
-        "    outputs.append(output_t if w_out is None else output_t @ w_out)  # (1, d_out)",
-        '    print(f"step {t + 1}: tokens {first + 1}…{t + 1} cached ({first} evicted), output", outputs[-1])',
+        *ATTEND_T,
+    ]
+
+
+ATTEND_T = [  # the loop's steps 4-7 for token t's query against keys_t and values_t
+    "    scores_t = (q_t.view(G, H // G, -1) @ keys_t.mT * MULTIPLIER).view(H, 1, -1)  # (H, 1, cached)",
+    "    scores_t = options(scores_t, (t - torch.arange(first, t + 1))[None])  # (1, cached): each key's t − j",
+    "    weights_t = softmax(scores_t)",
+    "    output_t = (weights_t.view(G, H // G, -1) @ values_t).view(H, 1, -1).transpose(0, 1).flatten(1)",
+    "    outputs.append(output_t if w_out is None else output_t @ w_out)  # (1, d_out)",
+    '    print(f"step {t + 1}: tokens {first + 1}…{t + 1} cached ({first} evicted), output", outputs[-1])',
+]
+
+
+def _latent_loop(case: Case) -> list[str]:
+    """Multi-head latent attention's decoding loop: token t's latent c_t appended to the cache (d_c numbers a token,
+    where keys and values take 2 · G · d_head), and every cached token's key and value made from its latent."""
+    evict = [
+        "    if len(latent_cache) > WINDOW:  # the window is full: the oldest latent is evicted",
+        "        latent_cache.pop(0)",
+        "    assert len(latent_cache) <= WINDOW  # the cache never holds more than the window",
+    ]
+    return [
+        f"# Decoding: token t's query and latent alone; c_t ({case.d_c} numbers) appended to the cache, which holds",
+        "# latents, not keys and values: each step makes the cached tokens' keys and values from them",
+        "latent_cache, outputs = [], []",
+        "for t in range(n):",
+        "    x_t = x[t : t + 1]  # (1, d_in)",
+        "    latent_cache.append(latent_of(x_t @ w_latent))  # c_t (1, d_c): all the cache keeps of token t",
+        *(evict if case.options.window is not None else []),
+        "    first = t + 1 - len(latent_cache)  # the oldest token the cache holds",
+        "    cached = torch.cat(latent_cache)  # (cached, d_c): the cache",
+        "    keys_t = (cached @ w_key).unflatten(-1, (G, -1)).transpose(0, 1)  # (G, cached, d): C W_UK",
+        "    values_t = (cached @ w_value).unflatten(-1, (G, -1)).transpose(0, 1)  # (G, cached, d_v/G): C W_UV",
+        "    q_t = rope(norm((x_t @ w_query).view(H, 1, -1), gamma_q), POSITIONS[t : t + 1])  # (H, 1, d)",
+        "    keys_t = rope(norm(keys_t, gamma_k), POSITIONS[first : t + 1])  # each at its own token's position",
+        *ATTEND_T,
     ]
 
 
@@ -162,6 +231,7 @@ def _constants(case: Case) -> list[str]:
         *literal("w_value", case.w_value),
         *(literal("w_out", o.w_out) if o.w_out is not None else ["w_out = None"]),
         f"x, w_query, w_key, w_value = (torch.tensor(m, dtype={dtype}) for m in (x, w_query, w_key, w_value))",
+        *_latent_constants(case),
         f"w_out = None if w_out is None else torch.tensor(w_out, dtype={dtype})",
         f"H, G = {h}, {g}  # query heads, and key/value heads (each shared by H // G query heads)",
         f"MULTIPLIER = {scale_factor(case) / o.temperature!r}  # the scale over the temperature",
@@ -174,6 +244,23 @@ def _constants(case: Case) -> list[str]:
         " norm over it); None: no norm",
         f"gamma_k = {gamma_k}",
         f"norm_eps = {o.norm_eps!r}",
+    ]
+
+
+def _latent_constants(case: Case) -> list[str]:
+    """Multi-head latent attention's W_DKV and its norm's γ and ε, where the case has a latent (then w_key and
+    w_value are W_UK and W_UV, of d_c rows)."""
+    o, dtype = case.options, f"torch.{case.options.dtype}"
+    if o.w_latent is None:
+        return []
+    gamma = "None" if o.latent_norm is None else f"torch.tensor({list(o.latent_norm)!r}, dtype={dtype})"
+    return [
+        "# Multi-head latent attention (DeepSeek V2/V3): keys and values are made from a latent c = x W_DKV of d_c",
+        "# numbers a token, all the cache keeps; w_key and w_value are W_UK and W_UV, of d_c rows",
+        *literal("w_latent", o.w_latent),
+        f"w_latent = torch.tensor(w_latent, dtype={dtype})  # (d_in, d_c) = ({case.d_in}, {case.d_c})",
+        f"gamma_c = {gamma}  # the latent's RMSNorm weights γ (its first columns); None: no norm",
+        f"latent_eps = {o.norm_eps!r}",
     ]
 
 
@@ -200,6 +287,15 @@ def _check(case: Case) -> list[str]:
         "",
         "# Output t is row t of the causal computation, each number within float rounding: the same sums, with q, k",
         "# and v made a row at a time",
-        tolerance_call(case, projected=True),
+        _tolerance_call(case),
         'assert within(decoded, causal, tolerance), "decoding differs from the causal computation past float rounding"',
     ]
+
+
+def _tolerance_call(case: Case) -> str:
+    """The rule's call on the script's tensors; with a latent, the latent's part (W_DKV, c before its norm, γ, ε)
+    where forward/script.py's tolerance_call does not pass it yet."""
+    call = tolerance_call(case, projected=True)
+    if case.options.w_latent is None or "latent=" in call:
+        return call
+    return call.replace(")  # (n, d_out)", ", latent=(w_latent, latent_unnormed, gamma_c, latent_eps))  # (n, d_out)")

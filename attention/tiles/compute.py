@@ -16,6 +16,7 @@ from ..base.i18n import excerpt, msg
 from ..base.record import Check, Record, Step, compare
 from ..forward.compute import (
     Trace,
+    latent_of,
     position_bias,
     positions,
     qk_normed,
@@ -249,15 +250,19 @@ def _tile_scores(q, k, rows: range, cols: range, case: Case, allowed) -> tuple[t
 
 
 def _qkv(case: Case, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Steps 1-3 (and the q/k norm, RoPE) as the eight steps make them, each with a head axis: (h, n, d/h)."""
+    """Steps 1-3 (and the q/k norm, RoPE) as the eight steps make them, each with a head axis: (h, n, d/h). With
+    multi-head latent attention the keys and values are made from the latent c = x W_DKV (normed where the case
+    has the latent's norm), as step 3 makes them."""
     o, dtype = case.options, getattr(torch, case.options.dtype)
     h, g = o.heads, o.kv_heads or o.heads
     x = torch.tensor(case.x, dtype=dtype, device=device)  # (n, d_in)
     w_query, w_key, w_value = (
         torch.tensor(w, dtype=dtype, device=device) for w in (case.w_query, case.w_key, case.w_value)
     )
+    w_latent = None if o.w_latent is None else torch.tensor(o.w_latent, dtype=dtype, device=device)  # (d_in, d_c)
+    read, _ = latent_of(o, x, w_latent)  # what keys and values are made from: x, or the latent (n, d_c)
     queries = (x @ w_query).unflatten(-1, (h, -1)).transpose(0, 1)  # (h, n, d_k/h)
-    keys, values = ((x @ w).unflatten(-1, (g, -1)).transpose(0, 1) for w in (w_key, w_value))  # (g, n, d/g)
+    keys, values = ((read @ w).unflatten(-1, (g, -1)).transpose(0, 1) for w in (w_key, w_value))  # (g, n, d/g)
     keys, values = keys.repeat_interleave(h // g, dim=0), values.repeat_interleave(h // g, dim=0)  # (h, n, d/h)
     queries, keys = qk_normed(o, queries, keys)  # a q/k norm's step 3a, where the case has it
     if o.rope_base is not None:

@@ -27,9 +27,14 @@ def shown(case: Case, block_q: int, block_k: int) -> str:
 def block(case: Case, block_q: int, block_k: int) -> list[str]:
     """The tiled loop, reading the script's queries, keys, values and step 7's outputs."""
     heads = case.options.heads > 1
+    latent = [  # the tiles read step 3's keys and values, which multi-head latent attention made from the latent
+        "# Multi-head latent attention: the keys and values the tiles read are step 3's, made from the latent",
+        "# (latent @ w_key, latent @ w_value); a tile's keys are as the latent made them, nothing else changes.",
+    ]
     lines = [
         "# Attention in tiles (FlashAttention's online softmax): the same outputs, a query tile against a key tile at",
         "# a time, never the n × n score matrix. m: each query's largest score so far; l: the sum of e^(s − m) so far.",
+        *(latent if case.options.w_latent is not None else []),
         f"B_q, B_k = {block_q}, {block_k}  # queries and keys per tile",
         "q_all, k_all, v_all = queries, keys, values"
         if heads

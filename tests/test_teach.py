@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from attention import attend
-from attention.base.case import case_to_dict, parse_case, with_options
+from attention.base.case import case_to_dict, parse_case
 from attention.base.presets import random_case
-from attention.forward.teach import PLAIN, sqrt_dk_effect, whys
+from attention.forward.teach import sqrt_dk_effect, whys
 from tests.cases import with_latent
 
 
@@ -124,13 +124,3 @@ def test_a_latent_says_at_step_3_what_it_is_and_nowhere_else(norm):
     assert "the 12 numbers of a token's keys and values" in qkv  # w_key's 8 columns and w_value's 4
     plain = " ".join(whys(attend(random_case(5, 4, 8, 4, seed=3, heads=2)), "qkv"))
     assert "latent" not in plain
-
-
-def test_plain_attention_of_a_latent_case_keeps_the_latent():
-    """The variants page's plain attention turns today's score options off; a latent case's keys and values have no
-    weights but W_UK and W_UV, which read the latent: it stays."""
-    base = case_to_dict(random_case(5, 4, 8, 4, seed=3, heads=2, rope_base=100.0, rope_fraction=0.5, window=2))
-    case = parse_case(with_latent(base, random.Random(3), norm=True))
-    plain = with_options(case, **PLAIN)
-    assert plain.options.window is None and plain.options.rope_fraction is None
-    assert plain.options.w_latent == case.options.w_latent and plain.options.latent_norm == case.options.latent_norm

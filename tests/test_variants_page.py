@@ -26,6 +26,7 @@ SIDEBAR = {
     "sinks": {"sinks": True},
     "partial": {"rope": True, "rope_fraction": 0.5},
     "nope": {"rope": False},
+    "latent": {"latent": 4},  # the article's [W_K | W_V] has rank 4: a latent of 4 loses nothing, and caches 4 not 6
 }
 
 
@@ -72,6 +73,7 @@ def assert_beside_plain(at: AppTest, plain_case=None) -> None:
 @pytest.mark.parametrize("variant", teach.MODERN_VARIANTS)
 def test_each_variant_sets_the_sessions_controls_and_shows_beside_plain_attention(variant):
     at = on_the_page(rope=variant in ("partial", "nope"))
+    before = session(at).case
     at.toggle(key=f"variants_{variant}").set_value(True).run()
     assert not at.exception, at.exception
     for key, value in SIDEBAR[variant].items():
@@ -81,9 +83,13 @@ def test_each_variant_sets_the_sessions_controls_and_shows_beside_plain_attentio
     assert teach.modern_chosen(session(at).case, nope=variant == "nope") == (variant,)
     assert any(f"{at.toggle(key=f'variants_{variant}').label} (" in m.value for m in at.markdown)  # its sentence
     plain = with_options(session(at).case, **teach.PLAIN, rope_base=10000.0) if variant == "nope" else None
+    if variant == "latent":  # plain attention: the numbers before the latent, with the softmax the latent case uses
+        plain = with_options(before, **teach.PLAIN, weights_override=session(at).case.options.weights_override)
     assert_beside_plain(at, plain)
     at.toggle(key=f"variants_{variant}").set_value(False).run()
     assert not teach.modern_chosen(session(at).case) and not at.exception
+    if variant == "latent":  # off: the person's own keys and values back, nothing lost
+        assert session(at).case == before
 
 
 def test_a_combination_and_the_sidebar_the_page_follows():
@@ -134,9 +140,11 @@ def test_the_softcap_says_why_and_draws_its_curve_with_the_heads_scores():
 def test_every_variant_at_once_in_both_languages(language):
     at = on_the_page(rope=True)
     at.selectbox(key="lang").set_value(language).run()
-    for variant in ("window", "softcap", "alibi", "sinks", "partial"):
+    for variant in ("window", "softcap", "alibi", "sinks", "partial", "latent"):
         at.toggle(key=f"variants_{variant}").set_value(True).run()
     assert not at.exception, at.exception  # a key missing from a catalogue raises
+    o = session(at).case.options  # the latent made last, with DeepSeek's decoupled rotary key for partial rotary
+    assert o.w_latent is not None and o.rope_fraction == 0.5 and session(at).error is None
     headers = {"en": "Attention's variants on your numbers", "zh": "注意力的变体，用你的数字"}
     assert at.header[0].value == headers[language]
     assert len(heatmaps(at)) >= 6 + 3  # three pairs beside plain attention, and the article's

@@ -17,18 +17,18 @@ from ..base.case import (
     MAX_SINK,
     MAX_SOFTCAP,
     MAX_TEMPERATURE,
+    MAX_WIDE_D,
     MIN_SCALE,
     MIN_TEMPERATURE,
     Case,
-    Widths,
-    head_counts,
     rotary_dims,
 )
 from ..base.i18n import excerpt
 
 Grid = tuple[tuple[object, ...], ...]  # rows of cells as typed: numbers, or whatever a client sent
 NUMBERS = ("x", "w_query", "w_key", "w_value")  # the case's own matrices; the other grids are options
-GRIDS = (*NUMBERS, "w_out", "mask", "rounded", "relative_bias")  # every grid of Inputs a person edits cell by cell
+GRIDS = (*NUMBERS, "w_out", "mask", "rounded", "relative_bias", "w_latent", "latent_norm")  # edited cell by cell
+LATENT = ("w_latent", "w_key", "w_value", "latent_norm")  # multi-head latent attention's: an edit makes them one's own
 RELATIVE = ("relative_bias", "relative_max_distance", "relative_bidirectional")  # T5's: a loaded case's own
 SIZES = {"n": MAX_N, "d_in": MAX_D, "d_k": MAX_D, "d_v": MAX_D}
 SCALES = ("none", "sqrt_dk", "custom")
@@ -69,6 +69,7 @@ class Controls:
     sink: float = 0.0
     rope: bool = False  # RoPE (off: NoPE, as SmolLM3's and Llama 4's every fourth layer)
     rope_fraction: float = 1.0  # partial rotary: the share of each head RoPE turns
+    latent: int = 0  # multi-head latent attention's d_c: the numbers a token's cache keeps (latent.py); 0: none
 
     @classmethod
     def of(cls, case: Case, keep: Controls) -> Controls:
@@ -82,7 +83,7 @@ class Controls:
             softcap=o.softcap or 0.0, alibi=o.alibi is not None, relative=o.relative_bias is not None,
             sinks=o.sinks is not None,
             sink=o.sinks[0] if o.sinks else keep.sink, rope=o.rope_base is not None,
-            rope_fraction=o.rope_fraction or 1.0,
+            rope_fraction=o.rope_fraction or 1.0, latent=case.d_c if o.w_latent is not None else 0,
         )  # fmt: skip
 
     @property
@@ -96,24 +97,10 @@ CONTROLS = tuple(f.name for f in fields(Controls))
 LABELS = {"use_rounded": "rounded"} | {name: f"size_{name}" for name in SIZES}
 
 
-def head_choices(c: Controls, i: Inputs) -> tuple[int, ...]:
-    """The numbers of heads the controls' sizes allow (the inputs' grouped key/value heads, if any, too)."""
-    d_key = len(i.w_key[0]) if i.kv_heads else c.d_k  # grouped heads keep w_key narrower than d_k
-    return head_counts(c.n, Widths(c.d_k, d_key, c.d_v), i.kv_heads, c.dtype)
-
-
-def stepped_heads(before: int, asked: int, counts: tuple[int, ...]) -> int | None:
-    """Heads as the widget's − and + step it: one off `before` goes on to the next count the sizes allow that way
-    (None: there is none); any other value stays as asked, for the case to say why it cannot be used."""
-    if abs(asked - before) != 1 or asked in counts:
-        return asked
-    way = [h for h in counts if (h > before if asked > before else h < before)]
-    return (way[0] if asked > before else way[-1]) if way else None
-
-
 def allowed(name: str, value: object) -> bool:
     """Whether a widget of the sidebar could hold this value for that control (a forged client sends anything)."""
     whole = {**{k: (1, v) for k, v in SIZES.items()}, "heads": (1, MAX_HEADS), "seed": (0, MAX_SEED)}
+    whole["latent"] = (0, MAX_WIDE_D)  # a width latent.py cannot make is refused there, saying why
     if name in whole:
         return type(value) is int and whole[name][0] <= value <= whole[name][1]
     if name == "window":
@@ -163,6 +150,11 @@ class Inputs:
     relative_bias: Grid | None = None  # and T5's table (heads × buckets), with its max distance and directions
     relative_max_distance: int | None = None
     relative_bidirectional: bool = True
+    # multi-head latent attention: W_DKV (w_key and w_value are then W_UK and W_UV, d_c rows), its norm's γ as one
+    # row, and the w_key and w_value it was made from (the person's own: back when it is turned off, if unedited)
+    w_latent: Grid | None = None
+    latent_norm: Grid | None = None
+    plain: tuple[Grid, Grid] | None = None
 
     @classmethod
     def of(cls, case: Case) -> Inputs:
@@ -174,7 +166,8 @@ class Inputs:
             bias=o.bias, q_norm=o.q_norm, k_norm=o.k_norm, norm_eps=o.norm_eps, alibi=o.alibi, sinks=o.sinks,
             relative_bias=o.relative_bias, norm_width=o.norm_width,
             relative_max_distance=o.relative_max_distance if o.relative_bias is not None else None,
-            relative_bidirectional=o.relative_bidirectional,
+            relative_bidirectional=o.relative_bidirectional, w_latent=o.w_latent,
+            latent_norm=None if o.latent_norm is None else (o.latent_norm,),
         )  # fmt: skip
 
     def with_cells(self, name: str, cells: dict[tuple[int, int], object]) -> Inputs:
@@ -191,24 +184,26 @@ class Inputs:
         rows = list(grid)
         for row, columns in changes.items():
             rows[row] = tuple(columns.get(j, v) for j, v in enumerate(rows[row]))
-        return replace(self, **{name: tuple(rows)})
+        return replace(self, **{name: tuple(rows)}, **({"plain": None} if name in LATENT else {}))
 
     def resized(self, c: Controls) -> Inputs:
         """The inputs at the controls' sizes: numbers that still fit kept, new cells zeros or seeded random numbers;
         the n × n matrices (the rounded weights, an explicit mask) dropped when n changes."""
         typed = {name: getattr(self, name) for name in NUMBERS} | {"tokens": self.tokens}
-        grids = presets.resize_grids(
-            typed | {"options": {"w_out": self.w_out}}, c.n, c.d_in, c.d_k, c.d_v, c.fill, c.seed
-        )
-        w_out = grids["options"]["w_out"]
+        typed["options"] = {"w_out": self.w_out, "w_latent": self.w_latent}  # W_DKV follows d_in, W_UK its rows
+        grids = presets.resize_grids(typed, c.n, c.d_in, c.d_k, c.d_v, c.fill, c.seed)
+        w_out, w_latent = grids["options"]["w_out"], grids["options"]["w_latent"]
         kept = {} if c.n != len(self.x) else {"rounded": self.rounded, "mask": self.mask, "positions": self.positions}
         kept |= {"rope_base": self.rope_base, "kv_heads": self.kv_heads, "bias": self.bias and c.d_in == len(self.x[0])}
         kept |= {"norm_eps": self.norm_eps, "norm_width": self.norm_width, "alibi": self.alibi, "sinks": self.sinks}
         kept |= {name: getattr(self, name) for name in RELATIVE}
         if c.d_k == len(self.w_query[0]):  # a pair's frequency, a dim's norm weight each: the same head widths
             kept |= {"rope_frequencies": self.rope_frequencies, "q_norm": self.q_norm, "k_norm": self.k_norm}
-        matrices = {name: _grid(grids[name]) for name in NUMBERS}
-        return Inputs(**matrices, tokens=tuple(grids["tokens"]), w_out=None if w_out is None else _grid(w_out), **kept)
+        same = (c.d_in, c.d_k, c.d_v) == (len(self.x[0]), len(self.w_query[0]), len(self.w_value[0]))
+        kept |= {"latent_norm": self.latent_norm, "plain": self.plain if same else None}  # plain: as wide as they were
+        matrices = {name: _grid(grids[name]) for name in NUMBERS} | {"tokens": tuple(grids["tokens"])}
+        grids = {"w_out": w_out, "w_latent": w_latent}
+        return Inputs(**matrices, **{k: None if v is None else _grid(v) for k, v in grids.items()}, **kept)
 
 
 def options(c: Controls, i: Inputs) -> dict:
@@ -234,6 +229,8 @@ def options(c: Controls, i: Inputs) -> dict:
         "k_norm": i.k_norm,
         "norm_eps": i.norm_eps,
         "norm_width": i.norm_width,
+        "w_latent": i.w_latent,  # made by latent.py as the controls' latent width asks
+        "latent_norm": i.latent_norm and i.latent_norm[0],
         "window": c.window or None,
         "softcap": c.softcap or None,
         "alibi": per_head(i.alibi, c.heads, alibi_slopes(c.heads)) if c.alibi else None,

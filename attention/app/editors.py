@@ -1,6 +1,6 @@
 """The matrix editors: every grid a person edits by hand (x with its token labels, w_query, w_key, w_value, w_out, a
-custom mask, the rounded weights) in grid.py's component, whose edits go to the session; a grid past
-EDITOR_MAX_CELLS is shown as an image instead, with one picked cell editable."""
+custom mask, the rounded weights, T5's table, a latent's W_DKV and norm weights) in grid.py's component, whose edits
+go to the session; a grid past EDITOR_MAX_CELLS is shown as an image instead, with one picked cell editable."""
 
 from __future__ import annotations
 
@@ -91,6 +91,8 @@ def _figure(session: Session, name: str) -> go.Figure:
     def make() -> go.Figure:
         numbers = np.array([[v if grid.is_number(v) else np.nan for v in row] for row in matrix], dtype=np.float32)
         row_kind, col_kind = KINDS[name]
+        if name in ("w_key", "w_value") and session.inputs.w_latent is not None:  # W_UK, W_UV: the latent's rows
+            row_kind = "latent dim"
         labels = [[str(tokens[i]) if kind in TOKEN_KINDS else str(i + 1) for i in range(size)]
                   for kind, size in ((row_kind, len(matrix)), (col_kind, len(matrix[0])))]  # fmt: skip
         return heatmap(numbers, *labels, row_kind, col_kind, grid.shown_name(name), lang())

@@ -43,6 +43,7 @@ PREVIEWED = {
     "mask": "mask",
     "rounded": "weights_override",
     "relative_bias": "relative_bias",
+    "w_latent": "w_latent",  # (steps.js computes the latent; its norm's one row is left to the server)
 }  # an editor's grid: where in the case
 
 

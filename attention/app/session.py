@@ -20,17 +20,19 @@ from ..forward.compute import ROUNDED_WITHIN
 from ..forward.steps import STEP_NAMES, step_near
 from ..forward.teach import rounding_gap
 from ..models import Model
-from . import choices, typed
+from . import choices, heads, latent, typed
 from .cache import Derived
 from .choices import NUMBERS, SIZES, Controls, Inputs
 from .origins.given import Article
 from .origins.origin import Origin, edited
 
 View = TypeVar("View")
+ROTARY = {"heads", "rope", "rope_fraction"}  # what DeepSeek's decoupled rotary key in a latent made here follows
 
 Cells = Mapping[tuple[int, int], object]  # (row, column) -> a cell's value as typed
 OPTION_GRIDS = {"where.mask": "mask", "where.w_out": "w_out", "where.weights_override": "rounded",
-                "where.relative_bias": "relative_bias"}  # an error's grid  # fmt: skip
+                "where.relative_bias": "relative_bias", "where.w_latent": "w_latent",
+                "where.latent_norm": "latent_norm"}  # an error's grid  # fmt: skip
 
 
 @dataclass
@@ -112,7 +114,7 @@ class Session:
             if not choices.allowed(name, value):
                 label = msg(f"sidebar.{choices.LABELS.get(name, name)}")  # the widget as shown, not its key
                 self.notices.append(msg("notice.control_refused", name=label, value=excerpt(value)))
-            elif name == "heads" and (value := self._heads(before, value)) is None:
+            elif name == "heads" and (value := heads.stepped(before, value, self.inputs, self.notices)) is None:
                 continue  # a step past the last count the sizes allow: the count stays, and a notice says why
             else:
                 accepted[name] = value
@@ -122,6 +124,9 @@ class Session:
         if "sink" in accepted:  # one sink logit for every head, in place of a loaded case's own
             self.inputs = replace(self.inputs, sinks=None)
         self.inputs = choices.to_edit(c, self.inputs)  # a custom mask, T5's table
+        remade = bool(c.latent) and self.inputs.plain is not None and not ROTARY.isdisjoint(accepted)  # rotary key
+        turned = ("latent" in accepted or remade) and _turn_latent(self, before)  # a latent made, or plain keys back
+        c = self.controls  # (a latent width that cannot be made stays as it was)
         if c.preset_choice != before.preset_choice:
             return True
         if any(name in SIZES for name in accepted):
@@ -131,18 +136,8 @@ class Session:
             self.generation += 1
             self._check(numbers=True)
         else:
-            self._check(numbers=False)
+            self._check(numbers=turned)
         return False
-
-    def _heads(self, before: Controls, asked: int) -> int | None:
-        """Heads stepped (−, +) to the next count the sizes allow; None, with a notice, when there is none."""
-        counts = choices.head_choices(before, self.inputs)
-        stepped = choices.stepped_heads(before.heads, asked, counts)
-        if stepped is None:
-            allowed = ", ".join(map(str, counts))
-            self.notices.append(msg("notice.heads_kept", heads=before.heads, allowed=allowed, d_k=before.d_k,
-                                    d_v=before.d_v))  # fmt: skip
-        return stepped
 
     # Edits
 
@@ -185,6 +180,22 @@ class Session:
             self.error = as_typed(e, self.inputs)
 
 
+def _turn_latent(session: Session, before: Controls) -> bool:
+    """The latent width the controls ask for, made in the inputs (latent.turned): whether they changed. A width that
+    cannot be made is refused with a notice saying why, and the width stays as it was."""
+    try:
+        inputs = latent.turned(session.inputs, session.controls)
+    except CaseError as e:
+        width = session.controls.latent
+        session.controls = replace(session.controls, latent=before.latent)
+        session.notices.append(msg("notice.latent_refused", width=width, error=e.message))
+        return False
+    if session.inputs.latent_norm is not None and inputs.latent_norm is None:
+        session.notices.append(msg("notice.latent_norm_dropped"))
+    session.inputs, session.generation = inputs, session.generation + 1  # W_UK and W_UV: new grids
+    return True
+
+
 def _origin(session: Session) -> Origin:
     """The session's origin, kept while its case and source are (made() compares cases: 110,000 numbers)."""
     kept = session._origin
@@ -194,8 +205,10 @@ def _origin(session: Session) -> Origin:
 
 
 def _numbers(inputs: Inputs, controls: Controls) -> Case:
-    """The typed matrices checked, with no options but grouped key/value heads, which set how wide w_key is."""
+    """The typed matrices checked, with no options but those that set w_key's shape: grouped key/value heads (its
+    width) and a latent (its rows)."""
     grouped = {"heads": controls.heads, "kv_heads": inputs.kv_heads} if inputs.kv_heads else {}
+    grouped |= {"w_latent": inputs.w_latent} if inputs.w_latent is not None else {}  # W_UK's rows: the latent's
     matrices = {name: getattr(inputs, name) for name in NUMBERS}
     return parse_case({"format": CASE_FORMAT, **matrices, "tokens": inputs.tokens, "options": grouped})
 
@@ -241,6 +254,8 @@ def place(error: CaseError | None) -> tuple[str, int, int | None] | None:
         return "tokens", params["label"] - 1, None
     if key == "where.bucket":  # T5's table: a head's row, a bucket's column
         return "relative_bias", params["where"].params["head"] - 1, params["bucket"]
+    if key == "where.norm_weight" and getattr(params["name"], "key", None) == "where.latent_norm":
+        return "latent_norm", 0, params["dim"] - 1  # the latent's norm weights: one row
     if key != "where.column" or getattr(params["where"], "key", None) not in ("where.row", "where.row_token"):
         return None
     row = params["where"].params

@@ -8,6 +8,7 @@ import streamlit as st
 from ..base import i18n
 from ..base.case import (
     DTYPES,
+    MAX_D,
     MAX_HEADS,
     MAX_N,
     MAX_SCALE,
@@ -124,7 +125,7 @@ def _options(session: Session, language: str) -> None:
 
 def modern(session: Session) -> None:
     """The attention of today's models: a sliding window, a softcap, ALiBi, T5's bias, sinks, RoPE whole, in part or
-    off."""
+    off, and multi-head latent attention's latent width (choices.Controls.latent)."""
     c = session.controls
     st.number_input(t("sidebar.window"), 0, MAX_N, c.window, step=1, key="window", help=t("sidebar.window_help"))
     st.number_input(t("sidebar.softcap"), 0.0, MAX_SOFTCAP, c.softcap, step=1.0, key="softcap", format="%g",
@@ -139,6 +140,8 @@ def modern(session: Session) -> None:
         fractions = (*ROPE_FRACTIONS, c.rope_fraction) if c.rope_fraction not in ROPE_FRACTIONS else ROPE_FRACTIONS
         st.selectbox(t("sidebar.rope_fraction"), fractions, _at(fractions, c.rope_fraction), key="rope_fraction",
                      format_func=lambda f: f"{f:g}", help=t("sidebar.rope_fraction_help"))  # fmt: skip
+    st.number_input(t("sidebar.latent"), 0, max(MAX_D, c.latent), c.latent, step=1, key="latent",
+                    help=t("sidebar.latent_help"))  # fmt: skip
 
 
 def _sizes(session: Session, language: str) -> None:

@@ -109,8 +109,8 @@ def _walkthrough(trace: Trace) -> None:
 
 
 def inputs() -> None:
-    """x, its token labels, the weights, a custom mask and the rounded weights, edited cell by cell beside the
-    outputs (an edit reruns it alone)."""
+    """x, its token labels, the weights (a latent's W_DKV, W_UK, W_UV and norm), a custom mask and the rounded
+    weights, edited cell by cell beside the outputs (an edit reruns it alone)."""
     frame.trace()  # (a page run outside the frame goes through it first)
     live.page(_inputs)
 
@@ -130,9 +130,13 @@ def _inputs(trace: Trace) -> None:
     numbers = charts.table(trace, "outputs") if max(trace.outputs.shape) > TEXT_MAX_SIDE else None
     if numbers is not None:
         charts.numbers(numbers, "table_outputs", where=right)
+    up = {} if s.inputs.w_latent is None else {"w_key": "W_UK", "w_value": "W_UV"}  # they read the latent, not x
+    if up:  # multi-head latent attention
+        _latent_editors(s)
     for column, name in zip(st.columns(3), ("w_query", "w_key", "w_value"), strict=True):
         with column:
-            editors.matrix_editor(s, name, t("inputs.weight", name=name), previewed=True)
+            title = t("inputs.up", symbol=up[name], name=name) if name in up else t("inputs.weight", name=name)
+            editors.matrix_editor(s, name, title, previewed=True)
     if s.controls.mask == "custom":
         editors.matrix_editor(s, "mask", t("editor.mask_title"), previewed=True)
     if s.inputs.rounded is not None:
@@ -143,6 +147,18 @@ def _inputs(trace: Trace) -> None:
         editors.matrix_editor(s, "relative_bias", t("editor.relative_title"), previewed=True)
     if any(editors.is_big(s, name) for name in ("x", "w_query", "w_key", "w_value")):
         editors.uploader(s)
+
+
+def _latent_editors(s) -> None:
+    """Multi-head latent attention's W_DKV, and beside it what it changes and its norm's weights (a loaded case's)."""
+    left, right = st.columns([1, 2])
+    with left:
+        editors.matrix_editor(s, "w_latent", t("inputs.latent"), previewed=True)
+    right.caption(t("inputs.latent_on", d_c=len(s.inputs.w_latent[0])))
+    if s.inputs.latent_norm is not None:
+        with right:
+            title = t("inputs.latent_norm", count=len(s.inputs.latent_norm[0]))
+            editors.matrix_editor(s, "latent_norm", title, previewed=True)
 
 
 def broadcasting() -> None:

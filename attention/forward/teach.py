@@ -132,18 +132,17 @@ def variant_name(variant: str, case: Case) -> Message:
 
 EXACT = "exact"  # the variant the others are compared with
 
-# Today's models' variants (the variants page), by id: each an option of the case; NoPE is RoPE left out
-MODERN_VARIANTS = ("window", "softcap", "alibi", "relative", "sinks", "partial", "nope")
-# Plain attention: every option of today's models off, but a latent: its keys and values have no other weights to be
-# made from (W_UK and W_UV read the latent), and it changes where they come from, not how they are attended to
-PLAIN = dict.fromkeys(name for name in MODERN if name != "w_latent")
+# Today's models' variants (the variants page), by id: each an option of the case; NoPE is RoPE left out; latent:
+# multi-head latent attention's W_DKV (plain attention of a latent case needs its keys and values made plain first)
+MODERN_VARIANTS = ("window", "softcap", "alibi", "relative", "sinks", "partial", "nope", "latent")
+PLAIN = dict.fromkeys(MODERN)  # plain attention: every option of today's models off
 
 
 def modern_chosen(case: Case, nope: bool = False) -> tuple[str, ...]:
     """The variants of today's models the case has, in MODERN_VARIANTS' order (`nope`: its RoPE was left out)."""
     o = case.options
     has = {"window": o.window, "softcap": o.softcap, "alibi": o.alibi, "relative": o.relative_bias, "sinks": o.sinks,
-           "partial": o.rope_fraction}  # fmt: skip
+           "partial": o.rope_fraction, "latent": o.w_latent}  # fmt: skip
     return tuple(v for v in MODERN_VARIANTS if (nope if v == "nope" else has[v] is not None))
 
 

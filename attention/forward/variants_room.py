@@ -8,11 +8,12 @@ from dataclasses import replace
 import pandas as pd
 import streamlit as st
 
-from ..app import charts, choices, pickers, tab, traces
+from ..app import charts, choices, latent, pickers, tab, traces
 from ..app.language import lang, t
 from ..app.origins import make
 from ..app.session import Session
 from ..app.text import plain, prose
+from ..base import presets
 from ..base.case import MAX_N, MAX_SINK, MAX_SOFTCAP, MIN_SOFTCAP, Case, CaseError, rotary_dims, with_options
 from ..base.i18n import render
 from ..show.heatmap import heatmap, labels
@@ -61,7 +62,7 @@ DEFAULTS = {"window": 3, "softcap": 5.0, "rope_fraction": 0.5}  # a cap of 5: Ge
 LONGER_N = 8  # a sentence long enough for a window of 3 to leave tokens out
 ROPE_D = 4  # a head's width on which RoPE turns two pairs, and partial rotary one of them
 KEPT = ("scale", "scale_value", "temperature", "mask", "window", "softcap", "alibi", "sinks", "sink", "rope")
-KEPT += ("rope_fraction", "relative")  # the controls a new random case keeps (its sizes and numbers are new)
+KEPT += ("rope_fraction", "relative", "latent")  # the controls a new random case keeps (its sizes and numbers are new)
 NOPE = "variants_nope"  # the NoPE switch: RoPE off, read against RoPE on (see nope)
 
 
@@ -77,8 +78,9 @@ def fractions(d_head: int) -> tuple[float, ...]:
 
 
 def plain_case(session: Session, case: Case) -> Case:
-    """Plain attention on the case's numbers: every option of today's models off; after NoPE, RoPE on again."""
-    off = dict(teach.PLAIN)
+    """Plain attention on the case's numbers: every option of today's models off (a latent's keys and values the
+    person's own again, latent.plain_case); after NoPE, RoPE on again."""
+    case, off = plain_keys(session, case), dict(teach.PLAIN)
     if nope(session):  # RoPE as the controls make it (the case's own base, positions and frequencies)
         rope = choices.options(replace(session.controls, rope=True, rope_fraction=1.0), session.inputs)
         off |= {name: rope[name] for name in ("rope_base", "positions", "rope_frequencies")}
@@ -88,6 +90,18 @@ def plain_case(session: Session, case: Case) -> Case:
         return with_options(case, **off)
     except CaseError:  # RoPE cannot turn these heads (an odd width): plain attention without it
         return with_options(case, **teach.PLAIN)
+
+
+def plain_keys(session: Session, case: Case) -> Case:
+    """The case with plain keys and values in place of its latent (kept while the case and its inputs are)."""
+    made = lambda: latent.plain_case(session.inputs, case)  # noqa: E731
+    return case if case.options.w_latent is None else session.derived.get(("plain", case, session.inputs.plain), made)
+
+
+def latent_widths(session: Session) -> tuple[int, int, int]:
+    """The latent widths the person's numbers allow, and the narrowest that loses nothing (presets.latent_widths)."""
+    plain = plain_keys(session, session.case)
+    return session.derived.get(("latent widths", plain), lambda: presets.latent_widths(plain))
 
 
 def remake(session: Session, **sizes: int) -> None:
@@ -111,8 +125,15 @@ def _switch(session: Session, variant: str) -> None:
         "sinks": {"sinks": on},
         "partial": {"rope": True, "rope_fraction": fraction} if on else {"rope_fraction": 1.0},  # off: RoPE whole
         "nope": {"rope": not on},
+        "latent": {"latent": _latent_width(session) if on else 0},
     }
     make.choose(session, **changes[variant])
+
+
+def _latent_width(session: Session) -> int:
+    """The switch's first width: the narrowest that loses nothing, while it caches fewer numbers; else a middle one."""
+    low, high, exact = latent_widths(session)
+    return exact if exact < len(session.case.w_key[0]) + session.case.d_v else low + (high - low + 1) // 2 - 1
 
 
 def _set(session: Session, control: str, key: str) -> None:
@@ -130,10 +151,10 @@ def pick(session: Session) -> None:
     c, d = session.controls, session.case.d_head
     on = {
         "window": c.window > 0, "softcap": c.softcap > 0, "alibi": c.alibi, "relative": c.relative, "sinks": c.sinks,
-        "partial": c.rope and c.rope_fraction != 1, "nope": nope(session),
+        "partial": c.rope and c.rope_fraction != 1, "nope": nope(session), "latent": c.latent > 0,
     }  # fmt: skip
     blocked = {"partial": not fractions(d), "nope": d % 2 == 1}  # RoPE turns a head's dims in pairs
-    columns = [*st.columns(4), *st.columns(3)]  # two rows: each switch's label whole
+    columns = [*st.columns(4), *st.columns(4)]  # two rows: each switch's label whole
     at = dict(zip(teach.MODERN_VARIANTS, columns, strict=True))
     for v, column in at.items():
         _shown(f"variants_{v}", on[v])
@@ -144,6 +165,8 @@ def pick(session: Session) -> None:
         "softcap": (at["softcap"], "softcap", "cap", MIN_SOFTCAP, MAX_SOFTCAP, 1.0),
         "sinks": (at["sinks"], "sink", "sink", -MAX_SINK, MAX_SINK, 0.5),
     }
+    if on["latent"] and (w := latent_widths(session)):  # its widths: the person's numbers' (and the one chosen)
+        numbers["latent"] = (at["latent"], "latent", "latent_width", min(w[0], c.latent), max(w[1], c.latent), 1)
     for v, (column, control, label, low, high, step) in numbers.items():
         if on[v]:
             key = f"variants_{control}_value"
@@ -176,6 +199,8 @@ def modern(session: Session, trace: Trace) -> None:
         return
     for v in chosen:
         st.markdown(prose(t(f"variants.why_{v}")))
+    if "latent" in chosen:
+        _latent(session, trace.case)
     base = traces.trace_of(session, plain_case(session, trace.case))  # plain attention: attend, kept by its case
     if "window" in chosen:
         _window(session, trace, base)
@@ -183,6 +208,17 @@ def modern(session: Session, trace: Trace) -> None:
     if "softcap" in chosen:
         _softcap(trace, head)
     _beside(base, trace, head)
+
+
+def _latent(session: Session, case: Case) -> None:
+    """What the latent saves (each token's cache), and, made from the person's numbers, which widths lose nothing."""
+    keys, values, d_rot = len(case.w_key[0]), case.d_v, presets.latent_layout(case)[1]
+    said = [t("variants.latent_cache", d_c=case.d_c, plain=keys + values, keys=keys, values=values)]
+    if session.inputs.plain is not None:  # made from the person's keys and values (latent.turned)
+        numbers = {"exact": (exact := latent_widths(session)[2]), "rank": exact - d_rot, "d_rot": d_rot}
+        rotary = [t("variants.latent_rotary", d_rot=d_rot), t("variants.latent_rank_rotary", **numbers)]
+        said += rotary if d_rot else [t("variants.latent_rank", **numbers)]
+    st.caption(" ".join(said))
 
 
 def _window(session: Session, trace: Trace, base: Trace) -> None:

@@ -9,6 +9,9 @@ from playwright.sync_api import Page, expect
 
 from attention import attend
 from attention.app.session import Session
+from attention.base import presets
+from attention.base.case import with_options
+from attention.base.files import case_to_link
 from tests.e2e.test_browser import (
     ARTICLE_OUTPUTS,
     assert_no_exception,
@@ -273,4 +276,19 @@ def test_an_edit_on_a_live_page_reaches_the_open_share_panel_and_the_banners(pag
     expect(page.locator("[data-testid=stAlert]", has_text="x, row 2 (Input 2), column 2")).to_be_visible()
     edit_cell(page, "x", 2, 2, "5")
     expect(page.locator("[data-testid=stAlert]", has_text="x, row 2 (Input 2), column 2")).to_have_count(0)
+    assert_no_exception(page)
+
+
+def test_a_latents_w_dkv_is_edited_in_the_browser_and_a_bad_cell_is_named(page: Page) -> None:
+    """Multi-head latent attention from a link: W_DKV's cells are named for screen readers as its messages name them,
+    a bad one is said under its grid, and a number reaches every step (the outputs: the core's)."""
+    case = presets.with_latent(with_options(presets.article(), weights_override=None), 2)
+    open_page(page, f"/inputs?case={case_to_link(case)}")
+    edit_cell(page, "Latent W_DKV", 2, 1, "abc")
+    expect(page.get_by_text("Latent W_DKV, row 2, column 1: 'abc' is not a number").first).to_be_visible()
+    assert any("Latent W_DKV, row 2, column 1" in m for m in page.evaluate(MESSAGES))
+    edit_cell(page, "Latent W_DKV", 2, 1, "2")
+    latent = [list(row) for row in case.options.w_latent]
+    latent[1][0] = 2.0
+    expect_outputs(page, attend(with_options(case, w_latent=latent)).outputs.numpy())
     assert_no_exception(page)

@@ -321,7 +321,7 @@ class Editor {
   edited() {
     const p = this.data.preview;
     const kase = structuredClone(p.case);
-    const inOptions = ["mask", "weights_override", "relative_bias"].includes(p.grid);
+    const inOptions = ["mask", "weights_override", "relative_bias", "w_latent"].includes(p.grid);
     const grid = inOptions ? kase.options[p.grid] : kase[p.grid];
     for (const [key, text] of Object.entries(this.edits.cells)) {
       if (!this.isNumber(text)) return null;

@@ -156,8 +156,9 @@ def weights_tolerance(case, trace) -> torch.Tensor:
     most w_ij (σ_ij + Σ_k w_ik σ_ik)."""
     dtype, m = torch.float32, abs(scale_factor(case))
     x, q, k = (trace[name].double() for name in ("x", "queries", "keys"))
+    x_kv = trace["x_kv"].double() if case.cross else x  # cross-attention's keys: from the other sentence's rows
     e_q = heads_of(product_error(x, trace["w_query"], dtype), 1, q.shape[-1])[0]  # (n, d)
-    e_k = heads_of(product_error(x, trace["w_key"], dtype), 1, k.shape[-1])[0]
+    e_k = heads_of(product_error(x_kv, trace["w_key"], dtype), 1, k.shape[-1])[0]
     o = case.options
     if o.q_norm is not None:  # Qwen3's norm, then RoPE
         e_q = normed_error(e_q, trace["queries_unnormed"], o.q_norm, o.norm_eps, dtype)
@@ -185,8 +186,10 @@ def chain_terms(spec, n: int) -> int:
 def test_every_family_is_one_of_the_supported_ones():
     # SmolLM3's: tests/test_families_2026.py; Gemma 2's and 3's: tests/test_families_gemma.py; BLOOM's and
     # GPT-NeoX's: tests/test_families_bloom_neox.py; gpt-oss's: tests/test_families_gpt_oss.py; Phi-3's:
-    # tests/test_families_phi3.py; OLMo 2's: tests/test_families_olmo2.py
+    # tests/test_families_phi3.py; OLMo 2's: tests/test_families_olmo2.py; the encoder-decoders' (BART, mBART,
+    # Marian, T5): tests/test_encoder_decoder.py
     others = ("smollm3", "gemma2", "gemma3_text", "bloom", "gpt_neox", "gpt_oss", "phi3", "olmo2")
+    others += ("bart", "mbart", "marian", "t5")
     assert (*FAMILIES, *others) == sources.SUPPORTED
 
 
@@ -407,11 +410,11 @@ def test_broken_folders_say_which_file_and_what(folder):
     assert message(folder) == (
         f"{folder / 'model.safetensors'}: has no tensor layers.2.input_layernorm.weight, which the config calls for"
     )
-    (folder / "config.json").write_text(json.dumps({**config, "model_type": "t5", "architectures": ["T5Model"]}))
+    (folder / "config.json").write_text(json.dumps({**config, "model_type": "mamba", "architectures": ["MambaModel"]}))
     assert message(folder) == (
-        f"{folder / 'config.json'}: is t5, not an architecture this app computes "
+        f"{folder / 'config.json'}: is mamba, not an architecture this app computes "
         "(it computes: llama, mistral, qwen2, qwen3, gpt2, bert, roberta, smollm3, gemma2, gemma3_text, bloom, "
-        "gpt_neox, gpt_oss, phi3, olmo2)"
+        "gpt_neox, gpt_oss, phi3, olmo2, bart, mbart, marian, t5)"
     )
     (folder / "config.json").write_text(json.dumps({**config, "num_attention_heads": "four"}))
     assert message(folder).startswith(f"{folder / 'config.json'}: cannot be read: ")

@@ -173,10 +173,10 @@ def test_two_models_stay_loaded_and_the_least_recently_used_goes(made, tmp_path)
 
 
 def test_a_broken_offer_says_its_problem_when_opened(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "t5"}))
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "mamba"}))  # an architecture not computed here
     offer = offered._offer("local:x", tmp_path)
-    assert offer.family == "?" and offer.problem.startswith("x/config.json: is t5, not an architecture")
-    with pytest.raises(CaseError, match="is t5"):
+    assert offer.family == "?" and offer.problem.startswith("x/config.json: is mamba, not an architecture")
+    with pytest.raises(CaseError, match="is mamba"):
         offered.open_offer(offer)
 
 

@@ -44,7 +44,7 @@ def shelf(tokenizers, gguf_pair, tmp_path_factory) -> Path:  # noqa: F811
     (root / "broken").mkdir()
     (root / "broken" / "config.json").write_text(json.dumps({"model_type": "bert"}))
     (root / "alien").mkdir()
-    (root / "alien" / "config.json").write_text(json.dumps({"model_type": "t5"}))
+    (root / "alien" / "config.json").write_text(json.dumps({"model_type": "mamba"}))
     return root
 
 
@@ -90,7 +90,7 @@ def test_the_registry_knows_every_offered_model_by_its_id_without_loading_it(she
     assert not offered._loaded  # described from its config and its files' headers alone
     assert models.problem("local:tiny-gpt2") is None
     assert "has no model.safetensors" in models.problem("local:broken")
-    assert "t5" in models.problem("local:alien") and "llama" in models.problem("local:alien")
+    assert "mamba" in models.problem("local:alien") and "llama" in models.problem("local:alien")
     about = str(models.about(models.spec("local:tiny-bert")))
     assert "bidirectional encoder" in about and "bert" in about and "learned position" in about
     assert "RoPE" in str(models.about(spec)) and "causal decoder" in str(models.about(spec))
@@ -159,7 +159,7 @@ def test_picking_each_model_opens_its_default_head_checked_against_the_model(fam
 
 @pytest.mark.parametrize(
     ("picked", "words"),
-    [("local:broken", "has no model.safetensors"), ("local:alien", "is t5, not an architecture this app computes")],
+    [("local:broken", "has no model.safetensors"), ("local:alien", "is mamba, not an architecture this app computes")],
 )
 def test_a_broken_model_says_why_and_the_case_stays(picked, words):
     at = opened("local:tiny-gpt2")

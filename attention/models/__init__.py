@@ -108,6 +108,10 @@ def about(spec: Spec) -> Message:
     """The model in one caption: a shipped one's own words, another's made from its spec."""
     if spec.name in SPECS:
         return msg(f"real.about_{spec.name}")
+    if spec.decoder_layers:  # an encoder-decoder: its two stacks (the pages show its encoder's heads)
+        return msg("real.about_encoder_decoder", family=spec.model_type, layers=spec.layers,
+                   decoder_layers=spec.decoder_layers, heads=spec.heads, head_dim=spec.head_dim,
+                   positions=_positions(spec))  # fmt: skip
     return msg(
         "real.about_model", kind=msg("real.about_causal" if spec.causal else "real.about_encoder"),
         family=spec.model_type, layers=spec.layers, heads=spec.heads, kv_heads=spec.kv_heads, head_dim=spec.head_dim,
@@ -116,9 +120,12 @@ def about(spec: Spec) -> Message:
 
 
 def _positions(spec: Spec) -> Message:
-    """How the model knows where a token is: ALiBi's bias, learned embeddings, RoPE (scaled or not)."""
+    """How the model knows where a token is: ALiBi's bias, T5's relative bias, learned embeddings, RoPE (scaled or
+    not)."""
     if spec.alibi is not None:
         return msg("real.about_alibi")
+    if spec.relative_buckets:
+        return msg("real.about_relative")
     if spec.rope_base is None:
         return msg("real.about_learned")
     return msg("real.about_rope_scaled", kind=spec.rope_scaling) if spec.rope_scaling else msg("real.about_rope")
@@ -143,8 +150,12 @@ def family_line(spec: Spec) -> str | Message:
     """The model's family and, where its layers differ from plain causal attention, how: "mistral · sliding 3 on every
     layer", "smollm3 · NoPE on every 4th layer", "gemma2 · sliding 4096 on odd layers · softcap 50", "bloom · ALiBi",
     "gpt_neox · RoPE on 25% of each head", "phi3 · RoPE on 75% of each head", "gpt_oss · sliding 128 on odd layers ·
-    sinks", "olmo2 · q/k norm over the width"."""
+    sinks", "olmo2 · q/k norm over the width", "t5 · encoder-decoder · relative bias 32 buckets"."""
     parts = [msg("real.attention_alibi")] if spec.alibi is not None else []
+    if spec.decoder_layers:  # BART's, Marian's, T5's: an encoder, a decoder and its cross-attention
+        parts.append(msg("real.attention_encoder_decoder"))
+    if spec.relative_buckets:  # T5's learned bias by distance
+        parts.append(msg("real.attention_relative", buckets=spec.relative_buckets))
     if spec.norm_width:  # OLMo 2's: a head's q and k normed with every other head's
         parts.append(msg("real.attention_norm_width"))
     if spec.rope_fraction is not None:

@@ -74,6 +74,10 @@ class Spec:
     sinks: bool = False  # gpt-oss's: each head's learned logit s_h (family.sinks) joins its softmax's denominator
     # OLMo 2's q/k norm over the width: a head's q and k are normed with every head's, so a head's case is its layer's
     norm_width: bool = False
+    # An encoder-decoder's (BART, mBART, Marian, T5: seq2seq.py): its decoder's layers (`layers` are its encoder's,
+    # which the one-sentence pages show); 0: one stack alone. T5's relative position bias: buckets per head (0: none)
+    decoder_layers: int = 0
+    relative_buckets: int = 0
 
 
 class Model:
@@ -266,6 +270,8 @@ def _options(model: Model, layer: int, heads: int = 1, head: int | None = None) 
     if (norms := spec.family.norms(model.weights, layer)) is not None:  # Qwen3's: the layer's γ_Q and γ_K
         options |= {"q_norm": tuple(norms[0].tolist()), "k_norm": tuple(norms[1].tolist()), "norm_eps": spec.norm_eps,
                     "norm_width": spec.norm_width}  # fmt: skip
+    if spec.decoder_layers:  # an encoder-decoder's encoder: its family's own options (T5's scale 1, relative bias)
+        options |= spec.family.case_options(model.weights, "encoder", head)
     if spec.causal:
         options["mask"] = "causal"
     if heads > 1 and spec.kv_heads != spec.heads:
@@ -320,21 +326,27 @@ def layer_case(model: Model, run: Run, layer: int) -> Case:
     return _as_case(run.tokens, x, head_weights(model, layer), _options(model, layer, heads=s.heads))
 
 
-def _as_case(tokens: tuple[str, ...], x: torch.Tensor, weights: dict[str, torch.Tensor], options: dict) -> Case:
+def _as_case(
+    tokens: tuple[str, ...], x: torch.Tensor, weights: dict[str, torch.Tensor], options: dict,
+    x_kv: torch.Tensor | None = None, tokens_kv: tuple[str, ...] | None = None,
+) -> Case:  # fmt: skip
     """A case of the model's own numbers. They are checked as tensors (finite, within MAX_ABS, shapes within the
     limits) instead of number by number as parse_case checks a user's: 110,000 numbers in 30 ms, not 250 ms (a
     switch of head must stay quick); the options go through the usual checks. tests/test_models.py holds the two
-    ways equal."""
-    matrices = {"x": x, **weights}
+    ways equal. With x_kv and tokens_kv (an encoder-decoder's cross-attention), keys and values read the source's."""
+    matrices = {"x": x, **({} if x_kv is None else {"x_kv": x_kv}), **weights}
     n, d_in = x.shape
     for name, m in matrices.items():
         if not bool(torch.isfinite(m).all()) or m.abs().max().item() > MAX_ABS or m.shape[-1] > max_d(n, len(m)):
             raise ValueError(f"{name} of the model is outside the case's limits")  # a broken file, not a user
-        if name != "x" and m.shape[0] != d_in:
-            raise ValueError(f"{name} has {m.shape[0]} rows, not d_in = {d_in}")
+        width = m.shape[1] if name == "x_kv" else d_in if name == "x" else m.shape[0]  # a weight's rows read x
+        if width != d_in:
+            raise ValueError(f"{name} has {width} features, not d_in = {d_in}")
     # numpy's tolist, the same floats: a third quicker than torch's (a layer's case of OLMo 2: 553,000 numbers)
     rows = {name: tuple(map(tuple, m.detach().cpu().numpy().tolist())) for name, m in matrices.items()}
-    if n > MAX_WIDE_N or len(tokens) != n:
-        raise ValueError(f"{n} tokens: at most {MAX_WIDE_N}, one label each")
-    case = with_options(Case(**rows, tokens=tuple(tokens), options=Options()), **options)
+    for count, named in ((n, tokens), *(() if x_kv is None else ((len(x_kv), tokens_kv),))):
+        if count > MAX_WIDE_N or len(named) != count:
+            raise ValueError(f"{count} tokens: at most {MAX_WIDE_N}, one label each")
+    keys = {} if x_kv is None else {"tokens_kv": tuple(tokens_kv)}
+    case = with_options(Case(**rows, tokens=tuple(tokens), options=Options(), **keys), **options)
     return case.keep_tensors({name: m.detach().float().cpu().clone() for name, m in matrices.items()})  # no view

@@ -14,6 +14,7 @@ import torch
 
 from ..base.case import CaseError
 from ..base.i18n import clip, msg
+from .bart import Bart
 from .bert import Bert
 from .bloom import Bloom
 from .gemma import Gemma
@@ -23,10 +24,12 @@ from .llama import Llama
 from .model import Model, Spec
 from .neox import TANH_GELUS, GptNeox
 from .phi3 import Phi3
+from .t5 import T5
 
 # config.json's model_type
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "gpt2", "bert", "roberta", "smollm3", "gemma2", "gemma3_text")
 SUPPORTED += ("bloom", "gpt_neox", "gpt_oss", "phi3", "olmo2")
+SUPPORTED += ("bart", "mbart", "marian", "t5")  # encoder-decoders (seq2seq.py)
 # a file saved from a model with a head names its body so
 PREFIXES = ("model.", "transformer.", "bert.", "roberta.", "gpt_neox.")
 RENAMED = {"embed_out.weight": "lm_head.weight"}  # GPT-NeoX's output layer in its files, as transformers names it
@@ -87,6 +90,8 @@ def family_of(config: dict, where: Path):
         return Gemma(qk_norm=kind == "gemma3_text")
     if kind == "bloom":
         return Bloom()
+    if kind in ("bart", "mbart", "marian", "t5"):  # encoder-decoders: their special tokens, activation, norms
+        return (T5 if kind == "t5" else Bart).of(config)  # its sizes say what its config lacks
     if kind == "phi3":
         return Phi3()
     if kind == "gpt_neox":

@@ -42,6 +42,12 @@ GEMMA3_ROPE = {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_th
 # the app's longest sentence, of 256: its attention factor is √(1 + ln 4 / ln 64))
 LONGROPE = {"rope_type": "longrope", "rope_theta": 1e4, "partial_rotary_factor": 0.75,
             "short_factor": [1.0 + i / 8 for i in range(24)], "long_factor": [2.0 + i for i in range(24)]}  # fmt: skip
+# DeepSeek-V2-Lite's way at this width: multi-head latent attention (a latent of 128 and a rotary key of 32, heads of
+# 32 + 32 query dims and 64 value dims, no low-rank queries), a dense first layer, then 8 experts (2 a token, 1 shared)
+DEEPSEEK = {"num_key_value_heads": 9, "q_lora_rank": None, "kv_lora_rank": 128, "qk_rope_head_dim": 32,
+            "qk_nope_head_dim": 32, "v_head_dim": 64, "n_routed_experts": 8, "num_experts_per_tok": 2,
+            "n_shared_experts": 1, "moe_intermediate_size": 256, "first_k_dense_replace": 1, "n_group": 1,
+            "topk_group": 1}  # fmt: skip
 FAMILIES = {  # family: (transformers' config and model classes, config, tokenizer)
     "llama": ("LlamaConfig", "LlamaForCausalLM", {**SIZES, "num_key_value_heads": 3, "rope_parameters": LLAMA3},
               "byte"),
@@ -69,6 +75,7 @@ FAMILIES = {  # family: (transformers' config and model classes, config, tokeniz
                 "sliding_window": WINDOW, "num_local_experts": 4, "num_experts_per_tok": 2, "intermediate_size": 768},
                 "byte"),
     "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", {**SIZES, **TOKENS, "num_key_value_heads": 3}, "byte"),
+    "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM", {**SIZES, **TOKENS, **DEEPSEEK}, "byte"),
 }  # fmt: skip
 
 

@@ -15,7 +15,15 @@ import torch
 
 from attention import attend, models
 from attention.base.case import CaseError
-from attention.base.tolerance import heads_of, normed_error, product_error, rounding, turned_error, within
+from attention.base.tolerance import (
+    heads_of,
+    latent_error,
+    normed_error,
+    product_error,
+    rounding,
+    turned_error,
+    within,
+)
 from attention.forward.compute import rope_theta, scale_factor, tolerance
 from attention.models import sources
 from attention.models.generate import _stop_ids, generate
@@ -157,9 +165,14 @@ def weights_tolerance(case, trace) -> torch.Tensor:
     dtype, m = torch.float32, abs(scale_factor(case))
     x, q, k = (trace[name].double() for name in ("x", "queries", "keys"))
     x_kv = trace["x_kv"].double() if case.cross else x  # cross-attention's keys: from the other sentence's rows
-    e_q = heads_of(product_error(x, trace["w_query"], dtype), 1, q.shape[-1])[0]  # (n, d)
-    e_k = heads_of(product_error(x_kv, trace["w_key"], dtype), 1, k.shape[-1])[0]
     o = case.options
+    e_q = heads_of(product_error(x, trace["w_query"], dtype), 1, q.shape[-1])[0]  # (n, d)
+    latent = None  # DeepSeek's MLA: keys read the latent, which has its own error
+    if o.w_latent is not None:
+        latent = (trace["w_latent"], trace["latent_unnormed" if o.latent_norm else "latent"], o.latent_norm, o.norm_eps)
+    read, e_read = latent_error(x_kv, latent, dtype)
+    w_key = trace["w_key"].double()
+    e_k = heads_of(product_error(read, w_key, dtype) + e_read @ w_key.abs(), 1, k.shape[-1])[0]
     if o.q_norm is not None:  # Qwen3's norm, then RoPE
         e_q = normed_error(e_q, trace["queries_unnormed"], o.q_norm, o.norm_eps, dtype)
         e_k = normed_error(e_k, trace["keys_unnormed"], o.k_norm, o.norm_eps, dtype)
@@ -186,9 +199,10 @@ def chain_terms(spec, n: int) -> int:
 def test_every_family_is_one_of_the_supported_ones():
     # SmolLM3's: tests/test_families_2026.py; Gemma 2's and 3's: tests/test_families_gemma.py; BLOOM's and
     # GPT-NeoX's: tests/test_families_bloom_neox.py; gpt-oss's: tests/test_families_gpt_oss.py; Phi-3's:
-    # tests/test_families_phi3.py; OLMo 2's: tests/test_families_olmo2.py; the encoder-decoders' (BART, mBART,
-    # Marian, T5): tests/test_encoder_decoder.py
-    others = ("smollm3", "gemma2", "gemma3_text", "bloom", "gpt_neox", "gpt_oss", "phi3", "olmo2")
+    # tests/test_families_phi3.py; OLMo 2's: tests/test_families_olmo2.py; DeepSeek's: tests/test_families_deepseek.py;
+    # the encoder-decoders' (BART, mBART, Marian, T5): tests/test_encoder_decoder.py
+    others = ("smollm3", "gemma2", "gemma3_text", "bloom", "gpt_neox", "gpt_oss", "phi3", "olmo2", "deepseek_v2",
+              "deepseek_v3")  # fmt: skip
     others += ("bart", "mbart", "marian", "t5")
     assert (*FAMILIES, *others) == sources.SUPPORTED
 
@@ -414,7 +428,7 @@ def test_broken_folders_say_which_file_and_what(folder):
     assert message(folder) == (
         f"{folder / 'config.json'}: is mamba, not an architecture this app computes "
         "(it computes: llama, mistral, qwen2, qwen3, gpt2, bert, roberta, smollm3, gemma2, gemma3_text, bloom, "
-        "gpt_neox, gpt_oss, phi3, olmo2, bart, mbart, marian, t5)"
+        "gpt_neox, gpt_oss, phi3, olmo2, deepseek_v2, deepseek_v3, bart, mbart, marian, t5)"
     )
     (folder / "config.json").write_text(json.dumps({**config, "num_attention_heads": "four"}))
     assert message(folder).startswith(f"{folder / 'config.json'}: cannot be read: ")

@@ -1,9 +1,9 @@
 """Today's families on disk through the app (AppTest), each head a case through all eight steps and every page (issue
 39): ATTENTION_MODELS pointing at tiny random models made here with transformers (Gemma 2 and 3, BLOOM, GPT-NeoX,
-Phi-3, gpt-oss, OLMo 2, SmolLM3, sliding Mistral and Qwen2); a visitor picks each model and a head of its layer 2,
-every page draws without an error, the walkthrough steps through every step, the case agrees with the model's own
-output and carries the family's option (a window, a softcap, sinks, ALiBi's slopes, partial rotary, no RoPE, the q/k
-norm over the width)."""
+Phi-3, gpt-oss, OLMo 2, SmolLM3, sliding Mistral and Qwen2, DeepSeek V3); a visitor picks each model and a head of its
+layer 2, every page draws without an error, the walkthrough steps through every step, the case agrees with the model's
+own output and carries the family's option (a window, a softcap, sinks, ALiBi's slopes, partial rotary, no RoPE, the
+q/k norm over the width, a latent)."""
 
 import os
 from collections import OrderedDict
@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from attention import models
 from attention.app.origins import ModelHead
+from attention.base import presets
 from attention.base.case import Case, Options, with_options
 from attention.forward import teach
 from attention.models import offered
@@ -21,6 +22,8 @@ from tests.apptest import APP, PAGES, charts, current_trace, session
 from tests.test_families import SENTENCE, make, tokenizers, vocabulary  # noqa: F401 (fixtures)
 from tests.test_families_2026 import FAMILIES as MODERN
 from tests.test_families_bloom_neox import FAMILIES as BLOOM_NEOX
+from tests.test_families_deepseek import DS
+from tests.test_families_deepseek import FAMILIES as DEEPSEEK
 from tests.test_families_gemma import FAMILIES as GEMMA
 from tests.test_families_gpt_oss import GPT_OSS
 from tests.test_families_olmo2 import OLMO2
@@ -49,6 +52,7 @@ FAMILIES = {
     "smollm3": (*MODERN["smollm3"][:2], {**MODERN["smollm3"][2], **TWO}),  # NoPE on layer 2
     "mistral": MODERN["mistral"][:3],
     "qwen2": MODERN["qwen2"][:3],  # sliding from layer 2 (max_window_layers 1)
+    "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM", {**DS, **DEEPSEEK["v3"][1], **TWO}),  # MoE on 2
 }  # fmt: skip
 
 # what the walkthrough draws for a layer-2 head beyond plain attention, and what it must not draw
@@ -64,6 +68,7 @@ DRAWN = {
     "smollm3": (set(), {ROPE, "position_bias"}),  # a NoPE layer: nothing turned
     "mistral": ({ROPE}, {"weights_sink"}),
     "qwen2": ({ROPE}, {"weights_sink"}),
+    "deepseek_v3": ({"latent", "latent_unnormed", ROPE}, {"weights_sink", "queries_unnormed"}),
 }
 
 
@@ -81,6 +86,7 @@ def carries(family: str, options: Options) -> bool:
         "smollm3": o.rope_base is None and o.alibi is None,
         "mistral": o.window == WINDOW,
         "qwen2": o.window == WINDOW,
+        "deepseek_v3": o.w_latent is not None and o.latent_norm is not None and o.rope_fraction == 0.4,
     }[family]
 
 
@@ -88,6 +94,7 @@ def plain(case: Case) -> Case:
     """Plain attention on the head's numbers, as the Variants page makes it: today's options off, and with partial
     rotary a scaled RoPE's frequencies (its turned pairs', Phi-4-mini's LongRoPE): the whole head turns at θ_p."""
     scaled = {"rope_frequencies": None} if case.options.rope_fraction is not None else {}
+    case = case if case.options.w_latent is None else presets.without_latent(case)  # a latent head's keys made plain
     return with_options(case, **teach.PLAIN, **scaled)
 
 
@@ -107,7 +114,13 @@ def shelf(tokenizers, tmp_path_factory) -> Path:  # noqa: F811
         models._offers.cache_clear()
 
 
-@pytest.fixture(scope="module", params=list(FAMILIES))
+# families the app cannot show yet: on this branch its controls rebuild a model's case without the latent options
+# (w_latent, latent_norm), so a DeepSeek head falls back to the last valid case; the app's MLA work (attention/app/)
+# carries them. Strict: once it passes, this mark goes
+LATER: dict = {}  # a family whose pages are not built yet: its xfail mark
+
+
+@pytest.fixture(scope="module", params=[pytest.param(f, marks=LATER.get(f, ())) for f in FAMILIES])
 def picked(request, shelf) -> tuple[AppTest, str]:
     """The app as a visitor leaves it: the model preset, the family's tiny model picked, layer 2 and its head 3."""
     family = request.param

@@ -1,7 +1,8 @@
 """The whole-model view, kinds, ablation and patching (attention/whole/) on every family beyond Llama and GPT-2, against
-transformers: random tiny models of Gemma 2 and 3, BLOOM, GPT-NeoX, Phi-3, gpt-oss, Mistral, Qwen2, Qwen3 and SmolLM3
-(windows that leave keys out, ALiBi, partial rotary, sinks, NoPE), heads switched off or patched in our forward pass
-and in transformers' through a pre-hook on its attention output projection, within the one rule."""
+transformers: random tiny models of Gemma 2 and 3, BLOOM, GPT-NeoX, Phi-3, gpt-oss, Mistral, Qwen2, Qwen3, SmolLM3 and
+DeepSeek V2 and V3 (windows that leave keys out, ALiBi, partial rotary, sinks, NoPE, multi-head latent attention and
+experts), heads switched off or patched in our forward pass and in transformers' through a pre-hook on its attention
+output projection, within the one rule."""
 
 import os
 
@@ -17,6 +18,8 @@ from tests.test_families import FAMILIES as OURS
 from tests.test_families import SENTENCE, carried, chain_terms, make, tokenizers, vocabulary  # noqa: F401
 from tests.test_families_2026 import FAMILIES as MODERN
 from tests.test_families_bloom_neox import FAMILIES as BLOOM_NEOX
+from tests.test_families_deepseek import DS
+from tests.test_families_deepseek import FAMILIES as DEEPSEEK
 from tests.test_families_gemma import FAMILIES as GEMMA
 from tests.test_families_gpt_oss import GPT_OSS
 from tests.test_families_phi3 import FAMILIES as PHI3
@@ -43,6 +46,8 @@ FAMILIES = {
     "qwen2": MODERN["qwen2"][:3],
     "qwen3": OURS["qwen3"][:3],
     "smollm3": (*MODERN["smollm3"][:2], {**MODERN["smollm3"][2], "num_hidden_layers": 2}),
+    "deepseek_v2": ("DeepseekV2Config", "DeepseekV2ForCausalLM", {**DS, **DEEPSEEK["v2_grouped"][1]}),
+    "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM", {**DS, **DEEPSEEK["v3"][1]}),
 }  # fmt: skip
 PROJECTIONS = ("self_attn.o_proj", "self_attention.dense", "attention.dense")  # most families'; BLOOM's; GPT-NeoX's
 
@@ -64,6 +69,11 @@ def projections(hf) -> list[torch.nn.Module]:
     blocks = getattr(body, "layers", None) or body.h
     name = next(n for n in PROJECTIONS if hasattr(blocks[0], n.split(".")[0]))
     return [block.get_submodule(name) for block in blocks]
+
+
+def width(spec) -> int:
+    """A head's slice of the output projection's input: its value width (DeepSeek's v_head_dim), else head_dim."""
+    return spec.value_dim or spec.head_dim
 
 
 def their_logits(hf, ids: list[int], heads, how: str, d: int, source=None) -> torch.Tensor:
@@ -125,7 +135,7 @@ def test_heads_switched_off_give_transformers_logits(pair, which, how):
     ids, _ = model.tokenize(SENTENCE)
     heads = picked(model.spec, which)
     own = compute.predict(model, ids, compute.Switch(heads, how))
-    theirs = their_logits(hf, ids, heads, how, model.spec.head_dim)
+    theirs = their_logits(hf, ids, heads, how, width(model.spec))
     rule = carried(theirs, chain_terms(model.spec, len(ids)))
     assert within(own.logits, theirs, rule)
     assert not within(compute.predict(model, ids).logits, theirs, rule)
@@ -142,7 +152,7 @@ def test_a_head_patched_from_another_sentence_gives_transformers_logits(pair, wh
     with torch.inference_mode():
         source = model.spec.family.forward(model, torch.tensor(clean)).head_outputs
     own = compute.predict(model, corrupt, compute.Switch(heads, "patch", source))
-    theirs = their_logits(hf, corrupt, heads, "patch", model.spec.head_dim, their_heads(hf, clean))
+    theirs = their_logits(hf, corrupt, heads, "patch", width(model.spec), their_heads(hf, clean))
     rule = carried(theirs, chain_terms(model.spec, len(corrupt)))
     assert within(own.logits, theirs, rule)
     assert not within(compute.predict(model, corrupt).logits, theirs, rule)  # the patch moved them

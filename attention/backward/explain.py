@@ -5,7 +5,6 @@ the float32 rounding of a gradient is not what it teaches."""
 from __future__ import annotations
 
 import math
-from functools import partial
 
 import torch
 
@@ -46,7 +45,7 @@ def gradient(c: Context, grad: str, head: int | None, index: tuple[int, ...]) ->
     elif name == "relative_bias":  # (h, buckets): T5's table
         lines += _bucket_lines(result, i, j)
     elif name in STEP_3_LINES:  # step 3 back: a weight matrix's, multi-head latent attention's latent's and γ's
-        lines += STEP_3_LINES[name](result, i, j)
+        lines += STEP_3_LINES[name](result, i, j, name=name)
     elif name == "weights":
         d_o = next(result.view(d, head) for d in ("d_head_outputs", "d_concat", "d_outputs") if d in result)
         row, v = d_o[i], trace.view("values", head)[j]
@@ -147,7 +146,7 @@ def _projection_lines(result: Backward, i: int, j: int, name: str) -> list:
                 dj=sub(j))]  # fmt: skip
 
 
-def _latent_lines(result: Backward, t: int, c: int) -> list:
+def _latent_lines(result: Backward, t: int, c: int, name: str = "latent") -> list:
     """Token t's latent number c (multi-head latent attention): it made keys (C W_UK) and values (C W_UV), so its
     gradient gathers both: dC_tc = Σ_k dK_tk W_UK,ck + Σ_k dV_tk W_UV,ck."""
     _, d_k, d_v = step_3_gradients(result)
@@ -159,7 +158,7 @@ def _latent_lines(result: Backward, t: int, c: int) -> list:
                 values=abbreviate(values), value=value), msg("backward.explain.latent_why")]  # fmt: skip
 
 
-def _latent_norm_lines(result: Backward, _: int, c: int) -> list:
+def _latent_norm_lines(result: Backward, _: int, c: int, name: str = "latent_norm") -> list:
     """γ's number c (the latent's norm): it scaled every token's normed latent number c, Ĉ_tc = U_tc / r_t, so its
     gradient is Σ_t dC_tc · Ĉ_tc."""
     o = result.case.options
@@ -172,7 +171,8 @@ def _latent_norm_lines(result: Backward, _: int, c: int) -> list:
             msg("backward.explain.latent_norm_why")]  # fmt: skip
 
 
-STEP_3_LINES = {name: partial(_projection_lines, name=name) for name in PROJECTIONS} | {
+# plain functions (a partial is a new object in each copy: test_hosting compares the module's globals)
+STEP_3_LINES = dict.fromkeys(PROJECTIONS, _projection_lines) | {
     "latent": _latent_lines,
     "latent_norm": _latent_norm_lines,
 }

@@ -35,14 +35,15 @@ def _symbol(c: Context, weight: str) -> tuple[str, str]:
     return symbol, kind
 
 
-@explains(Trace, "x", "w_query", "w_key", "w_value", "w_latent")
+@explains(Trace, "x", "x_kv", "w_query", "w_key", "w_value", "w_latent")
 def inputs(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -> Derivation:
     """A typed number: nothing to compute, only where it came from."""
     r, col = index
     value = c.view(tensor)[r, col].item()
-    if tensor == "x":
-        title = msg("explain.x.title", token=c.token(r), column=col + 1)
-        lines = (msg("explain.x.typed", token=c.token(r)), f"x{sub(r, col)} = {c.num(value)}")
+    if tensor in ("x", "x_kv"):  # cross-attention's x_kv: the source sentence's rows, typed as x's
+        token = c.token(r) if tensor == "x" else c.record.case.key_tokens[r]
+        title = msg("explain.x.title", token=token, column=col + 1)
+        lines = (msg("explain.x.typed", token=token), f"{tensor}{sub(r, col)} = {c.num(value)}")
     else:
         symbol, kind = _symbol(c, tensor)
         latent_rows = symbol in _LATENT_WEIGHTS.values()  # W_UK's and W_UV's rows are the latent's dims

@@ -135,7 +135,7 @@ EXACT = "exact"  # the variant the others are compared with
 # Today's models' variants (the variants page), by id: each an option of the case; NoPE is RoPE left out; latent:
 # multi-head latent attention's W_DKV (plain attention of a latent case needs its keys and values made plain first)
 MODERN_VARIANTS = ("window", "softcap", "alibi", "relative", "sinks", "partial", "nope", "latent")
-PLAIN = dict.fromkeys(MODERN)  # plain attention: every option of today's models off
+PLAIN = dict.fromkeys((*MODERN, "latent_norm"))  # plain attention: every option of today's models off
 
 
 def modern_chosen(case: Case, nope: bool = False) -> tuple[str, ...]:

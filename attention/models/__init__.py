@@ -12,7 +12,7 @@ import os
 import time
 from pathlib import Path
 
-from ..base.case import CaseError
+from ..base.case import CaseError, rotary_dims
 from ..base.i18n import Message, msg
 from ..base.numbers import size_text
 from . import offered as offering
@@ -25,6 +25,7 @@ from .model import (
     Spec,
     head_case,
     head_weights,
+    latent_too_wide,
     layer_case,
     layer_too_wide,
 )
@@ -80,6 +81,8 @@ def problem(id: str) -> Message | None:
         found = spec(id)  # a broken one: the file and what is wrong with it
         offering.check_budget(offers()[id])  # both numbers
         if found.norm_width and (wide := layer_too_wide(found)) is not None:  # OLMo 2's head is its whole layer
+            raise CaseError(found.title, wide)
+        if found.latent is not None and (wide := latent_too_wide(found)) is not None:  # W_Q or W_DKV past a case
             raise CaseError(found.title, wide)
     except CaseError as e:
         return msg("notice.model_refused", model=title(id), error=e.problem)  # its problem names the file
@@ -150,7 +153,8 @@ def family_line(spec: Spec) -> str | Message:
     """The model's family and, where its layers differ from plain causal attention, how: "mistral · sliding 3 on every
     layer", "smollm3 · NoPE on every 4th layer", "gemma2 · sliding 4096 on odd layers · softcap 50", "bloom · ALiBi",
     "gpt_neox · RoPE on 25% of each head", "phi3 · RoPE on 75% of each head", "gpt_oss · sliding 128 on odd layers ·
-    sinks", "olmo2 · q/k norm over the width", "t5 · encoder-decoder · relative bias 32 buckets"."""
+    sinks", "olmo2 · q/k norm over the width", "t5 · encoder-decoder · relative bias 32 buckets",
+    "deepseek_v3 · latent 512 + rotary 64 · MoE 64 experts, 6 active"."""
     parts = [msg("real.attention_alibi")] if spec.alibi is not None else []
     if spec.decoder_layers:  # BART's, Marian's, T5's: an encoder, a decoder and its cross-attention
         parts.append(msg("real.attention_encoder_decoder"))
@@ -158,7 +162,10 @@ def family_line(spec: Spec) -> str | Message:
         parts.append(msg("real.attention_relative", buckets=spec.relative_buckets))
     if spec.norm_width:  # OLMo 2's: a head's q and k normed with every other head's
         parts.append(msg("real.attention_norm_width"))
-    if spec.rope_fraction is not None:
+    if spec.latent is not None:  # DeepSeek's MLA: its latent, and its rotary key (the dims RoPE turns in each head)
+        parts.append(msg("real.attention_latent", latent=spec.latent,
+                         rotary=rotary_dims(spec.head_dim, spec.rope_fraction)))  # fmt: skip
+    elif spec.rope_fraction is not None:
         parts.append(msg("real.attention_partial_rope", percent=f"{spec.rope_fraction * 100:g}"))
     windows = {w for w in spec.windows or () if w is not None}
     for window in sorted(windows):  # one part per size of window (a model has one)
@@ -170,6 +177,8 @@ def family_line(spec: Spec) -> str | Message:
         parts.append(msg("real.attention_sinks"))
     if spec.softcap is not None:  # Gemma 2's cap on the scores
         parts.append(msg("real.attention_softcap", cap=spec.softcap))
+    if spec.experts is not None:  # a mixture of experts' feed-forward: how many, and how many a token takes
+        parts.append(msg("real.attention_moe", experts=spec.experts[0], active=spec.experts[1]))
     if not parts:
         return spec.model_type
     attention = parts[0]

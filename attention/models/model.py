@@ -78,6 +78,12 @@ class Spec:
     # which the one-sentence pages show); 0: one stack alone. T5's relative position bias: buckets per head (0: none)
     decoder_layers: int = 0
     relative_buckets: int = 0
+    # DeepSeek's multi-head latent attention (MLA): keys and values are made from a latent of this many numbers a token
+    # (kv_lora_rank, d_c) and the decoupled rotary key (the head's turned dims); the cache keeps these alone. None: no
+    # latent (keys and values from x)
+    latent: int | None = None
+    value_dim: int | None = None  # a value head's width where it differs from head_dim (DeepSeek's v_head_dim)
+    experts: tuple[int, int] | None = None  # a mixture of experts' feed-forward: (experts a layer, each token's)
 
 
 class Model:
@@ -147,7 +153,9 @@ class Pass(NamedTuple):
 
 @dataclass
 class KVCache:
-    """Each layer's cached keys (after RoPE) and values: (layers, kv_heads, room, head_dim) each, filled to `length`."""
+    """Each layer's cached keys (after RoPE) and values: (layers, kv_heads, room, head_dim) each, filled to `length`.
+    With multi-head latent attention (spec.latent) what a token leaves is its latent instead, one for every head: in
+    keys the normed latent c (layers, 1, room, d_c), in values the turned rotary key (layers, 1, room, d_rot)."""
 
     keys: torch.Tensor
     values: torch.Tensor
@@ -155,14 +163,18 @@ class KVCache:
 
     @classmethod
     def empty(cls, spec, room: int, device: str = "cpu") -> KVCache:
-        shape = (spec.layers, spec.kv_heads, room, spec.head_dim)
-        return cls(torch.zeros(shape, device=device), torch.zeros(shape, device=device))
+        if spec.latent is not None:  # DeepSeek's: the latent and the rotary key, not every head's keys and values
+            d_rot = rotary_dims(spec.head_dim, spec.rope_fraction)
+            shapes = [(spec.layers, 1, room, spec.latent), (spec.layers, 1, room, d_rot)]
+        else:
+            shapes = [(spec.layers, spec.kv_heads, room, spec.head_dim)] * 2
+        return cls(*(torch.zeros(shape, device=device) for shape in shapes))
 
     @property
     def nbytes(self) -> int:
-        """The bytes the cache holds now: its keys and values of every layer, for the tokens so far."""
-        filled = self.keys[:, :, : self.length]
-        return 2 * filled.numel() * filled.element_size()
+        """The bytes the cache holds now: its keys and values (or latents) of every layer, for the tokens so far."""
+        filled = (self.keys[:, :, : self.length], self.values[:, :, : self.length])
+        return sum(t.numel() * t.element_size() for t in filled)
 
 
 def linear(x: torch.Tensor, w: dict, prefix: str) -> torch.Tensor:
@@ -235,7 +247,11 @@ def head_weights(model: Model, layer: int, head: int | None = None) -> dict[str,
     s, d = model.spec, model.spec.head_dim
     kv = None if head is None else head // (s.heads // s.kv_heads)  # grouped-query: the key/value head it shares
     out = {}
-    for name, (weight, bias) in s.family.projections(model.weights, layer).items():
+    # multi-head latent attention: W_UK and W_UV read the latent (the family lays them out); else slices of q, k, v
+    projections = {} if s.latent is not None else s.family.projections(model.weights, layer)
+    if s.latent is not None:
+        out = s.family.latent_heads(model.weights, s, layer, head)
+    for name, (weight, bias) in projections.items():
         first = None if head is None else (head if name == "w_query" else kv) * d
         rows = slice(None) if first is None else slice(first, first + d)
         columns = weight[rows].T  # (out, in) -> the case's (d_in, d_head)
@@ -272,6 +288,8 @@ def _options(model: Model, layer: int, heads: int = 1, head: int | None = None) 
                     "norm_width": spec.norm_width}  # fmt: skip
     if spec.decoder_layers:  # an encoder-decoder's encoder: its family's own options (T5's scale 1, relative bias)
         options |= spec.family.case_options(model.weights, "encoder", head)
+    if spec.latent is not None:  # MLA: the layer's W_DKV and the latent's norm, one for every head
+        options |= spec.family.latent_options(model.weights, spec, layer)
     if spec.causal:
         options["mask"] = "causal"
     if heads > 1 and spec.kv_heads != spec.heads:
@@ -302,6 +320,8 @@ def head_case(model: Model, run: Run, layer: int, head: int) -> Case:
         if (problem := layer_too_wide(model.spec)) is not None:
             raise CaseError(model.spec.title, problem)
         return layer_case(model, run, layer)
+    if model.spec.latent is not None and (problem := latent_too_wide(model.spec)) is not None:
+        raise CaseError(model.spec.title, problem)
     return _as_case(
         run.tokens, _x(model, run, layer), head_weights(model, layer, head), _options(model, layer, head=head)
     )
@@ -317,11 +337,24 @@ def layer_too_wide(spec: Spec) -> Message | None:
     return msg("error.norm_width_too_wide" if spec.norm_width else "error.layer_too_wide", **said)
 
 
+def latent_too_wide(spec: Spec, heads: int = 1) -> Message | None:
+    """Why `heads` heads of a model with multi-head latent attention cannot be one case: one of their matrices (W_Q,
+    W_DKV, W_UK, W_UV) has more columns than a case holds at its rows (case.max_d at a sentence's length); None when
+    every one fits."""
+    d_in, d_c = spec.width + spec.bias, spec.latent + rotary_dims(spec.head_dim, spec.rope_fraction)
+    d_qk, d_v = heads * spec.head_dim, heads * (spec.value_dim or spec.head_dim)
+    for name, rows, columns in (("W_Q", d_in, d_qk), ("W_DKV", d_in, d_c), ("W_UK", d_c, d_qk), ("W_UV", d_c, d_v)):
+        if columns > (most := max_d(MAX_WIDE_N, rows)):
+            return msg("error.latent_too_wide", matrix=name, rows=f"{rows:,}", columns=f"{columns:,}", most=most)
+    return None
+
+
 def layer_case(model: Model, run: Run, layer: int) -> Case:
     """Every head of one layer (0-based) as one multi-head case: the query heads' weights side by side, and the
     key/value heads' (fewer, with grouped-query attention)."""
     s, x = model.spec, _x(model, run, layer)
-    if (problem := layer_too_wide(s)) is not None:  # a wide model's W_Q alone: the case's limit is a head's
+    problem = layer_too_wide(s) if s.latent is None else latent_too_wide(s, s.heads)
+    if problem is not None:  # a wide model's W_Q alone: the case's limit is a head's
         raise CaseError(s.title, problem)
     return _as_case(run.tokens, x, head_weights(model, layer), _options(model, layer, heads=s.heads))
 
@@ -336,12 +369,16 @@ def _as_case(
     ways equal. With x_kv and tokens_kv (an encoder-decoder's cross-attention), keys and values read the source's."""
     matrices = {"x": x, **({} if x_kv is None else {"x_kv": x_kv}), **weights}
     n, d_in = x.shape
+    d_c = d_in if options.get("w_latent") is None else len(options["w_latent"][0])  # MLA's W_UK and W_UV read c
     for name, m in matrices.items():
         if not bool(torch.isfinite(m).all()) or m.abs().max().item() > MAX_ABS or m.shape[-1] > max_d(n, len(m)):
             raise ValueError(f"{name} of the model is outside the case's limits")  # a broken file, not a user
-        width = m.shape[1] if name == "x_kv" else d_in if name == "x" else m.shape[0]  # a weight's rows read x
-        if width != d_in:
-            raise ValueError(f"{name} has {width} features, not d_in = {d_in}")
+        if name == "x_kv":  # cross-attention's other sentence: as wide as x
+            width, expected = m.shape[1], d_in
+        else:  # a weight's rows read x, or (W_UK, W_UV) MLA's latent
+            width, expected = (d_in if name == "x" else m.shape[0]), (d_c if name in ("w_key", "w_value") else d_in)
+        if width != expected:
+            raise ValueError(f"{name} has {width} rows, not {expected}")
     # numpy's tolist, the same floats: a third quicker than torch's (a layer's case of OLMo 2: 553,000 numbers)
     rows = {name: tuple(map(tuple, m.detach().cpu().numpy().tolist())) for name, m in matrices.items()}
     for count, named in ((n, tokens), *(() if x_kv is None else ((len(x_kv), tokens_kv),))):

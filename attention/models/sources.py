@@ -17,6 +17,7 @@ from ..base.i18n import clip, msg
 from .bart import Bart
 from .bert import Bert
 from .bloom import Bloom
+from .deepseek import DeepSeek
 from .gemma import Gemma
 from .gpt2 import Gpt2
 from .gpt_oss import GptOss
@@ -28,7 +29,7 @@ from .t5 import T5
 
 # config.json's model_type
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "gpt2", "bert", "roberta", "smollm3", "gemma2", "gemma3_text")
-SUPPORTED += ("bloom", "gpt_neox", "gpt_oss", "phi3", "olmo2")
+SUPPORTED += ("bloom", "gpt_neox", "gpt_oss", "phi3", "olmo2", "deepseek_v2", "deepseek_v3")
 SUPPORTED += ("bart", "mbart", "marian", "t5")  # encoder-decoders (seq2seq.py)
 # a file saved from a model with a head names its body so
 PREFIXES = ("model.", "transformer.", "bert.", "roberta.", "gpt_neox.")
@@ -102,6 +103,8 @@ def family_of(config: dict, where: Path):
             for key, d in (("num_local_experts", 128), ("swiglu_alpha", 1.702), ("swiglu_limit", 7.0))
         )
         return GptOss(experts=experts, top_k=config.get("num_experts_per_tok", 4), alpha=alpha, limit=limit)
+    if kind in ("deepseek_v2", "deepseek_v3"):  # multi-head latent attention; its experts' routing
+        return DeepSeek.of(config)
     if kind == "olmo2":  # Llama with q/k norms over the width, and norms after the attention and the MLP
         return Llama(qk_norm=True, norm_width=True, post_norms=True)
     return Gpt2() if kind == "gpt2" else Llama(qk_norm=kind == "qwen3")
@@ -114,6 +117,8 @@ def spec_of(config: dict, where: Path, name: str, files: tuple[str, ...], quanti
         sizes = family.sizes(config)
     except KeyError as e:
         raise CaseError(str(where), msg("error.model_config", key=str(e))) from None
+    except CaseError as e:  # the family's own words for what it does not compute (DeepSeek's low-rank queries)
+        raise CaseError(str(where), e.problem) from None
     except ValueError as e:
         raise CaseError(str(where), msg("error.model_unsupported", detail=clip(str(e)))) from None
     except (TypeError, ZeroDivisionError, AttributeError) as e:  # a number that is not one, a head count of 0

@@ -114,7 +114,7 @@ def test_the_spec_is_transformers_and_the_picker_says_its_attention(pair):
     assert (r.experts, r.top_k, r.dense, r.scale) == (8, 2, 1, c.routed_scaling_factor) and s.experts == (8, 2)
     assert s.family.pairs == (name != "v3_halves") and r.version == int(c.model_type[-1])
     assert render("en", models.family_line(s)) == FAMILIES[name][2]
-    assert "潜变量" in render("zh", models.family_line(s))
+    assert "潜向量" in render("zh", models.family_line(s))
 
 
 @pytest.mark.parametrize(("d_rot", "nope"), [(2, 47), (64, 128), (4, 6), (2, 194), (8, 0)])

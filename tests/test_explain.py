@@ -14,13 +14,14 @@ import torch
 
 from attention.base import explain as engine
 from attention.base import numbers as numbers_module
-from attention.base.case import case_to_dict, parse_case
+from attention.base.case import case_to_dict, parse_case, with_options
 from attention.base.explain import EXPLAINERS, explain, explainable, explains, pair
 from attention.base.presets import article, random_case
 from attention.forward import explain as forward_explain
 from attention.forward import figures
 from attention.forward.compute import AXES, Trace, attend
-from tests.cases import QK_NORM, with_latent
+from tests.cases import QK_NORM, with_keys_sentence, with_latent
+from tests.test_cross import cross_case
 
 EXPLAIN_MODULES = (engine, forward_explain)  # the engine and the forward pass's explainers (one module before)
 
@@ -164,7 +165,29 @@ CASES = {
         4, d_k=8, d_v=4, heads=2, kv_heads=1, rope_base=500.0, mask="causal", **QK_NORM, norm=False, seed=18
     ),
     "latent with its norm, float64": lambda: latent_case(3, d_v=4, dtype="float64", norm=True, seed=19),
+    # cross-attention: keys and values from another sentence x_kv (n_kv rows, its own tokens)
+    "cross, 2 heads, n_kv = 5": lambda: cross(random_case(3, 4, 4, 4, heads=2, seed=20), n_kv=5),
+    "cross, one key": lambda: cross(random_case(4, 3, 3, 3, scale="sqrt_dk", seed=21), n_kv=1),
+    "cross, a mask, sinks, softcap": lambda: with_options(
+        cross(random_case(3, 4, 4, 2, softcap=2.0, sinks=[0.5], seed=22), n_kv=4),
+        mask=[[1, 0, 1, 1], [0, 0, 0, 0], [1, 1, 0, 0]],  # n_q × n_kv, a query that sees no key
+    ),
+    "cross, grouped, q/k norm, w_out": lambda: cross(
+        random_case(4, 3, 8, 2, heads=2, kv_heads=1, w_out=W_OUT, **QK_NORM, seed=23), n_kv=6
+    ),
+    "cross latent with its norm, float64": lambda: cross_latent(seed=24, n_kv=5),
 }
+
+
+def cross_latent(seed: int, n_kv: int):
+    """A latent case (latent_case) made cross-attention: the latent made from x_kv's n_kv rows."""
+    base = case_to_dict(latent_case(3, d_v=4, dtype="float64", norm=True, seed=seed))
+    return parse_case(with_keys_sentence(base, random.Random(seed), n_kv=n_kv))
+
+
+def cross(case, n_kv: int):
+    """A case made cross-attention (tests/cases.py's with_keys_sentence): a random x_kv of n_kv rows."""
+    return parse_case(with_keys_sentence(case_to_dict(case), random.Random(n_kv), n_kv))
 
 
 def latent_case(n: int, seed: int, norm: bool | None = None, d_k: int = 3, d_v: int = 3, **options):
@@ -192,7 +215,21 @@ def some_indices(shape: torch.Size, rng: random.Random) -> set[tuple[int, ...]]:
 
 @pytest.mark.parametrize("name", CASES)
 def test_every_tensor_adds_up(name):
-    trace, rng = attend(CASES[name]()), random.Random(0)
+    assert_every_tensor_adds_up(attend(CASES[name]()), random.Random(0))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_every_tensor_of_random_cross_cases_adds_up(seed):
+    """Random cross-attention cases (tests/test_cross.py's: n_q ≠ n_kv, heads, grouped heads, masks, sinks, caps):
+    every tensor's numbers explained and equal to the trace's, x_kv's among them."""
+    trace = attend(parse_case(cross_case(seed)))
+    assert "x_kv" in explainable(trace)
+    assert_every_tensor_adds_up(trace, random.Random(seed))
+
+
+def assert_every_tensor_adds_up(trace, rng: random.Random) -> None:
+    """Some numbers of every tensor (the first, the last, random ones) explained: the explanation's last number is
+    the recorded one, no warning, and its parts lie inside the tensors and the figures' views."""
     names = explainable(trace)
     assert set(names) == {n for step in trace.steps for n in step.tensors}
     tolerance = {"rtol": 1.3e-6, "atol": 1e-5} if trace["x"].dtype == torch.float32 else {"rtol": 1e-12, "atol": 1e-12}
@@ -315,7 +352,8 @@ def test_a_sum_that_does_not_add_up_is_said():
 
 # The parts, as the figures draw them ----------------------------------------------------------------------------
 
-FLAT_CASES = {"article": article, "two heads": CASES["two heads"], "n = 10": CASES["n = 10, scale 0.3"]}
+FLAT_CASES = {"article": article, "two heads": CASES["two heads"], "n = 10": CASES["n = 10, scale 0.3"],
+              "cross, 2 heads": CASES["cross, 2 heads, n_kv = 5"]}  # fmt: skip
 
 
 @pytest.mark.parametrize("case", FLAT_CASES)
@@ -339,13 +377,13 @@ def test_cell_at_and_flat_cells_are_inverses(case):
 @pytest.mark.parametrize("case", FLAT_CASES)
 def test_flat_rows_are_the_rows_weighted_heatmap_draws(case):
     trace = attend(FLAT_CASES[case]())
-    tokens = trace.case.tokens
+    tokens, keys = trace.case.tokens, trace.case.key_tokens  # cross-attention: the keys' from x_kv
     for head in range(trace.case.options.heads) if trace.axes("weighted")[0] == "head" else [None]:
         heat = figures.weighted_heatmap(trace, head).data[0]
         weighted = trace.view("weighted", head)
-        for j, i, c in [(j, i, c) for j in range(len(tokens)) for i in range(len(tokens)) for c in range(2)]:
+        for j, i, c in [(j, i, c) for j in range(len(keys)) for i in range(len(tokens)) for c in range(2)]:
             (row,), (col,) = figures.flat_cells(trace, "weighted", ((j,), (i,), (c,)))
-            assert heat.y[row] == f"k {tokens[j]} · q {tokens[i]}" and col == c
+            assert heat.y[row] == f"k {keys[j]} · q {tokens[i]}" and col == c
             assert heat.z[row][col] == weighted[j, i, c].item()
 
 
@@ -502,3 +540,37 @@ def test_a_latent_is_explained_in_chinese_too():
     for tensor, index, said in said_where:
         e = explain(trace, tensor, index, lang="zh")
         assert said in text(e), (tensor, e.lines)
+
+
+def test_a_cross_case_reads_x_kv_and_names_each_token_from_its_own_sentence():
+    """Cross-attention: a key's and a value's numbers come from x_kv's row ("x_kv row j (token)"), a score names
+    query i by x's token and key j by x_kv's, in both languages; a tampered key is caught."""
+    trace = attend(CASES["cross, 2 heads, n_kv = 5"]())
+    tokens, keys = trace.case.tokens, trace.case.key_tokens
+    assert keys == tuple(f"src{j}" for j in range(5)) and not set(keys) & set(tokens)
+    e = explain(trace, "keys", (1, 4, 0))  # head 2, key src4, column 1 (W_K's column 3)
+    assert f"x_kv row 5 ({keys[4]})" in text(e) and "k₅,₁ = x_kv₅ · W_K[:, 3]" in text(e)
+    assert keys[4] in e.title and e.parts["x_kv"] == ((4,), None) and "x" not in e.parts
+    e = explain(trace, "values", (0, 3, 1))
+    assert f"x_kv row 4 ({keys[3]})" in text(e) and e.parts["x_kv"] == ((3,), None)
+    assert "q₂,₁ = x₂ · W_Q[:, 1]" in text(explain(trace, "queries", (0, 1, 0)))  # queries still read x
+    e = explain(trace, "scores_raw", (0, 2, 4))  # query Input 3 (x) on key src4 (x_kv)
+    assert e.title == f"scores_raw[head 1, {tokens[2]}, {keys[4]}]: query {tokens[2]} · key {keys[4]}"
+    assert "x_kv, the source sentence" in text(e)
+    e = explain(trace, "x_kv", (4, 3))
+    assert e.title == f"x_kv[{keys[4]}, 4]: {keys[4]}, feature 4" and "source sentence" in text(e)
+    assert e.value == trace["x_kv"][4, 3].item() == float32(last_number(e))
+    assert keys[4] in explain(trace, "weighted", (0, 4, 2, 1)).title
+    for tensor, index, said in [("keys", (1, 4, 0), "x_kv 的第 5 行"), ("scores_raw", (0, 2, 4), "源句子"),
+                                ("x_kv", (4, 3), "源句子")]:  # fmt: skip
+        e = explain(trace, tensor, index, lang="zh")
+        assert said in text(e) and keys[4] in e.title, (tensor, e.lines)
+    trace["keys"][1, 4, 0] += 0.5  # tampered with: x_kv's row no longer gives it
+    assert "⚠" in explain(trace, "keys", (1, 4, 0)).lines[-1]
+
+
+def test_a_cross_case_with_a_latent_makes_it_from_x_kv():
+    trace = attend(CASES["cross latent with its norm, float64"]())
+    e = explain(trace, "latent_unnormed", (4, 0))  # the latent has n_kv rows: the source sentence's
+    assert "c₅,₁ = x_kv₅ · W_DKV[:, 1]" in text(e) and e.parts["x_kv"] == ((4,), None)
+    assert trace.case.key_tokens[4] in e.title

@@ -14,13 +14,14 @@ import pytest
 import torch
 
 from attention import STEP_NAMES, attend
-from attention.base.case import case_to_dict, parse_case, with_options
+from attention.base.case import MODERN, case_to_dict, parse_case, with_options
 from attention.base.presets import article, random_case
 from attention.base.record import compare
 from attention.forward.compute import tolerance
 from attention.forward.script import shown, to_script
 from attention.forward.steps import TITLES, step_names
-from tests.cases import QK_NORM, with_latent
+from tests.cases import QK_NORM, with_keys_sentence, with_latent
+from tests.test_cross import cross_case
 
 ARTICLE_OUTPUTS = [[2.0, 7.0, 1.5], [2.0, 8.0, 0.0], [2.0, 7.8, 0.3]]
 ARTICLE_BROADCAST = "weighted = values[:, None] * weights.T[:, :, None]"
@@ -371,3 +372,94 @@ def test_a_script_whose_latent_is_moved_prints_outputs_the_core_rejects(tmp_path
     result = subprocess.run([sys.executable, unmoved], capture_output=True, text=True, timeout=300)
     printed = torch.tensor(printed_outputs(result), dtype=trace.outputs.dtype)
     assert compare("script", printed, trace.outputs, tolerance(case, trace.__getitem__)).agrees
+
+
+# Cross-attention: queries from x, keys and values from another sentence x_kv (n_q ≠ n_kv), asserted equal to
+# PyTorch's scaled_dot_product_attention (or FlexAttention, with an option of today's models) by the inlined rule
+
+
+def cross(seed: int):
+    """tests/test_cross.py's random cross case of the seed: heads, grouped heads, masks, caps and sinks at random."""
+    return parse_case(cross_case(seed))
+
+
+def rounded_cross():
+    """One head, a mask with a row that sees no key, w_out, and rounded weights (n_q × n_kv): SDPA is held to steps
+    6-7 on the exact weights."""
+    base = case_to_dict(random_case(3, 4, 4, 4, seed=8, scale="sqrt_dk", w_out=W_OUT))
+    case = parse_case(with_keys_sentence(base, random.Random(8), n_kv=5))
+    case = with_options(case, mask=[[1, 1, 0, 1, 0], [0, 0, 0, 0, 0], [1, 1, 1, 1, 1]])
+    rounded = [[round(w, 2) for w in row] for row in attend(case)["weights_exact"].tolist()]
+    return with_options(case, weights_override=rounded)
+
+
+CROSS = {f"seed {seed}": (lambda seed=seed: cross(seed)) for seed in (0, 1, 3, 4, 5, 11)}
+CROSS["rounded weights, a masked row, w_out"] = rounded_cross
+SDPA_PART = "# The same attention by PyTorch's fused scaled_dot_product_attention"
+
+
+def moved_sdpa(source: str) -> str:
+    """The script with its scaled_dot_product_attention computing another attention: the scale 5 % off."""
+    before, sdpa = source.split(SDPA_PART)
+    moved = re.sub(r"scale=([-0-9.e]+)", lambda m: f"scale={float(m.group(1)) * 1.05!r}", sdpa, count=1)
+    assert moved != sdpa
+    return before + SDPA_PART + moved
+
+
+@pytest.fixture(scope="module")
+def cross_runs(tmp_path_factory) -> dict[tuple[str, bool], subprocess.CompletedProcess]:
+    """Each cross case's script, and (SDPA's) its moved twin, run with a bare Python."""
+    folder = tmp_path_factory.mktemp("cross")
+
+    def run(name: str, moved: bool) -> subprocess.CompletedProcess:
+        source = to_script(CROSS[name]())
+        path = folder / f"{name.replace(' ', '_').replace(',', '')}_{moved}.py"
+        path.write_text(moved_sdpa(source) if moved else source, encoding="utf-8")
+        return subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=300)
+
+    keys = [(name, moved) for name in CROSS for moved in (False, True) if not moved or SDPA_PART in to_script(
+        CROSS[name]())]  # fmt: skip
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip(keys, pool.map(lambda key: run(*key), keys), strict=True))
+
+
+@pytest.mark.parametrize("name", CROSS)
+def test_a_cross_script_makes_keys_and_values_from_x_kv_and_equals_pytorch_and_the_core(cross_runs, name):
+    case, result = CROSS[name](), cross_runs[name, False]
+    assert case.cross and case.n_kv != case.n  # two sentences of different lengths
+    expected = attend(case).outputs
+    tolerances = {"rtol": 1.3e-6, "atol": 1e-5} if expected.dtype == torch.float32 else {}
+    torch.testing.assert_close(torch.tensor(printed_outputs(result), dtype=expected.dtype), expected, **tolerances)
+    source, step_1, step_3 = to_script(case), shown(case, "inputs"), shown(case, "qkv")
+    assert source.startswith('"""Cross-attention in eight steps')
+    assert f"x_kv = torch.tensor(x_kv, dtype=torch.{case.options.dtype})  # (n_kv, d_in) = ({case.n_kv}, " in step_1
+    assert f"  # {case.key_tokens[-1]}" in step_1  # x_kv's rows labelled with its own tokens
+    assert "keys = x_kv @ w_key" in step_3 and "values = x_kv @ w_value" in step_3 and "queries = x @ w_query" in step_3
+    assert source.count(", x_kv=x_kv)") == 2  # the one rule, of step 8's check and PyTorch's, reads x_kv
+    modern = any(getattr(case.options, o) is not None for o in MODERN)
+    oracle = "FlexAttention" if modern else "scaled_dot_product_attention"
+    assert f"{oracle}'s outputs" in result.stdout  # and its assert held: printed_outputs saw it exit with 0
+
+
+@pytest.mark.parametrize("name", [name for name in CROSS if SDPA_PART in to_script(CROSS[name]())])
+def test_a_cross_script_whose_sdpa_computes_another_attention_fails(cross_runs, name):
+    result = cross_runs[name, True]
+    assert result.returncode != 0 and "scaled_dot_product_attention differs from the steps" in result.stderr, (
+        result.stderr[-500:]
+    )
+
+
+SHOWN_WHOLE = [name for name in CROSS if max(CROSS[name]().d_k, CROSS[name]().d_v) <= 8]  # (wider: cut with "...")
+
+
+@pytest.mark.parametrize("name", SHOWN_WHOLE)
+def test_the_code_each_step_shows_of_a_cross_case_makes_the_traces_tensors(name):
+    case = with_options(CROSS[name](), weights_override=None)
+    scope = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec("import math\nimport torch", scope)
+        for step in step_names(case):
+            exec(shown(case, step), scope)
+    trace = attend(case)
+    for tensor in ("x", "x_kv", "queries", "keys", "values", "scores", "weights", "weighted"):
+        torch.testing.assert_close(scope[tensor], trace[tensor], msg=tensor)

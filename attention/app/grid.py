@@ -37,6 +37,7 @@ Window = tuple[int, int, int, int]  # the rows and columns an editor shows: top,
 PREVIEW_MAX = 16
 PREVIEWED = {
     "x": "x",
+    "x_kv": "x_kv",  # cross-attention's source sentence: steps.js makes keys and values from it
     "w_query": "w_query",
     "w_key": "w_key",
     "w_value": "w_value",
@@ -114,7 +115,7 @@ def preview_case(session: Session) -> dict | None:
     article's rounded softmax and the distance past which it stops applying while it is chosen; None where the
     browser leaves a drag to the server (an error shown, a case past PREVIEW_MAX)."""
     case, inputs = session.case, session.inputs
-    if session.error is not None or max(case.n, case.d_in, case.d_k, case.d_v) > PREVIEW_MAX:
+    if session.error is not None or max(case.n, case.n_kv, case.d_in, case.d_k, case.d_v) > PREVIEW_MAX:
         return None
     numbers = case_to_dict(case)
     chosen = session.controls.use_rounded and case.options.heads == 1 and inputs.rounded == ARTICLE_ROUNDED_WEIGHTS

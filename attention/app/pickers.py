@@ -31,10 +31,12 @@ def head_picker(trace: Trace, key: str, chosen: tuple[int, object] | None = None
     return head if head is not None and head < h else 0
 
 
-def token_picker(trace: Trace, label: str, key: str) -> int:
-    """Pick a token by its label; Input 2 first when there is one (the article's Input 1 has weight 0 everywhere)."""
-    n, index = trace.case.n, min(1, trace.case.n - 1)
-    tokens = trace.case.tokens  # the widget keeps its format_func: it must not keep the trace (192 MiB at the limits)
+def token_picker(trace: Trace, label: str, key: str, keys: bool = False) -> int:
+    """Pick a token by its label (`keys`: a key's, of cross-attention's x_kv); Input 2 first when there is one (the
+    article's Input 1 has weight 0 everywhere)."""
+    tokens = trace.case.key_tokens if keys else trace.case.tokens  # the widget keeps its format_func: it must not
+    # keep the trace (192 MiB at the limits)
+    n, index = len(tokens), min(1, len(tokens) - 1)
     picked = st.selectbox(
         label, range(n), index=index, format_func=tokens.__getitem__, key=key, persist_state=KEEP,
         placeholder=t("widget.placeholder"),  # shown when its choice went away (fewer tokens): in the reader's words

@@ -198,6 +198,10 @@ class Context:
     def token(self, i: int) -> str:
         return self.record.case.tokens[i]
 
+    def key_token(self, j: int) -> str:
+        """Key j's token: in cross-attention x_kv's own (the source sentence's), else x's."""
+        return self.record.case.key_tokens[j]
+
     @property
     def case(self):
         return self.record.case
@@ -210,8 +214,8 @@ class Context:
         return tensor if head is None or not self.record.has_head(name) else tensor[head]
 
     def cell_name(self, tensor: str, head: int | None, i: int, j: int) -> str:
-        """'scores[Input 2, Input 3]': a (query, key) cell named by its tokens."""
-        return msg("explain.cell", tensor=tensor, at=place(head, self.token(i), self.token(j)))
+        """'scores[Input 2, Input 3]': a (query, key) cell named by its tokens (the key's from its own sentence)."""
+        return msg("explain.cell", tensor=tensor, at=place(head, self.token(i), self.key_token(j)))
 
     def tol(self, ulps: float, recorded: float) -> float:
         """Float rounding in one or two operations: a few ulps of the result."""

@@ -49,6 +49,9 @@ class Record:
 
     AXES: ClassVar[Mapping[str, tuple[str, ...]]] = {}
     PER_HEAD: ClassVar[frozenset[str]] = frozenset()
+    # the tensors whose "token" axis counts the keys: cross-attention's keys and values are x_kv's rows, a "key token"
+    # axis named after x_kv's tokens (a self-attention case's keys are x's rows: "token" as AXES says)
+    KEY_ROWS: ClassVar[frozenset[str]] = frozenset()
     TITLE: ClassVar[str] = "Record"  # how a notebook names the kind
     case: Case
     steps: tuple[Step, ...]
@@ -79,8 +82,12 @@ class Record:
         return self.made_by(tensor).reads.get(tensor, ())
 
     def axes(self, name: str) -> tuple[str, ...]:
-        """What each axis of a recorded tensor is, with "head" first when it has a head axis."""
-        return ("head", *self.AXES[name]) if name in self.PER_HEAD and self.case.options.heads > 1 else self.AXES[name]
+        """What each axis of a recorded tensor is, with "head" first when it has a head axis; a cross-attention
+        case's keys and values count the keys' sentence ("key token")."""
+        kinds = self.AXES[name]
+        if name in self.KEY_ROWS and self.case.cross:
+            kinds = tuple("key token" if kind == "token" else kind for kind in kinds)
+        return ("head", *kinds) if name in self.PER_HEAD and self.case.options.heads > 1 else kinds
 
     def has_head(self, name: str) -> bool:
         """Whether a recorded tensor's first axis is the head."""
@@ -99,7 +106,8 @@ class Record:
         """One line that says what the run is: its sizes, and its check when it has one."""
         c = self.case
         heads = f", {c.options.heads} heads" if c.options.heads > 1 else ""
-        return f"n = {c.n}, d_in = {c.d_in}, d_k = {c.d_k}, d_v = {c.d_v}{heads} · {c.options.dtype}"
+        keys = f", n_kv = {c.n_kv}" if c.cross else ""  # cross-attention: the keys' sentence's length
+        return f"n = {c.n}{keys}, d_in = {c.d_in}, d_k = {c.d_k}, d_v = {c.d_v}{heads} · {c.options.dtype}"
 
     def _repr_html_(self) -> str:
         """The steps with their tensors' shapes and notes, as HTML: how a record shows itself in Jupyter."""

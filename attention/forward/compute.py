@@ -17,7 +17,7 @@ from ..base.device import resolve_device, warm_up
 from ..base.i18n import msg
 from ..base.record import Check, Record, Recorder, Step, compare
 from ..base.tolerance import attention_tolerance, norm_axes
-from .steps import AXES, PER_HEAD, step, step_names
+from .steps import AXES, KEY_ROWS, PER_HEAD, step, step_names
 
 # Past these sizes the trace keeps what is looked at, not everything (bench/core.md measured why). Step 6's
 # (n_k, n_q, d_v) broadcast is made whole up to 1 MiB of float32 (n = 64 at d_v = 64):
@@ -33,6 +33,7 @@ class Trace(Record):
 
     AXES: ClassVar = AXES
     PER_HEAD: ClassVar = frozenset(PER_HEAD)
+    KEY_ROWS: ClassVar = frozenset(KEY_ROWS)
     TITLE: ClassVar = "Attention trace"
     case: Case
     device: str

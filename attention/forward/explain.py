@@ -24,6 +24,8 @@ _LATENT_WEIGHTS = {"w_key": "W_UK", "w_value": "W_UV"}  # with a latent, keys an
 _PROJECTIONS = {"queries": ("q", "w_query"), "keys": ("k", "w_key"), "values": ("v", "w_value")}  # letter, weight
 _PROJECTIONS |= {"queries_unrotated": ("q", "w_query"), "keys_unrotated": ("k", "w_key")}  # step 3's, before RoPE
 _PROJECTIONS |= {"queries_unnormed": ("q", "w_query"), "keys_unnormed": ("k", "w_key")}  # before a q/k norm
+# A projection's row: of x, of cross-attention's x_kv (keys and values from the source sentence), of MLA's latent
+_ROW_LINES = {"x": "row", "x_kv": "kv_row", "latent": "latent_row"}  # explain.projection.<its line>
 
 
 def _symbol(c: Context, weight: str) -> tuple[str, str]:
@@ -37,13 +39,13 @@ def _symbol(c: Context, weight: str) -> tuple[str, str]:
 
 @explains(Trace, "x", "x_kv", "w_query", "w_key", "w_value", "w_latent")
 def inputs(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -> Derivation:
-    """A typed number: nothing to compute, only where it came from."""
+    """A typed number: nothing to compute, only where it came from (cross-attention's x_kv: the source sentence)."""
     r, col = index
     value = c.view(tensor)[r, col].item()
-    if tensor in ("x", "x_kv"):  # cross-attention's x_kv: the source sentence's rows, typed as x's
-        token = c.token(r) if tensor == "x" else c.record.case.key_tokens[r]
-        title = msg("explain.x.title", token=token, column=col + 1)
-        lines = (msg("explain.x.typed", token=token), f"{tensor}{sub(r, col)} = {c.num(value)}")
+    if tensor in ("x", "x_kv"):
+        token = c.token(r) if tensor == "x" else c.key_token(r)
+        title = msg(f"explain.{tensor}.title", token=token, column=col + 1)
+        lines = (msg(f"explain.{tensor}.typed", token=token), f"{tensor}{sub(r, col)} = {c.num(value)}")
     else:
         symbol, kind = _symbol(c, tensor)
         latent_rows = symbol in _LATENT_WEIGHTS.values()  # W_UK's and W_UV's rows are the latent's dims
@@ -60,12 +62,24 @@ def latent(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) ->
     if tensor == "latent" and c.record.case.options.latent_norm is not None:
         return latent_norm(c, tensor, head, index)
     i, col = index
-    title = msg("explain.latent.title", tensor=tensor, token=c.token(i), column=col + 1)
-    lines = [msg("explain.latent.row", token=c.token(i), column=col + 1, d_c=c.record.case.d_c)]
-    pairs = list(zip(c.view("x")[i].tolist(), c.view("w_latent")[:, col].tolist(), strict=True))
-    lhs = f"c{sub(i, col)} = x{sub(i)} · W_DKV[:, {col + 1}]"
-    lines += c.dot_line(tensor, lhs, pairs, c.view(tensor)[i, col].item())
-    return Derivation(title, tuple(lines), {"x": ((i,), None), "w_latent": (None, (col,)), tensor: ((i,), (col,))})
+    read = _keys_input(c)  # x, or cross-attention's x_kv: the latent is made from the keys' rows
+    title = msg("explain.latent.title", tensor=tensor, token=c.key_token(i), column=col + 1)
+    row = msg("explain.latent.row" if read == "x" else "explain.latent.kv_row", token=c.key_token(i), j=i + 1,
+              column=col + 1, d_c=c.record.case.d_c)  # fmt: skip
+    pairs = list(zip(c.view(read)[i].tolist(), c.view("w_latent")[:, col].tolist(), strict=True))
+    lhs = f"c{sub(i, col)} = {read}{sub(i)} · W_DKV[:, {col + 1}]"
+    lines = [row, *c.dot_line(tensor, lhs, pairs, c.view(tensor)[i, col].item())]
+    return Derivation(title, tuple(lines), {read: ((i,), None), "w_latent": (None, (col,)), tensor: ((i,), (col,))})
+
+
+def _keys_input(c: Context) -> str:
+    """What keys and values (and MLA's latent) are made from: x, or cross-attention's other sentence x_kv."""
+    return "x_kv" if c.record.case.cross else "x"
+
+
+def _row_token(c: Context, tensor: str, i: int) -> str:
+    """Row i's token of a step-3 tensor: a key's (values', the latent's) from the keys' sentence, a query's from x."""
+    return c.key_token(i) if tensor in c.record.KEY_ROWS else c.token(i)
 
 
 def latent_norm(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -> Derivation:
@@ -74,7 +88,7 @@ def latent_norm(c: Context, tensor: str, head: int | None, index: tuple[int, ...
     i, col = index
     o = c.record.case.options
     before, value, d = c.view("latent_unnormed")[i].tolist(), c.view(tensor)[i, col].item(), len(o.latent_norm)
-    title = msg("explain.latent_norm.title", tensor=tensor, token=c.token(i), column=col + 1)
+    title = msg("explain.latent_norm.title", tensor=tensor, token=c.key_token(i), column=col + 1)
     lhs = f"c{sub(i, col)}"
     if col >= d:
         end, warning = c.ending(tensor, before[col], value, 0.0)
@@ -84,7 +98,7 @@ def latent_norm(c: Context, tensor: str, head: int | None, index: tuple[int, ...
     mean = math.fsum(b * b for b in before[:d]) / d
     root = math.sqrt(mean + o.norm_eps)
     u, gamma = before[col], o.latent_norm[col]
-    root_line = msg("explain.latent_norm.root", token=c.token(i), d=d, mean=approx(mean), eps=approx(o.norm_eps),
+    root_line = msg("explain.latent_norm.root", token=c.key_token(i), d=d, mean=approx(mean), eps=approx(o.norm_eps),
                     root=approx(root))  # fmt: skip
     expression = f"{factor(c.num(gamma))}·{factor(c.num(u))} / {approx(root)}"
     end, warning = c.ending(tensor, gamma * u / root, value, c.tol(4 * math.sqrt(d) + 8, value))  # d squares summed
@@ -106,14 +120,16 @@ def projection(c: Context, tensor: str, head: int | None, index: tuple[int, ...]
     i, col = index
     letter, weight = _PROJECTIONS[tensor]
     symbol, kind = _symbol(c, weight)
-    read = "latent" if weight != "w_query" and o.w_latent is not None else "x"  # MLA: keys and values from c
+    # keys and values read x, or cross-attention's x_kv, or (MLA) the latent c made from either
+    read = "x" if weight == "w_query" else "latent" if o.w_latent is not None else _keys_input(c)
+    token = _row_token(c, tensor, i)  # a key's row: the keys' sentence's token
     width = c.view(tensor, head).shape[-1]
     block = head  # the block of the weight's columns this head reads
     if head is not None and weight != "w_query" and o.kv_heads:  # grouped-query attention: a shared key/value head
         block = head // (o.heads // o.kv_heads)
     column = col if head is None else block * width + col  # head h takes the h-th block of columns
-    at = place(head, c.token(i), str(col + 1))
-    title = msg("explain.projection.title", tensor=tensor, at=at, kind=msg(f"word.{kind}"), token=c.token(i),
+    at = place(head, token, str(col + 1))
+    title = msg("explain.projection.title", tensor=tensor, at=at, kind=msg(f"word.{kind}"), token=token,
                 column=col + 1)  # fmt: skip
     lines = []
     if head is not None:
@@ -124,9 +140,8 @@ def projection(c: Context, tensor: str, head: int | None, index: tuple[int, ...]
         )  # fmt: skip
         if block != head:
             lines.append(msg("explain.projection.shared", head=head + 1, kv=block + 1, group=o.heads // o.kv_heads))
-    lines.append(msg("explain.projection.row" if read == "x" else "explain.projection.latent_row", token=c.token(i),
-                     column=column + 1, symbol=symbol))  # fmt: skip
-    row_of = "x" if read == "x" else "c"  # the latent's letter, as the formula's C
+    lines.append(msg(f"explain.projection.{_ROW_LINES[read]}", token=token, j=i + 1, column=column + 1, symbol=symbol))
+    row_of = "c" if read == "latent" else read  # the latent's letter, as the formula's C
     lhs = prefixed(head, f"{letter}{sub(i, col)} = {row_of}{sub(i)} · {symbol}[:, {column + 1}]")
     pairs = list(zip(c.view(read)[i].tolist(), c.view(weight)[:, column].tolist(), strict=True))
     lines += c.dot_line(tensor, lhs, pairs, c.view(tensor, head)[i, col].item())
@@ -192,8 +207,9 @@ def normalization(c: Context, tensor: str, head: int | None, index: tuple[int, .
     mean = math.fsum(b * b for b in before) / d
     root = math.sqrt(mean + o.norm_eps)
     value = c.view(tensor, head)[i, col].item()
-    title = msg("explain.norm.title", tensor=tensor, at=place(head, c.token(i), str(col + 1)), token=c.token(i))
-    root_line = msg("explain.norm.root_width" if width else "explain.norm.root", token=c.token(i), letter=letter, d=d,
+    token = _row_token(c, tensor, i)  # a key's: the keys' sentence's token
+    title = msg("explain.norm.title", tensor=tensor, at=place(head, token, str(col + 1)), token=token)
+    root_line = msg("explain.norm.root_width" if width else "explain.norm.root", token=token, letter=letter, d=d,
                     mean=approx(mean), eps=approx(o.norm_eps), root=approx(root))  # fmt: skip
     expression = f"{factor(c.num(gamma))}·{factor(c.num(u))} / {approx(root)}"
     end, warning = c.ending(tensor, gamma * u / root, value, c.tol(4 * math.sqrt(d) + 8, value))  # d squares summed
@@ -209,9 +225,11 @@ def normalization(c: Context, tensor: str, head: int | None, index: tuple[int, .
 def scores_raw(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -> Derivation:
     """Step 4: query i dotted with key j."""
     i, j = index
-    title = msg("explain.qk.title", cell=c.cell_name(tensor, head, i, j), query=c.token(i), key=c.token(j))
+    title = msg("explain.qk.title", cell=c.cell_name(tensor, head, i, j), query=c.token(i), key=c.key_token(j))
     pairs = list(zip(c.view("queries", head)[i].tolist(), c.view("keys", head)[j].tolist(), strict=True))
-    lines = [msg("explain.scores_raw.line", query=c.token(i), key=c.token(j))]
+    cross = c.record.case.cross  # two sentences: each token named from its own
+    lines = [msg("explain.scores_raw.cross_line" if cross else "explain.scores_raw.line", query=c.token(i),
+                 key=c.key_token(j))]  # fmt: skip
     lines += c.dot_line(tensor, prefixed(head, f"q{sub(i)} · k{sub(j)}"), pairs, c.view(tensor, head)[i, j].item())
     return Derivation(title, tuple(lines), {"queries": ((i,), None), "keys": ((j,), None), tensor: ((i,), (j,))}, head)
 
@@ -223,12 +241,12 @@ def position_bias(c: Context, tensor: str, head: int | None, index: tuple[int, .
     i, j = index
     o, value = c.record.case.options, c.view(tensor, head)[i, j].item()
     title = msg("explain.alibi.title" if o.relative_bias is None else "explain.relative.title",
-                cell=c.cell_name(tensor, head, i, j), query=c.token(i), key=c.token(j))  # fmt: skip
+                cell=c.cell_name(tensor, head, i, j), query=c.token(i), key=c.key_token(j))  # fmt: skip
     lines, terms, expression, computed = [], [], [], 0.0
     if o.alibi is not None:
         slope = o.alibi[head or 0]
         lines.append(msg("explain.alibi.line", head=(head or 0) + 1, slope=c.num(slope), query=c.token(i),
-                         key=c.token(j), distance=i - j))  # fmt: skip
+                         key=c.key_token(j), distance=i - j))  # fmt: skip
         terms.append("− m · (i − j)")
         expression.append(f"−{factor(c.num(slope))} · {factor(written(float(i - j)))}")
         computed -= slope * (i - j)
@@ -250,11 +268,11 @@ def _bucket_line(c: Context, o, i: int, j: int, k: int) -> str:
     one, the last (max distance and beyond), or, keys behind alone (a decoder's), bucket 0 for a key ahead."""
     bidirectional, distance = o.relative_bidirectional, j - i
     if not bidirectional and distance > 0:
-        return msg("explain.relative.ahead_decoder", query=c.token(i), key=c.token(j), distance=distance)
+        return msg("explain.relative.ahead_decoder", query=c.token(i), key=c.key_token(j), distance=distance)
     half = len(o.relative_bias[0]) // (2 if bidirectional else 1)  # the buckets of one direction
     far = abs(distance)
     kind = "near" if far < half // 2 else "last" if far >= o.relative_max_distance else "log"
-    return msg(f"explain.relative.{kind}", query=c.token(i), key=c.token(j), distance=distance, bucket=k,
+    return msg(f"explain.relative.{kind}", query=c.token(i), key=c.key_token(j), distance=distance, bucket=k,
                exact=half // 2, max=o.relative_max_distance, ahead=msg("explain.relative.ahead", half=half)
                if bidirectional and distance > 0 else "")  # fmt: skip
 
@@ -263,7 +281,7 @@ def _bucket_line(c: Context, o, i: int, j: int, k: int) -> str:
 def scores_uncapped(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -> Derivation:
     """Step 4 before the softcap: the raw score scaled, and ALiBi's bias added where the case has it."""
     i, j = index
-    title = msg("explain.qk.title", cell=c.cell_name(tensor, head, i, j), query=c.token(i), key=c.token(j))
+    title = msg("explain.qk.title", cell=c.cell_name(tensor, head, i, j), query=c.token(i), key=c.key_token(j))
     lines, parts = _score_sum(c, tensor, head, i, j, f"u{pair(i, j)}")
     return Derivation(title, lines, parts | {tensor: ((i,), (j,))}, head)
 
@@ -273,7 +291,7 @@ def scores(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) ->
     """Step 4: the raw score scaled and divided by the temperature, ALiBi's bias added, capped; or masked."""
     i, j = index
     o = c.record.case.options
-    title = msg("explain.qk.title", cell=c.cell_name(tensor, head, i, j), query=c.token(i), key=c.token(j))
+    title = msg("explain.qk.title", cell=c.cell_name(tensor, head, i, j), query=c.token(i), key=c.key_token(j))
     raw, value = c.view("scores_raw", head)[i, j].item(), c.view(tensor, head)[i, j].item()
     s, qk = f"s{pair(i, j)}", f"q{sub(i)} · k{sub(j)}"
     if value == float("-inf"):
@@ -304,12 +322,12 @@ def _blocked_why(c: Context, i: int, j: int) -> str:
     o = c.record.case.options
     if o.window is not None and not i - o.window < j <= i:  # the window first: it alone would block the key
         if j > i:
-            return msg("explain.window_after", key=c.token(j), query=c.token(i), window=o.window)
-        return msg("explain.window_blocks", key=c.token(j), query=c.token(i), window=o.window, j=j + 1, i=i + 1,
+            return msg("explain.window_after", key=c.key_token(j), query=c.token(i), window=o.window)
+        return msg("explain.window_blocks", key=c.key_token(j), query=c.token(i), window=o.window, j=j + 1, i=i + 1,
                    edge=i - o.window + 1)  # fmt: skip
     if o.mask == "causal":
-        return msg("explain.causal_blocks", key=c.token(j), query=c.token(i))
-    return msg("explain.mask_zero", query=c.token(i), key=c.token(j))
+        return msg("explain.causal_blocks", key=c.key_token(j), query=c.token(i))
+    return msg("explain.mask_zero", query=c.token(i), key=c.key_token(j))
 
 
 def _score_sum(c: Context, tensor: str, head: int | None, i: int, j: int, lhs: str) -> tuple[tuple, dict]:
@@ -359,7 +377,7 @@ def _score_sum(c: Context, tensor: str, head: int | None, i: int, j: int, lhs: s
 def weights_exact(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -> Derivation:
     """Step 5: the softmax of row i of the scores, at key j (with a sink, e^s_h in the denominator)."""
     i, j = index
-    title = msg("explain.weight.title", cell=c.cell_name(tensor, head, i, j), query=c.token(i), key=c.token(j))
+    title = msg("explain.weight.title", cell=c.cell_name(tensor, head, i, j), query=c.token(i), key=c.key_token(j))
     parts = {"scores": ((i,), None), tensor: ((i,), (j,))}
     return Derivation(title, _softmax_lines(c, tensor, head, i, j), parts, head)
 
@@ -376,7 +394,8 @@ def weights_sink(c: Context, tensor: str, head: int | None, index: tuple[int, ..
 def _softmax_lines(c: Context, tensor: str, head: int | None, i: int, j: int | None) -> tuple[str, ...]:
     """A_ij = exp(s_ij) / Σ_k exp(s_ik), with the row's numbers, checked against the recorded one; with a sink,
     exp(s_h) joins the sum (and j None: the sink's own share, exp(s_h) over the same sum)."""
-    n, row = c.record.case.n, c.view("scores", head)[i].tolist()
+    row = c.view("scores", head)[i].tolist()
+    n = len(row)  # the keys: n, or cross-attention's n_kv
     sinks = c.record.case.options.sinks
     sink = None if sinks is None else sinks[head or 0]
     value = c.view(tensor, head)[i, 0 if j is None else j].item()
@@ -388,7 +407,7 @@ def _softmax_lines(c: Context, tensor: str, head: int | None, i: int, j: int | N
     if sink is not None:
         lines.append(msg("explain.sink_joins", head=(head or 0) + 1, sink=c.num(sink)))
     if len(seen) < n:
-        lines.append(msg("explain.masked_keys", keys=", ".join(c.token(k) for k in range(n) if k not in seen)))
+        lines.append(msg("explain.masked_keys", keys=", ".join(c.key_token(k) for k in range(n) if k not in seen)))
     logits = {k: row[k] for k in seen} | ({} if sink is None else {"sink": sink})  # the denominator's exponents
     direct = all(abs(s) <= DIRECT_EXP_UP_TO for s in logits.values())
     top = max(logits.values())
@@ -426,7 +445,7 @@ def _softmax_symbolic(c: Context, head, a: str, i: int, j: int | None, sink, num
 def weights(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -> Derivation:
     """Step 5: the exact softmax, or the override's number beside it."""
     i, j = index
-    title = msg("explain.weight.title", cell=c.cell_name(tensor, head, i, j), query=c.token(i), key=c.token(j))
+    title = msg("explain.weight.title", cell=c.cell_name(tensor, head, i, j), query=c.token(i), key=c.key_token(j))
     exact, value = c.view("weights_exact", head)[i, j].item(), c.view(tensor, head)[i, j].item()
     if c.record.case.options.weights_override is None:
         lines = [msg("explain.no_override"), *_softmax_lines(c, tensor, head, i, j)]
@@ -450,14 +469,14 @@ def weights(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -
 def weighted(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -> Derivation:
     """Step 6: query i's weight on key j times value row j, key first as the broadcast lays it out."""
     j, i, col = index
-    at = place(head, c.token(j), c.token(i), str(col + 1))
-    title = msg("explain.weighted.title", tensor=tensor, at=at, key=c.token(j), query=c.token(i), column=col + 1)
+    at = place(head, c.key_token(j), c.token(i), str(col + 1))
+    title = msg("explain.weighted.title", tensor=tensor, at=at, key=c.key_token(j), query=c.token(i), column=col + 1)
     weight, v = c.view("weights", head)[i, j].item(), c.view("values", head)[j, col].item()
     value = c.view(tensor, head)[j, i, col].item()
     by_hand = Decimal(repr(c.short(weight))) * Decimal(repr(c.short(v)))
     end, warning = c.ending(tensor, weight * v, value, c.tol(4, value), by_hand)
     lines = (
-        msg("explain.weighted.line", key=c.token(j), query=c.token(i)),
+        msg("explain.weighted.line", key=c.key_token(j), query=c.token(i)),
         msg("explain.weighted.eq", lhs=prefixed(head, f"A{pair(i, j)} · v{sub(j, col)}"),
             weight=factor(c.num(weight)), value=factor(c.num(v)), end=end),
         *warning,
@@ -570,7 +589,7 @@ def outputs_by_query(c: Context, tensor: str, head: int | None, index: tuple[int
     difference = abs(value - matrix)
     if difference == 0:
         lines.append(msg("explain.by_query.same", token=c.token(i), column=col + 1))
-    elif close(value, matrix, c.sum_tol(abs(matrix) + 1, c.record.case.n, matrix)):
+    elif close(value, matrix, c.sum_tol(abs(matrix) + 1, c.record.case.n_kv, matrix)):
         lines.append(msg("explain.by_query.rounding", token=c.token(i), difference=difference))
     else:
         lines.append(msg("explain.by_query.differs", token=c.token(i), matrix=c.num(matrix)))

@@ -12,7 +12,6 @@ from ..base.explain import Cells
 from ..base.i18n import text
 from ..show.heatmap import axis, heatmap, hover, labels
 from .compute import Trace, option_tensors
-from .steps import AXES
 
 MASKED_ZEROS = ("weights_exact", "weights")  # a masked score's weight is exactly 0: the mask's doing, said so
 
@@ -36,7 +35,7 @@ def tensor_heatmap(
 ) -> go.Figure:
     """A recorded 2-D tensor (or one head of it) with its rows and columns named after the tokens and dims."""
     matrix = tensor(trace, name, head)
-    row_kind, col_kind = AXES[name]
+    row_kind, col_kind = trace.axes(name)[-2:]  # a cross case's keys and values: x_kv's tokens
     return heatmap(
         matrix,
         labels(trace, row_kind, matrix.shape[0], lang),
@@ -51,7 +50,7 @@ def tensor_heatmap(
 
 def difference_heatmap(trace: Trace, other: Trace, name: str, title: str, lang: str = "en") -> go.Figure:
     """A recorded tensor of one trace less the same tensor of another (the article's rounding against the exact)."""
-    row_kind, col_kind = AXES[name]
+    row_kind, col_kind = trace.axes(name)[-2:]
     rows, cols = trace[name].shape
     difference = trace[name] - other[name]
     return heatmap(
@@ -110,8 +109,8 @@ def weighted_heatmap(trace: Trace, head: int | None = None, lang: str = "en") ->
     w = tensor(trace, "weighted", head)
     n_k, n_q, d_v = w.shape
     keys = max(1, min(n_k, WEIGHTED_MAX_ROWS // n_q))
-    tokens = labels(trace, "token", n_k)
-    rows = [f"k {tokens[j]} · q {tokens[i]}" for j, i in (_key_query(n_q, row) for row in range(keys * n_q))]
+    k_tokens, q_tokens = labels(trace, "key", n_k), labels(trace, "query", n_q)  # cross-attention: x_kv's, x's
+    rows = [f"k {k_tokens[j]} · q {q_tokens[i]}" for j, i in (_key_query(n_q, row) for row in range(keys * n_q))]
     title = "weighted" if keys == n_k else text(lang, "chart.weighted_first", keys=keys, n=n_k)
     dims = labels(trace, "value dim", d_v)
     z = w[:keys].reshape(keys * n_q, d_v)  # key-major: row _flat_row(n_q, j, i) is weighted[j, i]
@@ -126,16 +125,16 @@ def broadcast_panels(trace: Trace, key: int, head: int | None = None, lang: str 
     titles count j from 1, as the tokens' names do, and give the shapes with the case's sizes."""
     values, weights, weighted = (tensor(trace, n, head) for n in ("values", "weights", "weighted"))
     n_q, d_v = weights.shape[0], values.shape[-1]
-    tokens = labels(trace, "token", trace.case.n)
+    queries = labels(trace, "query", n_q)
     dims = labels(trace, "value dim", d_v)
-    k, j = tokens[key], key + 1
+    k, j = labels(trace, "key", trace.case.n_kv)[key], key + 1  # cross-attention: x_kv's token
     return {
         "value": heatmap(values[key : key + 1], [k], dims, "key", "value dim", f"values[j={j}] · (1, {d_v})", lang),
         "weight": heatmap(
-            weights[:, key : key + 1], tokens, [k], "query", "key", f"weights.T[j={j}] · ({n_q}, 1)", lang
+            weights[:, key : key + 1], queries, [k], "query", "key", f"weights.T[j={j}] · ({n_q}, 1)", lang
         ),
         "product": heatmap(
-            weighted[key], tokens, dims, "query", "value dim", f"weighted[j={j}] · ({n_q}, {d_v})", lang
+            weighted[key], queries, dims, "query", "value dim", f"weighted[j={j}] · ({n_q}, {d_v})", lang
         ),
     }
 
@@ -144,10 +143,10 @@ def query_sum(trace: Trace, query: int, head: int | None = None, lang: str = "en
     """Step 7 for one query i: the rows weighted[:, i] (one per key) that sum to output row i (i counted from 1)."""
     weighted = tensor(trace, "weighted", head)
     n_k, d_v = weighted.shape[0], weighted.shape[-1]
-    tokens = labels(trace, "token", trace.case.n)
+    keys = labels(trace, "key", n_k)  # cross-attention: x_kv's tokens
     dims = labels(trace, "value dim", d_v)
     title = f"weighted[:, i={query + 1}] · ({n_k}, {d_v})"
-    return heatmap(weighted[:, query], tokens, dims, "key", "value dim", title, lang)
+    return heatmap(weighted[:, query], keys, dims, "key", "value dim", title, lang)
 
 
 TEMPERATURES = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 10.0)
@@ -182,7 +181,7 @@ def variant_pair(plain: Trace, variant: Trace, name: str, head: int | None, titl
     both = torch.cat([m.flatten() for m in pair]).double()
     finite = both[torch.isfinite(both)]
     span = (finite.min().item(), finite.max().item()) if finite.numel() else None
-    row_kind, col_kind = AXES[name]
+    row_kind, col_kind = plain.axes(name)[-2:]
     figures = []
     for trace, matrix, title in zip((plain, variant), pair, titles, strict=True):
         rows, cols = labels(trace, row_kind, matrix.shape[0], lang), labels(trace, col_kind, matrix.shape[1], lang)

@@ -16,6 +16,8 @@ def trace_to_dict(trace: Trace, **sections: dict) -> dict:
     lines, as the page shows them."""
     steps = record_to_dict(trace, lambda step: shown(trace.case, step.name))
     steps[0]["tokens"] = list(trace.case.tokens)  # step 1's inputs: one row per token
+    if trace.case.cross:  # cross-attention's x_kv, the keys' sentence: its own labels
+        steps[0]["tokens_kv"] = list(trace.case.key_tokens)
     content = {"format": TRACE_FORMAT, "case": case_to_dict(trace.case), "device": trace.device, "steps": steps}
     return content | {"outputs": to_lists(trace.outputs)} | sections
 

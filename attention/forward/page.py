@@ -164,7 +164,7 @@ def _latent_editors(s) -> None:
 def broadcasting() -> None:
     """Step 6 in depth: (n_k, 1, d_v) × (n_k, n_q, 1) → (n_k, n_q, d_v), then the sum over the keys."""
     trace = frame.trace()
-    n, d_v = trace.case.n, trace["values"].shape[-1]
+    n, n_kv, d_v = trace.case.n, trace.case.n_kv, trace["values"].shape[-1]  # n_kv: the keys (cross-attention's x_kv)
 
     st.header(t("broadcasting.header_6"))
     st.code(script.shown(trace.case, "weighted"), language="python", wrap_lines=True)
@@ -172,15 +172,15 @@ def broadcasting() -> None:
         f"""
     | {t("broadcasting.operand")} | {t("broadcasting.shape")} | {t("broadcasting.axis", axis=0)} | {t("broadcasting.axis", axis=1)} | {t("broadcasting.axis", axis=2)} |
     |---|---|---|---|---|
-    | `values[:, None]` | ({n}, **1**, {d_v}) | {t("broadcasting.key_j")} | {t("broadcasting.over_queries")} | {t("axis.value_dim")} |
-    | `weights.T[:, :, None]` | ({n}, {n}, **1**) | {t("broadcasting.key_j")} | {t("broadcasting.query_i")} | {t("broadcasting.over_dims")} |
-    | `weighted` | ({n}, {n}, {d_v}) | {t("broadcasting.key_j")} | {t("broadcasting.query_i")} | {t("axis.value_dim")} |
+    | `values[:, None]` | ({n_kv}, **1**, {d_v}) | {t("broadcasting.key_j")} | {t("broadcasting.over_queries")} | {t("axis.value_dim")} |
+    | `weights.T[:, :, None]` | ({n_kv}, {n}, **1**) | {t("broadcasting.key_j")} | {t("broadcasting.query_i")} | {t("broadcasting.over_dims")} |
+    | `weighted` | ({n_kv}, {n}, {d_v}) | {t("broadcasting.key_j")} | {t("broadcasting.query_i")} | {t("axis.value_dim")} |
 
     {t("broadcasting.element")}
     """  # noqa: E501 (one table row per line)
     )
     head = pickers.head_picker(trace, "broadcast_head")
-    key = pickers.token_picker(trace, t("broadcasting.key_picker"), "broadcast_key")
+    key = pickers.token_picker(trace, t("broadcasting.key_picker"), "broadcast_key", keys=True)
     panels = figures.broadcast_panels(trace, key, head, lang())
     for column, name in zip(st.columns([2, 1, 2]), ("value", "weight", "product"), strict=True):
         charts.chart(panels[name], f"chart_{name}", where=column)
@@ -211,7 +211,7 @@ def one_query() -> None:
         """This query's tensor, of the chosen head when there are several."""
         return alone[name][head] if head is not None and name in steps.PER_HEAD else alone[name]
 
-    keys = labels(trace, "key", trace.case.n)
+    keys = labels(trace, "key", trace.case.n_kv)  # cross-attention: x_kv's tokens
     me = labels(trace, "query", trace.case.n)[query : query + 1]
     for number, name in ((4, "scores"), (5, "weights")):
         st.subheader(t("one_query.step_alone", number=number, name=name))
@@ -248,16 +248,17 @@ def _multi_head(trace: Trace) -> None:
     if h == 1:
         st.info(t("multi_head.one_head"))
     g, d_key = case.options.kv_heads or h, len(case.w_key[0])  # grouped-query attention: g key/value heads
-    keys = f"({case.n}, {d_key}) | ({g}, {case.n}, {d_key // g})"
+    n_kv = case.n_kv  # the keys and values: cross-attention's x_kv rows
+    keys = f"({n_kv}, {d_key}) | ({g}, {n_kv}, {d_key // g})"
     qk = f"| `queries`, `keys` | ({case.n}, {case.d_k}) | ({h}, {case.n}, {case.d_head}) |"
-    if g != h:
+    if g != h or case.cross:
         qk = f"| `queries` | ({case.n}, {case.d_k}) | ({h}, {case.n}, {case.d_head}) |\n| `keys` | {keys} |"
     st.markdown(
         f"""
 | {t("multi_head.tensor")} | {t("multi_head.shape")} | {t("multi_head.per_head")} |
 |---|---|---|
 {qk}
-| `values` | ({case.n}, {case.d_v}) | ({g}, {case.n}, {case.d_v // g}) |
+| `values` | ({n_kv}, {case.d_v}) | ({g}, {n_kv}, {case.d_v // g}) |
 | `concat` | ({case.n}, {h * (case.d_v // g)}) | {t("multi_head.side_by_side")} |
 | `outputs` | {tuple(trace.outputs.shape)} | {t("multi_head.projected")} |
 """

@@ -17,8 +17,9 @@ SHOWN_COLUMNS = 8  # numbers of a row it shows: a real model's x has 577 a row, 
 
 def to_script(case: Case) -> str:
     """Python source that reproduces attention.attend(case).outputs with torch alone, step by step like the article."""
+    kind = "Cross-attention" if case.cross else "Self-attention"  # (step 1 says where each sentence is)
     header = [
-        '"""Self-attention in eight steps, as in the article, with one case\'s numbers (generated; needs torch)."""',
+        f'"""{kind} in eight steps, as in the article, with one case\'s numbers (generated; needs torch)."""',
         "",
         *(["import math", ""] if case.options.scale == "sqrt_dk" else []),
         "import torch",
@@ -29,6 +30,8 @@ def to_script(case: Case) -> str:
         lines += ["", f"# Step {LABELS[name]}: {TITLES[name]}{note}", *block]
     if modern(case):  # the same attention as today's models write it, asserted equal below
         lines += ["", "", *flex_lines(case)]
+    elif case.cross:  # PyTorch's fused attention, which takes n_q ≠ n_kv, asserted equal below
+        lines += ["", "", *sdpa_lines(case)]
     return "\n".join([*lines, "", "", *check_lines(case)]) + "\n"
 
 
@@ -69,8 +72,9 @@ def tolerance_call(case: Case, projected: bool = False, scores: str | None = Non
     norm = ", (queries_unnormed, keys_unnormed, gamma_q, gamma_k, norm_eps)" if o.q_norm is not None else ""
     scores = f", scores={scores}" if scores is not None and (o.biased or o.softcap is not None) else ""
     latent = f", latent={latent_argument(case)}" if o.w_latent is not None else ""
+    x_kv = ", x_kv=x_kv" if case.cross else ""  # cross-attention: keys and values were made from x_kv's rows
     return (f"tolerance = attention_tolerance(x, w_query, w_key, w_value, queries, keys, values, {weights}, "
-            f"{multiplier!r}, {turned}, {w_out}, {projected}{norm}{scores}{latent})  # (n, d_out)")  # fmt: skip
+            f"{multiplier!r}, {turned}, {w_out}, {projected}{norm}{scores}{latent}{x_kv})  # (n, d_out)")  # fmt: skip
 
 
 def latent_argument(case: Case) -> str:
@@ -93,20 +97,48 @@ def check_lines(case: Case) -> list[str]:
         tolerance_call(case, scores=scores),
         'assert within(outputs_by_query, outputs, tolerance), "step 8 differs from step 7 past float rounding"',
     ]
-    if not modern(case):
+    if not checked_by_pytorch(case):
         return lines
     if case.options.weights_override is None:
         steps, weights = "outputs", "weights"
     else:  # the case's rounded weights are not attention's: FlexAttention is held to steps 6-7 on the exact ones
         steps, weights = "outputs_exact", "weights_exact"
         lines += ["", *_exact_outputs(case)]
+    name, made = ("FlexAttention", "flex") if modern(case) else ("scaled_dot_product_attention", "sdpa")
     return [
         *lines,
         "",
-        f"# And FlexAttention's outputs equal the steps' ({steps}), each number within float rounding",
+        f"# And {name}'s outputs equal the steps' ({steps}), each number within float rounding",
         tolerance_call(case, scores=scores, weights=weights),
-        f'assert within(flex, {steps}, tolerance), "FlexAttention differs from the steps past float rounding"',
+        f'assert within({made}, {steps}, tolerance), "{name} differs from the steps past float rounding"',
     ]
+
+
+def checked_by_pytorch(case: Case) -> bool:
+    """Whether the script asserts its steps equal PyTorch's own attention: FlexAttention where the case has an option
+    of today's models, scaled_dot_product_attention for cross-attention (it takes n_q ≠ n_kv)."""
+    return modern(case) or case.cross
+
+
+def sdpa_lines(case: Case) -> list[str]:
+    """Cross-attention's steps 4-7 as PyTorch's fused attention computes them, on the script's own queries, keys and
+    values (n_q and n_kv rows): its attn_mask the case's mask (True: the query may attend to the key)."""
+    o = case.options
+    heads = "[None]" if o.heads > 1 else "[None, None]"  # (batch, h, n, d), as flex_attention takes them too
+    mask = " attn_mask=mask != 0," if o.mask is not None else ""
+    lines = [
+        "# The same attention by PyTorch's fused scaled_dot_product_attention, which takes queries and keys of",
+        "# different lengths: cross-attention's n_q target tokens against n_kv source tokens (a fully masked row is",
+        "# 0 there too)",
+        "from torch.nn.functional import scaled_dot_product_attention",
+        "",
+        f"sdpa = scaled_dot_product_attention(queries{heads}, keys{heads}, values{heads},{mask} "
+        f"scale={scale_factor(case) / o.temperature!r})[0]",
+        "sdpa = sdpa.transpose(0, 1).flatten(1)  # (n_q, d_v): the heads side by side",
+    ]
+    if o.w_out is not None:
+        lines.append("sdpa = sdpa @ w_out")
+    return [*lines, 'print("scaled_dot_product_attention\'s outputs:\\n", sdpa)']
 
 
 def _exact_outputs(case: Case) -> list[str]:
@@ -147,8 +179,9 @@ def flex_lines(case: Case) -> list[str]:
         lines += ["", *_score_mod(case), ""]
         mods.append("score_mod=score_mod")
     if o.mask is not None or o.window is not None:
+        keys = "len(x_kv)" if case.cross else "len(x)"  # cross-attention: n_kv keys
         lines += ["", *_mask_mod(case), "", "", "# which keys each block of queries needs, from mask_mod",
-                  'block_mask = create_block_mask(mask_mod, None, None, len(x), len(x), device="cpu")']  # fmt: skip
+                  f'block_mask = create_block_mask(mask_mod, None, None, len(x), {keys}, device="cpu")']  # fmt: skip
         mods.append("block_mask=block_mask")
     scale = scale_factor(case) / o.temperature
     lines += [
@@ -241,9 +274,18 @@ def _cut_row(line: str) -> str:
 
 def _inputs(case: Case) -> list[str]:
     dtype = f"torch.{case.options.dtype}"
-    return [
+    lines = [
         *literal("x", case.x, labels=case.tokens),
         f"x = torch.tensor(x, dtype={dtype})  # (n, d_in) = ({case.n}, {case.d_in})",
+    ]
+    if not case.cross:
+        return lines
+    return [
+        "# Cross-attention: the queries come from x (the target sentence), the keys and values from x_kv (the source",
+        "# sentence), as an encoder-decoder's decoder reads its encoder's output",
+        *lines,
+        *literal("x_kv", case.x_kv, labels=case.key_tokens),
+        f"x_kv = torch.tensor(x_kv, dtype={dtype})  # (n_kv, d_in) = ({case.n_kv}, {case.d_in})",
     ]
 
 
@@ -275,18 +317,22 @@ def _qkv(case: Case) -> list[str]:
         o.rope_base is not None
     )
     rotated = f" ({', then '.join(later)})" if later else ""
-    read = "x" if o.w_latent is None else "latent"  # what keys and values are made from
+    read = "latent" if o.w_latent is not None else "x_kv" if case.cross else "x"  # what keys and values are made from
+    n_kv = "n_kv" if case.cross else "n"  # cross-attention: a key and a value per x_kv row
     lines = [
         *_latent_lines(case),
-        f"keys = {read} @ w_key  # (n, d_k) = ({case.n}, {d_key})",
+        f"keys = {read} @ w_key  # ({n_kv}, d_k) = ({case.n_kv}, {d_key})",
         f"queries = x @ w_query  # (n, d_k) = ({case.n}, {case.d_k})",
-        f"values = {read} @ w_value  # (n, d_v) = ({case.n}, {case.d_v})",
+        f"values = {read} @ w_value  # ({n_kv}, d_v) = ({case.n_kv}, {case.d_v})",
     ]
     if h > 1 and g == h:
         lines += [
             "# Split the columns into heads, as nn.MultiheadAttention does: head i takes the i-th block of columns,",
             f"# so queries and keys become (h, n, d_k/h) = ({h}, {case.n}, {case.d_head}) and values "
-            f"(h, n, d_v/h) = ({h}, {case.n}, {case.d_v // h})",
+            f"(h, n, d_v/h) = ({h}, {case.n}, {case.d_v // h})"
+            if not case.cross
+            else f"# so queries become (h, n, d_k/h) = ({h}, {case.n}, {case.d_head}), keys (h, n_kv, d_k/h) = ({h}, "
+            f"{case.n_kv}, {case.d_head}) and values (h, n_kv, d_v/h) = ({h}, {case.n_kv}, {case.d_v // h})",
             f"heads = {h}",
             "queries, keys, values = (t.unflatten(-1, (heads, -1)).transpose(0, 1) for t in (queries, keys, values))",
         ]
@@ -313,8 +359,10 @@ def _latent_lines(case: Case) -> list[str]:
         return []
     lines = [
         "# Multi-head latent attention (DeepSeek V2/V3): keys and values are made from a latent of d_c numbers a",
-        "# token, c = x W_DKV, all that the KV cache keeps; W_UK and W_UV (w_key, w_value) make them from it",
-        f"latent = x @ w_latent  # (n, d_c) = ({case.n}, {case.d_c})",
+        f"# token, c = {'x_kv' if case.cross else 'x'} W_DKV, all that the KV cache keeps; W_UK and W_UV (w_key, "
+        "w_value) make them from it",
+        f"latent = {'x_kv' if case.cross else 'x'} @ w_latent  # (n{'_kv' * case.cross}, d_c) = ({case.n_kv}, "
+        f"{case.d_c})",
     ]
     if o.latent_norm is None:
         return [*lines, 'print("latent:\\n", latent)', ""]
@@ -451,7 +499,8 @@ def _softmax(case: Case) -> list[str]:
         lines[-1] += "  # each row is positive and sums to 1"
     lines.append('print("weights:\\n", weights)')
     if o.weights_override is not None:
-        exact = ["weights_exact = weights  # the exact softmax, which FlexAttention is checked against"] * modern(case)
+        exact = ["weights_exact = weights  # the exact softmax, which PyTorch's attention is checked against"]
+        exact *= checked_by_pytorch(case)
         lines += [
             "",
             "# For readability, approximate the above as follows: the case's weights override (the article's rounded",

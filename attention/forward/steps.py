@@ -55,6 +55,8 @@ PER_HEAD = {"queries", "keys", "values", "scores_raw", "scores", "weights_exact"
 PER_HEAD |= {"queries_unrotated", "keys_unrotated"}  # with RoPE, step 3's queries and keys before they are turned
 PER_HEAD |= {"queries_unnormed", "keys_unnormed"}  # with a q/k norm, step 3's before it
 PER_HEAD |= {"position_bias", "scores_uncapped", "weights_sink"}  # ALiBi's bias, before a softcap, a sink's weight
+# The tensors whose rows are the keys' tokens: in cross-attention x_kv's ("key token", its own labels), else x's
+KEY_ROWS = {"keys", "values", "keys_unrotated", "keys_unnormed", "latent", "latent_unnormed"}
 
 # What each tensor is made from (its parents): what its step read. Step 7's concat and outputs are made from the
 # first of theirs that the step has (the heads joined, or the one head's sum over the keys), and the outputs from the

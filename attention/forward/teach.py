@@ -54,7 +54,7 @@ def _top_weights(scores: torch.Tensor, seen: torch.Tensor, some: torch.Tensor) -
 def whys(trace: Trace, step: str, lang: str = "en", head: int | None = None) -> list[str]:
     """The why of a step, then of each option in effect there, one or two sentences each, in `lang`."""
     o = trace.case.options
-    out = [text(lang, f"why.{step}")]
+    out = [text(lang, f"why.{step}"), *cross_whys(trace, step, lang)]
     if step == "qkv" and o.heads > 1:
         out.append(text(lang, "why.heads"))
     if step == "scores":
@@ -71,6 +71,23 @@ def whys(trace: Trace, step: str, lang: str = "en", head: int | None = None) -> 
     if step == "qkv" and o.latent_norm is not None:  # DeepSeek's norm of the latent, after the latent's why
         out.append(text(lang, "why.latent_norm", d=len(o.latent_norm), d_c=trace.case.d_c))
     return out
+
+
+def cross_whys(trace: Trace, step: str, lang: str = "en") -> list[str]:
+    """A cross-attention case's: what cross-attention is, once, at step 1 (queries from the target sentence, keys
+    and values from the source, as an encoder-decoder's decoder reads its encoder); where step 3's rows come from,
+    why step 4's scores are n × n_kv, and what step 5's weights say, with the case's own most looked-at source
+    token."""
+    case = trace.case
+    if not case.cross or step not in ("inputs", "qkv", "scores", "softmax"):
+        return []
+    sizes = {"n": case.n, "n_kv": case.n_kv}
+    if step != "softmax":
+        return [text(lang, f"why.cross_{step}", **sizes)]
+    query, key = most_looked_at(trace)
+    weight = _number(trace["weights"].reshape(-1, case.n, case.n_kv)[0][query, key].item())
+    said = {"query": case.tokens[query], "key": case.key_tokens[key], "weight": weight}
+    return [text(lang, "why.cross_softmax", **sizes, **said)]
 
 
 MODERN_STEP = {"window": "scores", "softcap": "scores", "alibi": "scores", "relative_bias": "scores",
@@ -112,11 +129,13 @@ def _top_score(trace: Trace, head: int | None) -> float:
 def variants(case: Case) -> dict[str, Case]:
     """Where the article departs from textbook attention, side by side on one case's numbers, keyed by id: "rounded"
     (when the case has the article's rounded weights), "exact", "textbook", "temperature" (when it is not 1) and
-    "causal", each without today's sliding window, cap, ALiBi, T5's bias and sinks. A variant's name is
-    variant_name(id, case)."""
+    "causal" (not across two sentences), each without today's sliding window, cap, ALiBi, T5's bias and sinks. A
+    variant's name is variant_name(id, case)."""
     exact = {"scale": None, "temperature": None, "mask": None, "weights_override": None}
     exact |= dict.fromkeys(("window", "softcap", "alibi", "relative_bias", "sinks"))  # today's: the page's next part
     changes = {"exact": {}, "textbook": {"scale": "sqrt_dk"}, "causal": {"mask": "causal"}}
+    if case.cross:  # a causal mask places keys in the queries' sentence: none across two (base/case.py refuses it)
+        del changes["causal"]
     if case.options.weights_override is not None:
         changes = {"rounded": {"weights_override": case.options.weights_override}} | changes
     if case.options.temperature != 1:  # at 1 it is the exact softmax again
@@ -192,19 +211,20 @@ def by_hand(width: int) -> bool:
 def seen_cell(trace: Trace) -> tuple[int, int]:
     """The score a question asks about: query 2 on key 3 as the article has it, or the nearest one the query sees
     (a masked score is −∞ by definition: nothing to ask)."""
-    n, scores = trace.case.n, trace["scores"]
-    first = scores.reshape(-1, n, n)[0]  # the first head's, when there are several
+    n, n_kv, scores = trace.case.n, trace.case.n_kv, trace["scores"]
+    first = scores.reshape(-1, n, n_kv)[0]  # the first head's, when there are several
     near = ((1, 2), (2, 1), (1, 1), (1, 0), (0, 0))
-    for query, key in ((min(q, n - 1), min(k, n - 1)) for q, k in near):
+    for query, key in ((min(q, n - 1), min(k, n_kv - 1)) for q, k in near):
         if first[query, key].item() != float("-inf"):  # NaN: a number an open exercise hides, not a masked one
             return query, key
     return 0, 0
 
 
 def most_looked_at(trace: Trace) -> tuple[int, int]:
-    """The last token (which sees every key, even under a causal mask) and the key it gives its largest weight."""
+    """The last token (which sees every key, even under a causal mask) and the key it gives its largest weight (in
+    cross-attention, a source token)."""
     n = trace.case.n
-    row = trace["weights"].reshape(-1, n, n)[0][n - 1]
+    row = trace["weights"].reshape(-1, n, trace.case.n_kv)[0][n - 1]
     return n - 1, int(row.nan_to_num(nan=-1.0).argmax())
 
 
@@ -214,25 +234,25 @@ def questions(trace: Trace) -> dict[str, Message]:
     most where they are not; RoPE's turn on a case with it; a causal mask where there is none yet; ÷√d_k always; a
     sliding window (today's models) where there is none yet."""
     case, o = trace.case, trace.case.options
-    tokens, out = case.tokens, {}
+    tokens, keys, out = case.tokens, case.key_tokens, {}  # cross-attention: the keys are x_kv's tokens
     if by_hand(case.d_head):
         query, key = seen_cell(trace)
-        score = trace["scores"].reshape(-1, case.n, case.n)[0][query, key].item()
-        out["score"] = msg("question.score", query=tokens[query], key=tokens[key], value=_number(score))
+        score = trace["scores"].reshape(-1, case.n, case.n_kv)[0][query, key].item()
+        out["score"] = msg("question.score", query=tokens[query], key=keys[key], value=_number(score))
     else:
         query, key = most_looked_at(trace)
         out["look"] = msg("question.look", token=tokens[query])
     if o.rope_base is not None:
         query, key = most_looked_at(trace)
-        out["rope"] = msg("question.rope", query=tokens[query], key=tokens[key])
+        out["rope"] = msg("question.rope", query=tokens[query], key=keys[key])
     row = min(2, case.n - 1)
     if by_hand(trace.outputs.shape[-1]):
         output = ", ".join(_number(v) for v in trace.outputs[row].tolist())
         out["output"] = msg("question.output", token=tokens[row], row=f"[{output}]")
-    if o.mask is None:
+    if o.mask is None and not case.cross:  # (a causal mask and a window place keys in x: not across two sentences)
         out["causal"] = msg("question.causal", token=tokens[0])
     out["sqrt_dk"] = msg("question.sqrt_dk", d=case.d_head)
-    if o.window is None:  # today's models: the Variants page with a window of 3 on
+    if o.window is None and not case.cross:  # today's models: the Variants page with a window of 3 on
         out["window"] = msg("question.window", window=QUESTION_WINDOW)
     return out
 

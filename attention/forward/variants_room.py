@@ -297,6 +297,6 @@ def explorer() -> None:
     )  # fmt: skip
     case = with_options(trace.case, temperature=temperature, weights_override=None)
     weights = traces.variant_weights(s, trace, case)  # the first head, when there are several
-    tokens = labels(trace, "query", trace.case.n)
+    queries, keys = labels(trace, "query", trace.case.n), labels(trace, "key", trace.case.n_kv)  # (cross: x_kv's)
     title = t("variants.weights_at", temperature=temperature)
-    charts.chart(heatmap(weights, tokens, tokens, "query", "key", title, lang()), "chart_temperature")
+    charts.chart(heatmap(weights, queries, keys, "query", "key", title, lang()), "chart_temperature")

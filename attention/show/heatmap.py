@@ -37,14 +37,16 @@ SEQUENTIAL = "Viridis"  # both scales read for colour-blind viewers (viridis; re
 DIVERGING = "RdBu"
 
 
-TOKEN_KINDS = {"token", "query", "key"}
+TOKEN_KINDS = {"token", "query", "key", "key token"}
+KEY_KINDS = {"key", "key token"}  # axes that count the keys: cross-attention's x_kv's tokens, else x's
 
 
 def labels(record: Record, kind: str, size: int, lang: str = "en") -> list[str]:
-    """Axis labels, as typed: the first `size` tokens for token axes, 1..size otherwise (heatmap() escapes them);
-    a bias feature (x's last column of ones, the weights' last row: a real encoder's biases) says so."""
+    """Axis labels, as typed: the first `size` tokens for token axes (a key axis: the keys' sentence's, x_kv's in
+    cross-attention), 1..size otherwise (heatmap() escapes them); a bias feature (x's last column of ones, the
+    weights' last row: a real encoder's biases) says so."""
     if kind in TOKEN_KINDS:
-        return list(record.case.tokens[:size])
+        return list((record.case.key_tokens if kind in KEY_KINDS else record.case.tokens)[:size])
     if kind == "sink":  # gpt-oss's sink: the one column of the weight a row gave it
         return [text(lang, "axis.sink")] * size
     out = [str(i + 1) for i in range(size)]

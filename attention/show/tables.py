@@ -30,7 +30,7 @@ def table(
     The cells are the written numbers (text): a Styler's formatting of each cell cost more than all the rest of a
     rerun at n = 64 (bench/profile.md)."""
     matrix = record.view(name, head)
-    row_kind, col_kind = record.AXES[name]
+    row_kind, col_kind = record.axes(name)[-2:]  # (a cross case's keys: x_kv's tokens)
     index = labels(record, row_kind, matrix.shape[0], lang)
     if rows is not None:
         matrix, index = matrix[rows], [index[i] for i in rows]

@@ -22,6 +22,7 @@ from attention.base.presets import ARTICLE_ROUNDED_WEIGHTS, random_case
 from attention.forward.compute import ROUNDED_WITHIN, Trace, scale_factor
 from tests.cases import QK_NORM, with_latent
 from tests.e2e.test_browser import cell, heatmaps, open_page, wait_ready
+from tests.test_cross import cross_case
 
 pytestmark = pytest.mark.e2e
 
@@ -182,13 +183,17 @@ def tolerances(trace: Trace) -> dict[str, torch.Tensor]:
     width_k, width_v = q.shape[-1], v.shape[-1]
     typed = [name for name in ("x", "w_query", "w_latent", "w_key", "w_value") if name in trace]
     out = {name: torch.zeros_like(trace[name].double()) for name in typed}
-    # step 3: each a sum of d_in products; keys and values from x, or from the latent (its own sum, and its norm)
+    # step 3: each a sum of d_in products; keys and values from x (cross-attention: x_kv), or from the latent (its
+    # own sum, and its norm)
+    x_kv = trace["x_kv"].double() if case.cross else None
+    if x_kv is not None:
+        out["x_kv"] = torch.zeros_like(x_kv)  # typed: exact on both sides
     latent = None
     if o.w_latent is not None:
         unnormed = trace["latent" if o.latent_norm is None else "latent_unnormed"]
         latent = (trace["w_latent"], unnormed, o.latent_norm, o.norm_eps)
-        out["latent_unnormed"] = rule.product_error(x, trace["w_latent"], F32)
-    read, e_read = rule.latent_error(x, latent, F32)
+        out["latent_unnormed"] = rule.product_error(x if x_kv is None else x_kv, trace["w_latent"], F32)
+    read, e_read = rule.latent_error(x if x_kv is None else x_kv, latent, F32)
     if latent is not None:
         out["latent"] = e_read
     e_q = rule.heads_of(rule.product_error(x, w_query, F32), h, width_k)
@@ -232,10 +237,11 @@ def tolerances(trace: Trace) -> dict[str, torch.Tensor]:
     w_out = None if o.w_out is None else torch.tensor(o.w_out, dtype=torch.float64)
     # a bias or a cap rounds each score once more: the rule reads the final scores then (forward/compute.py's too)
     scores = trace["scores"] if o.alibi is not None or o.softcap is not None else None
-    concat = rule.attention_tolerance(*reads, multiplier, rope, None, True, norm, scores=scores, latent=latent)
+    said = {"scores": scores, "latent": latent, "x_kv": x_kv}
+    concat = rule.attention_tolerance(*reads, multiplier, rope, None, True, norm, **said)
     out["concat"] = concat  # (n, d_v·h/g)
     out["head_outputs"] = concat.unflatten(-1, (h, -1)).transpose(0, 1)
-    out["outputs"] = rule.attention_tolerance(*reads, multiplier, rope, w_out, True, norm, scores=scores, latent=latent)
+    out["outputs"] = rule.attention_tolerance(*reads, multiplier, rope, w_out, True, norm, **said)
     return {name: e + 16 * TINY for name, e in out.items()}  # (h, …): one head's lose the axis in differences
 
 
@@ -341,6 +347,38 @@ def test_every_tensor_of_random_modern_cases_equals_the_trace_within_the_rule(st
     assert recorded <= set(got), recorded - set(got)
     worst = differences(trace, got)
     assert all(ratio <= 1 for ratio in worst.values()), (case_to_dict(case)["options"], worst)
+
+
+def cross(seed: int) -> Case:
+    """tests/test_cross.py's random cross-attention case of the seed (n_q ≠ n_kv, heads, grouped heads, masks, caps,
+    sinks), in float32 as the browser computes."""
+    return with_options(parse_case(cross_case(seed)), dtype="float32")
+
+
+CROSS_SEEDS = range(10)
+
+
+@pytest.mark.parametrize("seed", CROSS_SEEDS)
+def test_every_tensor_of_random_cross_cases_equals_the_trace_within_the_rule(steps_page, seed):
+    """Cross-attention: the module makes keys and values from the case's x_kv (n_kv rows), and every tensor, x_kv's
+    and the n × n_kv scores and weights among them, is the trace's within the rule."""
+    case = cross(seed)
+    trace, got = attend(case), run_js(steps_page, case)
+    recorded = {t for step in trace.steps for t in step.tensors if t != "outputs_by_query"}
+    assert "x_kv" in recorded and recorded <= set(got), recorded - set(got)
+    assert got["weights"].shape[-2:] == (case.n, case.n_kv)
+    worst = differences(trace, got)
+    assert all(ratio <= 1 for ratio in worst.values()), (case_to_dict(case)["options"], worst)
+
+
+def test_a_moved_source_row_is_caught(steps_page):
+    """x_kv's first number moved by 1e-3: the keys, values and outputs the module makes differ from the trace's (and
+    a module that made them from x would differ everywhere)."""
+    case = cross(3)
+    data = case_to_dict(case)
+    data["x_kv"][0][0] += 1e-3
+    worst = differences(attend(case), run_js(steps_page, parse_case(data)))
+    assert worst["keys"] > 1 and worst["values"] > 1 and worst["outputs"] > 1, worst
 
 
 MODERN_16 = "16 × 16, every modern option"

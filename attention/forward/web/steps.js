@@ -10,11 +10,11 @@ export const ROUNDED_WITHIN = 0.1;
 const DEFAULTS = {
   scale: "none", // "none" (the article), "sqrt_dk" (× 1/√(d_k per head)), or a multiplier
   temperature: 1, // scores are divided by it before the softmax
-  mask: null, // null, "causal", or n×n of 0/1 (1: the query may attend to the key)
+  mask: null, // null, "causal", or n×n_kv of 0/1 (1: the query may attend to the key)
   heads: 1, // h: head i takes the i-th block of columns of Q, K and V
   kv_heads: null, // g key/value heads, each shared by h/g query heads; null: one per query head
   w_out: null, // (d_v, d_out), applied to the concatenated heads
-  weights_override: null, // n×n used as step 5's result (the article's rounded softmax)
+  weights_override: null, // n×n_kv used as step 5's result (the article's rounded softmax)
   rounded_within: null, // a number: the override is the article's, dropped past this distance (ROUNDED_WITHIN)
   rope_base: null, // RoPE with this base, or null
   positions: null, // each token's position for RoPE; null: 0, 1, …, n − 1
@@ -36,20 +36,23 @@ const DEFAULTS = {
   latent_norm: null, // γ of the latent's first len(γ) columns (DeepSeek's RMSNorm, ε norm_eps); the rest pass
 };
 
-/** Run the eight steps on a case ({x, w_query, w_key, w_value, options}, plain arrays) and return their tensors. */
+/** Run the eight steps on a case ({x, w_query, w_key, w_value, options}, and cross-attention's x_kv: plain arrays)
+ *  and return their tensors. */
 export function attend(kase) {
   const o = { ...DEFAULTS, ...kase.options };
   const n = kase.x.length, h = o.heads, g = o.kv_heads || h;
   // steps 1-2: inputs and weights
   const x = matrix(kase.x); // (n, d_in)
+  const x_kv = kase.x_kv ? matrix(kase.x_kv) : null; // cross-attention's other sentence (n_kv, d_in), or none
   const w_query = matrix(kase.w_query), w_key = matrix(kase.w_key), w_value = matrix(kase.w_value);
   const w_latent = o.w_latent ? matrix(o.w_latent) : null; // (d_in, d_c): multi-head latent attention's W_DKV
-  const out = { x, w_query, ...(w_latent ? { w_latent } : {}), w_key, w_value };
+  const out = { x, ...(x_kv ? { x_kv } : {}), w_query, ...(w_latent ? { w_latent } : {}), w_key, w_value };
   // step 3: qkv, each head its block of columns; query head i reads key/value head i // (h/g); keys and values
-  // read x, or the latent c = x W_DKV (n, d_c), its first len(γ) columns RMS-normed where the case has latent_norm
-  let read = x;
+  // read x (cross-attention: x_kv), or the latent c = x W_DKV (n, d_c) made from it, its first len(γ) columns
+  // RMS-normed where the case has latent_norm
+  let read = x_kv || x;
   if (w_latent) {
-    read = matmul(x, w_latent); // (n, d_c): all the KV cache keeps
+    read = matmul(read, w_latent); // (n_kv, d_c): all the KV cache keeps
     if (o.latent_norm) {
       out.latent_unnormed = read;
       read = latentNorm(read, o.latent_norm, o.norm_eps);
@@ -57,8 +60,8 @@ export function attend(kase) {
     out.latent = read;
   }
   let queries = heads(matmul(x, w_query), h, h); // (h, n, d_k/h)
-  let keys = heads(matmul(read, w_key), g, h); // (h, n, d_k/h)
-  const values = heads(matmul(read, w_value), g, h); // (h, n, d_v/h)
+  let keys = heads(matmul(read, w_key), g, h); // (h, n_kv, d_k/h): n_kv = n but in cross-attention
+  const values = heads(matmul(read, w_value), g, h); // (h, n_kv, d_v/h)
   const turned = o.rope_base !== null && o.rope_base !== undefined;
   if (o.q_norm) {
     // step 3a: norm — each head's query (key) over its root mean square, times γ

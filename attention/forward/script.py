@@ -69,6 +69,7 @@ def tolerance_call(case: Case, projected: bool = False, scores: str | None = Non
     norm = ", (queries_unnormed, keys_unnormed, gamma_q, gamma_k, norm_eps)" if o.q_norm is not None else ""
     scores = f", scores={scores}" if scores is not None and (o.biased or o.softcap is not None) else ""
     latent = f", latent={latent_argument(case)}" if o.w_latent is not None else ""
+    latent += ", x_kv=x_kv" if case.cross else ""  # cross-attention: keys and values from x_kv
     return (f"tolerance = attention_tolerance(x, w_query, w_key, w_value, queries, keys, values, {weights}, "
             f"{multiplier!r}, {turned}, {w_out}, {projected}{norm}{scores}{latent})  # (n, d_out)")  # fmt: skip
 
@@ -143,12 +144,13 @@ def flex_lines(case: Case) -> list[str]:
             "",
         ]
     mods, heads = [], "[None]" if h > 1 else "[None, None]"  # flex_attention takes (batch, h, n, d)
+    kv = "x_kv" if case.cross else "x"  # the keys' sentence (cross-attention's other one)
     if o.biased or o.softcap is not None:
         lines += ["", *_score_mod(case), ""]
         mods.append("score_mod=score_mod")
     if o.mask is not None or o.window is not None:
         lines += ["", *_mask_mod(case), "", "", "# which keys each block of queries needs, from mask_mod",
-                  'block_mask = create_block_mask(mask_mod, None, None, len(x), len(x), device="cpu")']  # fmt: skip
+                  f'block_mask = create_block_mask(mask_mod, None, None, len(x), len({kv}), device="cpu")']  # fmt: skip
         mods.append("block_mask=block_mask")
     scale = scale_factor(case) / o.temperature
     lines += [
@@ -241,9 +243,16 @@ def _cut_row(line: str) -> str:
 
 def _inputs(case: Case) -> list[str]:
     dtype = f"torch.{case.options.dtype}"
-    return [
+    lines = [
         *literal("x", case.x, labels=case.tokens),
         f"x = torch.tensor(x, dtype={dtype})  # (n, d_in) = ({case.n}, {case.d_in})",
+    ]
+    if not case.cross:
+        return lines
+    return [  # cross-attention: the other sentence, which the keys and values are made from
+        *lines,
+        *literal("x_kv", case.x_kv, labels=case.tokens_kv),
+        f"x_kv = torch.tensor(x_kv, dtype={dtype})  # (n_kv, d_in) = ({case.n_kv}, {case.d_in}): the keys' sentence",
     ]
 
 
@@ -275,12 +284,12 @@ def _qkv(case: Case) -> list[str]:
         o.rope_base is not None
     )
     rotated = f" ({', then '.join(later)})" if later else ""
-    read = "x" if o.w_latent is None else "latent"  # what keys and values are made from
+    read = "latent" if o.w_latent is not None else "x_kv" if case.cross else "x"  # what keys and values are made from
     lines = [
         *_latent_lines(case),
-        f"keys = {read} @ w_key  # (n, d_k) = ({case.n}, {d_key})",
+        f"keys = {read} @ w_key  # (n_k, d_k) = ({case.n_kv}, {d_key})",
         f"queries = x @ w_query  # (n, d_k) = ({case.n}, {case.d_k})",
-        f"values = {read} @ w_value  # (n, d_v) = ({case.n}, {case.d_v})",
+        f"values = {read} @ w_value  # (n_k, d_v) = ({case.n_kv}, {case.d_v})",
     ]
     if h > 1 and g == h:
         lines += [
@@ -314,7 +323,7 @@ def _latent_lines(case: Case) -> list[str]:
     lines = [
         "# Multi-head latent attention (DeepSeek V2/V3): keys and values are made from a latent of d_c numbers a",
         "# token, c = x W_DKV, all that the KV cache keeps; W_UK and W_UV (w_key, w_value) make them from it",
-        f"latent = x @ w_latent  # (n, d_c) = ({case.n}, {case.d_c})",
+        f"latent = {'x_kv' if case.cross else 'x'} @ w_latent  # (n, d_c) = ({case.n_kv}, {case.d_c})",
     ]
     if o.latent_norm is None:
         return [*lines, 'print("latent:\\n", latent)', ""]

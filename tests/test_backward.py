@@ -25,15 +25,25 @@ from attention.base.tolerance import within
 from attention.forward.compute import softmax_with_sink
 from attention.forward.files import trace_to_dict
 from attention.forward.teach import with_options
-from tests.cases import QK_NORM, with_latent
+from tests.cases import QK_NORM, with_keys_sentence, with_latent
 
 W_OUT = [[0.5, -1.0, 0.25], [1.5, 0.0, -0.5], [-2.0, 1.0, 0.75], [0.1, 0.2, -0.3]]  # (d_v = 4, d_out = 3)
 BLOCKED_ROW = [[1, 0, 1], [0, 0, 0], [1, 1, 1]]  # query 2 may attend to nothing
+CROSS_MASK = [[1, 0, 1, 1, 0], [0, 0, 0, 0, 0], [0, 1, 1, 1, 1]]  # 3 queries × 5 keys of x_kv; query 2 sees none
 
 
 def latent(case, seed: int, norm: bool | None = None):
     """The case made multi-head latent attention (DeepSeek's MLA: tests/cases.with_latent), seeded."""
     return parse_case(with_latent(case_to_dict(case), random.Random(seed), norm=norm))
+
+
+def cross(case, seed: int, n_kv: int, mask=None):
+    """The case made cross-attention (tests/cases.with_keys_sentence: a random x_kv of n_kv rows), seeded, with an
+    explicit n × n_kv mask where given."""
+    data = with_keys_sentence(case_to_dict(case), random.Random(seed), n_kv=n_kv)
+    if mask is not None:
+        data["options"]["mask"] = mask
+    return parse_case(data)
 
 
 CASES = {
@@ -89,6 +99,13 @@ CASES = {
     "MLA: a latent without a norm, float64, grouped heads, Qwen3's q/k norm": latent(random_case(
         n=4, d_k=8, d_v=4, seed=16, dtype="float64", heads=4, kv_heads=2, q_norm=(1.5, 0.5), k_norm=(0.8, -1.2),
     ), seed=1, norm=False),
+    # cross-attention: keys and values from another sentence x_kv (n_kv rows), scores n × n_kv
+    "cross: 5 keys for 3 queries, 2 heads, w_out, an n × n_kv mask with a fully masked row": cross(random_case(
+        d_k=4, d_v=4, seed=18, heads=2, w_out=W_OUT, scale="sqrt_dk"), seed=0, n_kv=5, mask=CROSS_MASK),
+    "cross: 2 keys for 6 queries, float64, a softcap, sinks, q/k norm": cross(random_case(
+        n=6, d_k=4, d_v=2, seed=19, dtype="float64", softcap=2.0, sinks=(0.5,), **QK_NORM), seed=1, n_kv=2),
+    "cross: MLA's normed latent of x_kv, grouped heads, 7 keys for 4 queries": cross(latent(random_case(
+        n=4, d_k=8, d_v=4, seed=20, heads=4, kv_heads=2), seed=3, norm=True), seed=2, n_kv=7),
 }  # fmt: skip
 
 
@@ -470,12 +487,17 @@ def test_a_masked_scores_gradient_and_a_masked_weight_say_their_zero_is_the_mask
 
 MODERN_OPTIONS = ("window", "softcap", "alibi", "sinks", "rope_fraction")
 LATENT_SHARE = 0.3  # the random cases made multi-head latent attention (w_latent) on top of the options drawn
+CROSS_EVERY = 3  # every third one cross-attention (x_kv): without the options that place a key by its distance
+SELF_ONLY = ("window", "alibi", "rope_base", "rope_fraction")
 
 
 def modern_case(seed: int):
     """A small random case (n ≤ 8, 1-2 heads, float32 or float64) with a random combination of today's options,
     from a seeded local generator, about a third of them multi-head latent attention (DeepSeek's MLA, with its
-    latent's norm in half of those): (the case, the options it drew)."""
+    latent's norm in half of those) and every third one cross-attention (x_kv of 1-8 rows; no causal mask, window,
+    ALiBi or RoPE, an explicit n × n_kv mask in half): (the case, the options it kept, "x_kv" for a cross one)."""
+    keys = random.Random(f"cross {seed}")  # its own generator: the self-attention cases' draws stay as they were
+    crossed = seed % CROSS_EVERY == CROSS_EVERY - 1
     draw = random.Random(seed)
     heads, n, dtype = draw.choice((1, 2)), draw.randint(1, 8), draw.choice(("float32", "float64"))
     chosen = [name for name in MODERN_OPTIONS if draw.random() < 0.5] or [draw.choice(MODERN_OPTIONS)]
@@ -492,20 +514,32 @@ def modern_case(seed: int):
     if "rope_fraction" in chosen or draw.random() < 0.3:  # RoPE, whole (NoPE without) or partial
         options["rope_base"] = 100.0
         options["rope_fraction"] = 0.5 if "rope_fraction" in chosen else None
+    if crossed:  # each places a key by its distance from the query in one sentence: refused for cross-attention
+        options = {name: value for name, value in options.items() if name not in SELF_ONLY} | {"mask": None}
+        chosen = [name for name in chosen if name not in SELF_ONLY]
     case = random_case(n=n, d_in=3, d_k=4 * heads, d_v=2 * heads, seed=seed, **options)
     if draw.random() < LATENT_SHARE:  # keys and values from a latent (the decoupled rotary key with partial RoPE)
         case = parse_case(with_latent(case_to_dict(case), draw))
         chosen.append("w_latent")
+    if crossed:
+        data = with_keys_sentence(case_to_dict(case), keys)
+        if keys.random() < 0.5:  # an explicit mask: which of x_kv's tokens each query may see
+            data["options"]["mask"] = [[keys.choice((0, 1, 1)) for _ in data["x_kv"]] for _ in range(n)]
+        case = parse_case(data)
+        chosen.append("x_kv")
     return case, chosen
 
 
 def test_random_cases_with_todays_options_equal_autograd_within_the_rule():
-    seen, latents, normed = set(), 0, 0
+    seen, latents, normed, crossed, crossed_masked, crossed_latent = set(), 0, 0, 0, 0, 0
     for seed in range(24):
         case, chosen = modern_case(seed)
         seen |= set(chosen)
         latents += "w_latent" in chosen
         normed += case.options.latent_norm is not None
+        crossed += case.cross
+        crossed_masked += case.cross and case.options.mask is not None
+        crossed_latent += case.cross and "w_latent" in chosen
         trace = attend(case)
         for loss in (default_loss(trace), Loss(cell=(case.n - 1, 0))):
             result = backward(trace, loss)
@@ -513,11 +547,14 @@ def test_random_cases_with_todays_options_equal_autograd_within_the_rule():
             assert ("d_sinks" in theirs) == ("sinks" in chosen) and set(theirs) <= set(result.gradients)
             assert ("d_w_latent" in theirs) == ("w_latent" in chosen)  # MLA's W_DKV (and γ), autograd's leaves too
             assert ("d_latent_norm" in theirs) == (case.options.latent_norm is not None)
+            assert ("d_x_kv" in theirs) == ("x_kv" in chosen)  # cross-attention's other sentence: a leaf too
             for leaf, expected in theirs.items():  # every leaf, the sink logits' too, each number within the rule
+                assert result[leaf].shape == expected.shape, (seed, chosen, leaf)
                 assert within(result[leaf], expected, allowed[leaf]), (seed, chosen, leaf)
             assert check(result).agrees, (seed, chosen)
-    assert seen == {*MODERN_OPTIONS, "w_latent"}  # every option drawn, alone or with others
+    assert seen == {*MODERN_OPTIONS, "w_latent", "x_kv"}  # every option drawn, alone or with others
     assert 5 <= latents <= 12 and 0 < normed < latents  # about a third MLA, with and without the latent's norm
+    assert crossed == 8 and 0 < crossed_masked < crossed and crossed_latent  # with and without a mask, and MLA
 
 
 def test_the_softmax_with_a_sink_goes_back_by_the_same_rule_and_the_sink_gets_its_own():
@@ -767,3 +804,187 @@ def test_training_steps_lower_the_loss_of_latent_cases():
         stepped = train_step(trace, loss, 0.01)  # W_Q, W_UK and W_UV: the latent's up-projections
         assert stepped.w_key != case.w_key and len(stepped.w_key) == case.d_c
         assert loss_value(attend(stepped), loss) < loss_value(trace, loss), seed
+
+
+# Cross-attention: keys and values from another sentence x_kv, a leaf of its own; the scores n × n_kv ----------------
+
+CROSS_CASE = "cross: 5 keys for 3 queries, 2 heads, w_out, an n × n_kv mask with a fully masked row"
+CROSS_LATENT = "cross: MLA's normed latent of x_kv, grouped heads, 7 keys for 4 queries"
+
+
+def test_a_cross_cases_gradients_equal_autograd_for_every_leaf_and_x_kv_gets_the_keys_and_values():
+    case = CASES[CROSS_CASE]
+    trace = attend(case)
+    for loss in (default_loss(trace), Loss(cell=(2, 1)), Loss(cell=(1, 0))):  # query 2 sees no key at all
+        result = backward(trace, loss)
+        theirs, allowed = autograd(case, loss), tolerances(result)
+        assert set(theirs) == {"d_x", "d_x_kv", "d_w_query", "d_w_key", "d_w_value", "d_w_out"}
+        for leaf, expected in theirs.items():
+            assert result[leaf].shape == expected.shape and within(result[leaf], expected, allowed[leaf]), leaf
+        assert check(result).agrees
+    x, x_kv, heads = trace["x"], trace["x_kv"], case.options.heads
+    d_q, d_k, d_v = (result[name].transpose(0, 1).flatten(1) for name in ("d_queries", "d_keys", "d_values"))
+    assert result["d_scores"].shape == (heads, 3, 5) and result["d_weights"].shape == (heads, 3, 5)  # n × n_kv
+    assert (result["d_scores_raw"][:, torch.tensor(CROSS_MASK) == 0] == 0).all()  # the mask's pairs: exactly 0
+    torch.testing.assert_close(result["d_x"], d_q @ trace["w_query"].T)  # x made the queries alone
+    torch.testing.assert_close(result["d_x_kv"], d_k @ trace["w_key"].T + d_v @ trace["w_value"].T)
+    torch.testing.assert_close(result["d_w_key"], x_kv.T @ d_k)  # W_K met x_kv, not x
+    torch.testing.assert_close(result["d_w_query"], x.T @ d_q)
+    assert result.made_from("d_x") == ("d_queries", "w_query") and result.made_from("d_w_value") == ("x_kv", "d_values")
+    assert result.twin("d_x_kv") == "x_kv" and result.axes("d_keys") == ("head", "key token", "key dim")
+    assert r"dX_{kv} = dK\, W_K^\top + dV\, W_V^\top" in result.step("inputs").formula
+    assert r"dW_K = X_{kv}^\top dK" in result.step("weights").formula
+
+
+def test_a_cross_latent_cases_gradients_go_back_through_the_latent_of_x_kv():
+    case = CASES[CROSS_LATENT]
+    trace = attend(case)
+    result = backward(trace, Loss(cell=(3, 1)))
+    assert check(result).agrees and set(autograd(case, result.loss)) == {
+        "d_x", "d_x_kv", "d_w_query", "d_w_key", "d_w_value", "d_w_latent", "d_latent_norm"}  # fmt: skip
+    torch.testing.assert_close(result["d_w_latent"], trace["x_kv"].T @ result["d_latent_unnormed"])
+    torch.testing.assert_close(result["d_x_kv"], result["d_latent_unnormed"] @ trace["w_latent"].T)
+    assert result["d_latent"].shape == (7, case.d_c) and result.axes("d_latent") == ("key token", "latent dim")
+    assert result.made_from("d_x_kv") == ("d_latent_unnormed", "w_latent")
+    assert r"dX_{kv} = dU\, W_{DKV}^\top" in result.step("inputs").formula
+    assert r"dW_{DKV} = X_{kv}^\top dU" in result.step("weights").formula
+
+
+@pytest.mark.parametrize(
+    "wrong", ["d_x_kv moved", "d_x with the keys' and values' share", "d_w_key from x", "d_x_kv without values"]
+)
+def test_the_check_fails_on_a_wrong_cross_gradient(wrong):
+    """A cross case with as many keys as queries (so that x's and x_kv's shapes allow each mistake)."""
+    case = cross(random_case(n=4, d_k=4, d_v=4, seed=21, heads=2), seed=4, n_kv=4)
+    trace = attend(case)
+    result = backward(trace, default_loss(trace))  # every output: no head's softmax decided, the keys' gradients big
+    assert check(result).agrees
+    weights, inputs = result.step("weights"), result.step("inputs")
+    w, d = dict(weights.tensors), dict(inputs.tensors)
+    d_k = result["d_keys"].transpose(0, 1).flatten(1)  # (n_kv, d_k): the heads side by side
+    if wrong == "d_x_kv moved":
+        d["d_x_kv"] = d["d_x_kv"] + 1e-4 * d["d_x_kv"].abs().max()
+    elif wrong == "d_x with the keys' and values' share":  # self-attention's rule
+        d["d_x"] = d["d_x"] + d["d_x_kv"]
+    elif wrong == "d_w_key from x":
+        w["d_w_key"] = trace["x"].T @ d_k
+    else:
+        d["d_x_kv"] = d_k @ trace["w_key"].T
+    steps = tuple(_with(s, w) if s is weights else _with(s, d) if s is inputs else s for s in result.steps)
+    assert not check(Backward(trace, result.loss, result.value, steps)).agrees
+
+
+def test_the_check_fails_on_a_moved_number_of_x_kv():
+    """The gradients of a case whose x_kv (float64) has one number moved by 1e-3, against autograd's without."""
+    case = CASES["cross: 2 keys for 6 queries, float64, a softcap, sinks, q/k norm"]
+    data = case_to_dict(case)
+    data["x_kv"][1][0] += 1e-3
+    wrong = attend(parse_case(data))
+    from dataclasses import replace
+
+    for loss in (default_loss(attend(case)), Loss(cell=(5, 0))):
+        result = backward(wrong, loss)
+        assert check(backward(attend(case), loss)).agrees
+        assert not check(Backward(replace(wrong, case=case), loss, result.value, result.steps)).agrees
+
+
+def test_a_cross_gradients_arithmetic_with_its_real_numbers_in_both_languages():
+    result = backward(attend(CASES[CROSS_CASE]), Loss(cell=(2, 1)))
+    trace = result.forward
+    d_q, d_k, d_v = (result[name].transpose(0, 1).flatten(1) for name in ("d_queries", "d_keys", "d_values"))
+
+    def terms(d, w, t, c):
+        return " + ".join(f"{_factor(number(a))}·{_factor(number(b))}" for a, b in
+                          zip(d[t].tolist(), trace[w][c].tolist(), strict=True))  # fmt: skip
+
+    made = explain(result, "d_x_kv", (3, 1))  # x_kv's token 4, number 2: back from its key and its value
+    value = _factor(number(result["d_x_kv"][3, 1].item()))
+    assert made.title == "∂L/∂x_kv₄₂ = " + number(result["d_x_kv"][3, 1].item())
+    assert made.lines[0] == (f"dX_kv₄₂ = Σ_k dK₄ₖ · W_K₂ₖ + Σ_k dV₄ₖ · W_V₂ₖ = ({terms(d_k, 'w_key', 3, 1)}) + "
+                             f"({terms(d_v, 'w_value', 3, 1)}) = {value}")  # fmt: skip
+    assert "K = X_kv W_K, V = X_kv W_V" in made.lines[1] and "keys' sentence" in made.lines[2]
+    query = explain(result, "d_x", (2, 0))  # x's: its query alone
+    value = _factor(number(result["d_x"][2, 0].item()))
+    assert query.lines[0] == f"dX₃₁ = Σ_k dQ₃ₖ · W_Q₁ₖ = {terms(d_q, 'w_query', 2, 0)} = {value}"
+    assert "made the queries alone" in query.lines[2]
+    zh = explain(result, "d_x_kv", (3, 1), "zh")
+    assert zh.lines[0] == made.lines[0] and zh.lines[1].startswith("原因") and "键句子" in zh.lines[2]
+    assert "交叉注意力" in explain(result, "d_x", (2, 0), "zh").lines[2]
+
+
+def test_a_cross_cases_charts_name_the_keys_tokens():
+    from attention.backward.figures import gradient_pair, sensitivity, weighted_gradient
+
+    case = CASES[CROSS_CASE]
+    result = backward(attend(case), default_loss(attend(case)))
+    keys, queries = list(case.key_tokens), list(case.tokens)
+    assert keys == [f"src{j}" for j in range(5)]
+    for grad in ("d_scores", "d_weights"):  # n × n_kv: queries down, x_kv's tokens across
+        for fig in gradient_pair(result, grad, 1):
+            assert list(fig.data[0].y) == queries and list(fig.data[0].x) == keys, grad
+    for grad in ("d_x_kv", "d_keys", "d_values"):  # a row per key token
+        assert all(list(fig.data[0].y) == keys for fig in gradient_pair(result, grad, 0)), grad
+    masked = gradient_pair(result, "d_scores", 0)[0].data[0].text
+    assert masked[1][0] == "0 (masked)" and masked[0][1] == "0 (masked)"  # the n × n_kv mask's zeros
+    assert list(sensitivity(result)["d_x_kv"].data[0].y) == keys
+    assert weighted_gradient(result, 0).data[0].y[1] == f"k {keys[0]} · q {queries[1]}"
+
+
+CROSS_SCRIPTS = {
+    "float32, 2 heads, w_out, an n × n_kv mask": CASES[CROSS_CASE],
+    "float64, a softcap, sinks, q/k norm": CASES["cross: 2 keys for 6 queries, float64, a softcap, sinks, q/k norm"],
+    "float32, MLA's normed latent of x_kv, grouped heads": CASES[CROSS_LATENT],
+}
+
+
+@pytest.mark.parametrize("name", CROSS_SCRIPTS)
+def test_the_exported_script_of_a_cross_case_runs_alone_and_asserts_autograd(name, tmp_path):
+    case = CROSS_SCRIPTS[name]
+    trace = attend(case)
+    for loss in (default_loss(trace), Loss(cell=(case.n - 1, 1))):
+        source = to_backward_script(case, loss)
+        assert '"d_x_kv": d_x_kv' in source and "x_kv=x_kv" in source
+        out = _run_script(tmp_path, source)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert "every gradient equals torch.autograd's" in out.stdout
+        result, allowed = backward(trace, loss), tolerances(backward(trace, loss))
+        parsed = [line for line in out.stdout.splitlines() if line.startswith("[[")][-2:]  # d_x_kv's, then d_x's
+        for grad, line in zip(("d_x_kv", "d_x"), parsed, strict=True):
+            theirs = torch.tensor(json.loads(line), dtype=trace.outputs.dtype)
+            assert theirs.shape == result[grad].shape and within(theirs, result[grad], 2 * allowed[grad]), grad
+
+
+def test_the_exported_scripts_assert_fails_on_a_cross_cases_wrong_gradient(tmp_path):
+    source = to_backward_script(CASES[CROSS_CASE], Loss(cell=(2, 1)))
+    right = "d_x_kv = d_keys @ w_key.T + d_values @ w_value.T"
+    for wrong in ("d_x_kv = d_keys @ w_key.T", "d_x_kv = d_values @ w_value.T"):
+        assert right in source
+        out = _run_script(tmp_path, source.replace(right, wrong))
+        assert out.returncode != 0 and "AssertionError" in out.stderr, wrong
+
+
+def test_training_steps_lower_the_loss_of_cross_cases_and_keep_x_kv():
+    for seed in range(3):
+        case = cross(random_case(n=4, d_in=4, d_k=4, d_v=4, seed=seed, heads=2), seed=seed, n_kv=3 + seed)
+        case = latent(case, seed=seed) if seed == 2 else case  # and MLA's latent of x_kv
+        trace = attend(case)
+        loss = default_loss(trace)
+        stepped = train_step(trace, loss, 1e-3)  # W_Q, W_K and W_V step; x_kv, like x, is the case's input
+        assert stepped.x_kv == case.x_kv and stepped.w_key != case.w_key
+        assert loss_value(attend(stepped), loss) < loss_value(trace, loss), seed
+
+
+def test_a_cross_cases_token_dependence_is_on_the_keys_sentence():
+    """Each output row's dependence on the input rows: x_kv's in cross-attention (an output reads x only through its
+    own query, so x's map would be diagonal), a masked key's column 0 for its query."""
+    from attention.backward.compute import token_dependence
+
+    trace = attend(CASES[CROSS_CASE])
+    z = token_dependence(trace)
+    assert z.shape == (3, 5)  # n queries × n_kv keys
+    assert (z[torch.tensor(CROSS_MASK) == 0] == 0).all() and (z[torch.tensor(CROSS_MASK) == 1] > 0).all()
+    expected = backward(trace, Loss(cell=(2, 0)))["d_x_kv"] + backward(trace, Loss(cell=(2, 1)))["d_x_kv"]
+    expected += backward(trace, Loss(cell=(2, 2)))["d_x_kv"]  # d_out = 3: every output number of row 3
+    torch.testing.assert_close(z[2], expected.norm(dim=-1))
+    own = attend(article())
+    assert token_dependence(own).shape == (3, 3)  # self-attention: x's own rows, as before

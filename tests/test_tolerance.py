@@ -25,7 +25,7 @@ from attention.forward.script import to_script
 from attention.tiles.compute import check as tiles_check
 from attention.tiles.compute import tiled
 from attention.tiles.script import to_script as tiles_script
-from tests.cases import with_latent
+from tests.cases import with_keys_sentence, with_latent
 
 # A few big cases, not hundreds: n at the limit (1,024) in float32, where the old fixed tolerances failed (tiles'
 # 1e-6 of the largest number; decoding's 1e-5 with 4 causal heads and scores around 64), and raw scores in the
@@ -120,6 +120,31 @@ def test_backward_calls_a_moved_number_different(name):
     wrong = attend(moved(case))
     for loss in (Loss(cell=(5, 0)), Loss(target=tuple((0.5,) * wrong.outputs.shape[1] for _ in range(case.n)))):
         result = backward(wrong, loss)  # the hand-written gradients with the number moved, autograd's without
+        assert not backward_check(Backward(replace(wrong, case=case), loss, result.value, result.steps)).agrees
+
+
+def cross(case, seed: int, n_kv: int):
+    """The case made cross-attention: keys and values from a random other sentence x_kv of n_kv rows."""
+    return parse_case(with_keys_sentence(case_to_dict(case), random.Random(seed), n_kv=n_kv))
+
+
+# Cross-attention: the keys' sums read x_kv's magnitudes (n_kv of them, not n), and x_kv's gradient is a leaf of its own
+CROSS = {
+    "float32, 256 queries, 384 keys of x_kv, 2 heads, sqrt_dk": cross(random_case(
+        256, 16, 16, 16, seed=8, heads=2, scale="sqrt_dk"), seed=8, n_kv=384),
+    "float64, 96 queries, 40 keys, MLA's normed latent of x_kv, grouped heads": cross(parse_case(with_latent(
+        case_to_dict(random_case(96, 16, 32, 16, seed=9, dtype="float64", heads=4, kv_heads=2)), random.Random(9),
+        norm=True)), seed=9, n_kv=40),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", CROSS)
+def test_backward_of_a_cross_case_agrees_and_calls_a_moved_number_of_x_kv_different(name):
+    case = CROSS[name]
+    trace, wrong = attend(case), attend(moved(case, "x_kv", row=3))
+    for loss in (Loss(cell=(5, 0)), Loss(target=tuple((0.5,) * trace.outputs.shape[1] for _ in range(case.n)))):
+        assert backward_check(backward(trace, loss)).agrees, backward_check(backward(trace, loss))
+        result = backward(wrong, loss)  # the hand-written gradients with x_kv's number moved, autograd's without
         assert not backward_check(Backward(replace(wrong, case=case), loss, result.value, result.steps)).agrees
 
 

@@ -27,6 +27,9 @@ from ..forward.steps import NORM, ROPE
 from .loss import Loss, gradient
 from .steps import GRAD_AXES, backward_names, step
 
+# Step 3's tensors with a row per key: x_kv's tokens in cross-attention (n_kv rows), x's otherwise
+KEY_SIDE = frozenset({"keys", "keys_unnormed", "keys_unrotated", "values", "latent", "latent_unnormed"})
+
 
 @dataclass(frozen=True)
 class Backward(Record):
@@ -48,16 +51,20 @@ class Backward(Record):
         return forward if forward in self.forward else None
 
     def axes(self, name: str) -> tuple[str, ...]:
-        """A gradient's axes: its forward twin's (the head first where it has one)."""
+        """A gradient's axes: its forward twin's (the head first where it has one); in cross-attention the keys',
+        the values' and MLA's latent's rows are the keys' sentence's tokens."""
         twin = self.twin(name)
-        return self.forward.axes(twin) if twin is not None else GRAD_AXES.get(name, ("query", "value dim"))
+        axes = self.forward.axes(twin) if twin is not None else GRAD_AXES.get(name, ("query", "value dim"))
+        if self.case.cross and twin in KEY_SIDE:
+            return tuple("key token" if axis == "token" else axis for axis in axes)
+        return axes
 
     @property
     def gradients(self) -> dict[str, torch.Tensor]:
-        """The leaves' gradients: x, W_Q, W_K, W_V (and w_out, the sink logits, T5's table, MLA's W_DKV and its
-        latent's γ when the case has them)."""
-        names = ("d_x", "d_w_query", "d_w_key", "d_w_value", "d_w_latent", "d_latent_norm", "d_w_out", "d_sinks",
-                 "d_relative_bias")  # fmt: skip
+        """The leaves' gradients: x, W_Q, W_K, W_V (and cross-attention's x_kv, w_out, the sink logits, T5's table,
+        MLA's W_DKV and its latent's γ when the case has them)."""
+        names = ("d_x", "d_x_kv", "d_w_query", "d_w_key", "d_w_value", "d_w_latent", "d_latent_norm", "d_w_out",
+                 "d_sinks", "d_relative_bias")  # fmt: skip
         return {name: self[name] for name in names if name in self}
 
     def heading(self) -> str:
@@ -104,22 +111,39 @@ def backward(trace: Trace, loss: Loss) -> Backward:
     d_queries, d_keys = _back_through_step_4(trace, d_scores, record)  # the cap, the scale, the mask; Q and K
     d_queries, d_keys = _back_through_step_3(trace, d_queries, d_keys, record)  # RoPE's turns, the q/k norm
     # step 3 back: the heads joined again (a shared key/value head sums its query heads' gradients), then Q = X W_Q,
-    # K = C W_K and V = C W_V, C = X (or MLA's latent, which goes back through its norm and C = X W_DKV in turn)
-    d_q, d_k, d_v = joined(d_queries, h), joined(d_keys, g), joined(d_values, g)  # (n, d) each
-    read = trace["latent"] if o.w_latent is not None else x  # what keys and values were made from
+    # K = C W_K and V = C W_V, C = X (cross-attention's X_kv; or MLA's latent, which goes back through its norm and
+    # C = X W_DKV in turn)
+    d_q, d_k, d_v = joined(d_queries, h), joined(d_keys, g), joined(d_values, g)  # (n_q, d), (n_k, d), (n_k, d)
+    read = trace["latent"] if o.w_latent is not None else trace["x_kv"] if case.cross else x  # keys' and values'
     tensors = {"d_w_query": x.T @ d_q, "d_w_key": read.T @ d_k, "d_w_value": read.T @ d_v}  # (d_in or d_c, d)
     if o.w_latent is not None:
         tensors |= latent_back(trace, d_k, d_v)
     record("weights", **tensors)
-    # step 1 back: x reached the scores three ways (as queries, keys and values; the last two through the latent)
+    # step 1 back: x reached the scores three ways (as queries, keys and values; the last two through the latent);
+    # in cross-attention x as queries alone, and x_kv as keys and values
     if o.w_latent is None:
-        d_x = d_q @ w_query.T + d_k @ w_key.T + d_v @ w_value.T  # (n, d_in)
+        ways = [d_k @ w_key.T, d_v @ w_value.T]  # (n_k, d_in) each: as keys, as values
     else:
         d_latent = tensors.get("d_latent_unnormed", tensors["d_latent"])  # the latent as x W_DKV made it
-        d_x = d_q @ w_query.T + d_latent @ trace["w_latent"].T  # (n, d_in)
-    record("inputs", d_x=d_x)
+        ways = [d_latent @ trace["w_latent"].T]  # (n_k, d_in): through the latent
+    d_x = d_q @ w_query.T  # (n_q, d_in): as queries
+    if case.cross:
+        record("inputs", d_x=d_x, d_x_kv=sum(ways[1:], ways[0]))
+    else:
+        record("inputs", d_x=sum(ways, d_x))  # left to right, as the formula (and the exported script) adds them
     steps = tuple(step(case, loss, name, *recorder.records[name]) for name in backward_names(case))
     return Backward(trace, loss, value, steps)
+
+
+def token_dependence(trace: Trace, columns: int = 8) -> torch.Tensor:
+    """For output row i, the size ‖∂(Σ_c o_ic)/∂x_j‖ of every input row j's gradient (its first `columns` output
+    numbers summed), (n, n); in cross-attention of x_kv's rows (n, n_kv): an output reads x only through its own
+    query, and the other sentence through every key and value."""
+    leaf, rows = "d_x_kv" if trace.case.cross else "d_x", []
+    for i in range(trace.case.n):
+        grad = sum(backward(trace, Loss(cell=(i, c)))[leaf] for c in range(min(trace.outputs.shape[1], columns)))
+        rows.append(grad.norm(dim=-1))  # (n or n_kv,): how much output i moves with input row j
+    return torch.stack(rows)
 
 
 def softmax_back(weights, d_weights, weights_sink=None) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -210,7 +234,7 @@ def latent_back(trace: Trace, d_keys: torch.Tensor, d_values: torch.Tensor) -> d
     """Step 3 back through multi-head latent attention's latent C (n, d_c): K = C W_UK and V = C W_UV, so the
     latent gathers both, dC = dK W_UKᵀ + dV W_UVᵀ; through DeepSeek's norm of its first len(γ) columns (γ's gradient
     dγ = Σ_t dC ⊙ Ĉ, Ĉ the normed columns before γ; dC back to before the norm as the q/k norm's; the rotary key's
-    columns pass); then C = X W_DKV: dW_DKV = Xᵀ dC."""
+    columns pass); then C = X W_DKV (cross-attention's X_kv): dW_DKV = Xᵀ dC."""
     o = trace.case.options
     d_latent = d_keys @ trace["w_key"].T + d_values @ trace["w_value"].T  # (n, d_c)
     tensors = {"d_latent": d_latent}
@@ -221,7 +245,7 @@ def latent_back(trace: Trace, d_keys: torch.Tensor, d_values: torch.Tensor) -> d
         tensors["d_latent_norm"] = (d_latent[:, :d] * unit).sum(0, keepdim=True)  # (1, d): γ_c scaled column c
         normed_back = rms_norm_back(d_latent[:, :d], u[:, :d], o.latent_norm, o.norm_eps)  # (n, d)
         d_unnormed = tensors["d_latent_unnormed"] = torch.cat((normed_back, d_latent[:, d:]), dim=-1)  # (n, d_c)
-    tensors["d_w_latent"] = trace["x"].T @ d_unnormed  # (d_in, d_c)
+    tensors["d_w_latent"] = trace["x_kv" if trace.case.cross else "x"].T @ d_unnormed  # (d_in, d_c)
     return tensors
 
 
@@ -241,7 +265,8 @@ def autograd(case: Case, loss: Loss) -> dict[str, torch.Tensor]:
     o, dtype = case.options, getattr(torch, case.options.dtype)
     h, g = o.heads, o.kv_heads or o.heads
     w_out = option_tensors(case, torch.device("cpu"))[2]
-    leaves = {name: torch.tensor(getattr(case, name), dtype=dtype, requires_grad=True) for name in _LEAVES}
+    names = (*_LEAVES, "x_kv") if case.cross else _LEAVES  # cross-attention's other sentence: a leaf too
+    leaves = {name: torch.tensor(getattr(case, name), dtype=dtype, requires_grad=True) for name in names}
     if w_out is not None:
         leaves["w_out"] = w_out.clone().requires_grad_(True)
     if o.sinks is not None:  # gpt-oss's sink logits: learned, so a leaf
@@ -251,8 +276,8 @@ def autograd(case: Case, loss: Loss) -> dict[str, torch.Tensor]:
     for name in ("w_latent", "latent_norm"):  # MLA's W_DKV and its latent's γ: learned, so leaves
         if getattr(o, name) is not None:
             leaves[name] = torch.tensor(getattr(o, name), dtype=dtype, requires_grad=True)
-    x = leaves["x"]
-    read = x if o.w_latent is None else _autograd_latent(o, x, leaves["w_latent"], leaves.get("latent_norm"))
+    x, x_kv = leaves["x"], leaves.get("x_kv", leaves["x"])  # keys and values from x_kv (x's own sentence)
+    read = x_kv if o.w_latent is None else _autograd_latent(o, x_kv, leaves["w_latent"], leaves.get("latent_norm"))
     q, k, v = x @ leaves["w_query"], read @ leaves["w_key"], read @ leaves["w_value"]
     q = q.unflatten(-1, (h, -1)).transpose(0, 1)
     k, v = (m.unflatten(-1, (g, -1)).transpose(0, 1).repeat_interleave(h // g, dim=0) for m in (k, v))
@@ -260,7 +285,7 @@ def autograd(case: Case, loss: Loss) -> dict[str, torch.Tensor]:
     if o.rope_base is not None:
         t, theta = positions(case), rope_theta(o, case.d_rot)
         q, k = rope(q, t, theta), rope(k, t, theta)
-    a = _autograd_weights(case, q, k, leaves.get("sinks"), leaves.get("relative_bias"))  # (h, n, n)
+    a = _autograd_weights(case, q, k, leaves.get("sinks"), leaves.get("relative_bias"))  # (h, n, n_kv)
     outputs = (a @ v).transpose(0, 1).flatten(1)
     if w_out is not None:
         outputs = outputs @ leaves["w_out"]
@@ -290,7 +315,7 @@ def _autograd_weights(case: Case, q, k, sinks: torch.Tensor | None, table: torch
     whose weight is dropped (its own formulation: the core's softmax_with_sink is what it checks)."""
     options = score_options(case, torch.device("cpu"))
     allowed, override, cap = (options[name] for name in ("allowed", "override", "softcap"))
-    scores = q @ k.mT * (options["scale"] / options["temperature"])  # (h, n, n): one head's too
+    scores = q @ k.mT * (options["scale"] / options["temperature"])  # (h, n, n_kv): one head's too
     every = range(case.n)
     if case.options.alibi is not None:
         scores = scores + position_bias(replace(case.options, relative_bias=None), every, every, q.dtype, q.device)
@@ -330,12 +355,12 @@ def tolerances(result: Backward) -> dict[str, torch.Tensor]:
     tensors = (trace[name] for name in ("x", "w_query", "w_key", "w_value", "queries", "keys", "values", "weights"))
     options = score_options(case, torch.device("cpu"))
     multiplier = options["scale"] / options["temperature"]
-    norm = None
+    norm, x_kv = None, trace["x_kv"] if case.cross else None  # cross-attention: keys and values from x_kv
     if o.q_norm is not None:  # step 3's queries and keys, before the norm
         norm = (trace["queries_unnormed"], trace["keys_unnormed"], o.q_norm, o.k_norm, o.norm_eps)
     return gradient_tolerance(*tensors, trace["weights_exact"], result["d_outputs"], multiplier,
                               case.d_rot if o.rope_base is not None else 0, w_out, result.loss.cell is None, norm,
-                              **tolerance_options(trace))  # fmt: skip
+                              x_kv=x_kv, **tolerance_options(trace))  # fmt: skip
 
 
 def tolerance_options(trace: Trace) -> dict:

@@ -171,8 +171,45 @@ def _latent_norm_lines(result: Backward, _: int, c: int, name: str = "latent_nor
             msg("backward.explain.latent_norm_why")]  # fmt: skip
 
 
+def _input_lines(result: Backward, t: int, c: int, name: str) -> list:
+    """Token t's input number c (x's, or cross-attention's x_kv's): step 3 made each of its products M = R W from
+    the row (x: the queries, and the keys and values or MLA's latent unless the case is cross-attention; x_kv: the
+    keys and values, or the latent), so dR_tc = Σ_k dM_tk W_ck, one sum for each product it went into."""
+    case, trace = result.case, result.forward
+    o, d = case.options, dict(zip(("w_query", "w_key", "w_value"), step_3_gradients(result), strict=True))
+    if o.w_latent is not None:  # the latent before its norm (U), where it has one
+        d["w_latent"] = result["d_latent_unnormed" if o.latent_norm is not None else "d_latent"]
+    made = ("w_query",) if name == "x" else ()
+    if name == "x_kv" or not case.cross:
+        made += ("w_latent",) if o.w_latent is not None else ("w_key", "w_value")
+    r = "X_kv" if name == "x_kv" else "X"
+    sums, terms, products = [], [], []  # one of each for every product the row went into
+    for weight in made:
+        w, m = INPUT_WAYS[weight][o.latent_norm is not None]
+        pairs = zip(d[weight][t].tolist(), trace[weight][c].tolist(), strict=True)  # dM_tk and W_ck, over k
+        written = abbreviate([f"{factor(brief(a))}·{factor(brief(b))}" for a, b in pairs])
+        sums.append(f"Σ_k d{m}{sub(t)}ₖ · {w}{sub(c)}ₖ")
+        terms.append(written if len(made) == 1 else f"({written})")
+        products.append(f"{m} = {r} {w}")
+    value = factor(brief(result[f"d_{name}"][t, c].item()))
+    weights = ", ".join(INPUT_WAYS[weight][0][0] for weight in made)
+    lines = [msg("backward.explain.input", r=r, cell=pair(t, c), sums=" + ".join(sums), terms=" + ".join(terms),
+                 value=value),
+             msg("backward.explain.input_why", r=r, made=", ".join(products), weights=weights, c=c + 1)]  # fmt: skip
+    if case.cross:  # which sentence made what
+        lines.append(msg("backward.explain.input_cross" if name == "x" else "backward.explain.input_kv"))
+    return lines
+
+
+# A weight's symbol and the product it made, M = R W (with MLA's latent normed: W_DKV made U, the latent before it)
+INPUT_WAYS = {"w_query": (("W_Q", "Q"),) * 2, "w_key": (("W_K", "K"),) * 2, "w_value": (("W_V", "V"),) * 2,
+              "w_latent": (("W_DKV", "C"), ("W_DKV", "U"))}  # fmt: skip
+
+
 # plain functions (a partial is a new object in each copy: test_hosting compares the module's globals)
 STEP_3_LINES = dict.fromkeys(PROJECTIONS, _projection_lines) | {
     "latent": _latent_lines,
     "latent_norm": _latent_norm_lines,
+    "x": _input_lines,
+    "x_kv": _input_lines,
 }

@@ -10,12 +10,22 @@ import torch
 from ..base.i18n import text
 from ..forward.compute import Trace
 from ..forward.figures import MASKED_ZEROS, masked_cells
-from ..show.heatmap import heatmap, labels
+from ..show.heatmap import heatmap
+from ..show.heatmap import labels as axis_labels
 from .compute import Backward
 
 WEIGHTED_MAX_ROWS = 64  # d weighted's (key, query) rows drawn: its first keys
 # a masked score's gradient is exactly 0: the mask's (or the window's) doing, said so
 MASKED_GRADIENTS = ("d_scores", "d_scores_uncapped", "d_scores_raw")
+KEY_KINDS = ("key", "key token")  # axes of the keys' tokens: cross-attention's x_kv's, not the queries'
+
+
+def labels(trace: Trace, kind: str, size: int, lang: str = "en") -> list[str]:
+    """Axis labels: the keys' tokens on a key axis (x_kv's in cross-attention: its scores are n × n_kv, and x_kv's
+    gradient has a row per key token), else as every heatmap labels them."""
+    if kind in KEY_KINDS:
+        return list(trace.case.key_tokens[:size])
+    return axis_labels(trace, kind, size, lang)
 
 
 def span(*matrices: torch.Tensor | None) -> tuple[float, float]:
@@ -52,8 +62,8 @@ def weighted_gradient(result: Backward, head: int | None, lang: str = "en") -> g
     trace, d = result.forward, result.view("d_weighted", head)
     n_k, n_q, d_v = d.shape
     keys = max(1, min(n_k, WEIGHTED_MAX_ROWS // max(1, n_q)))
-    tokens = labels(trace, "token", n_k)
-    rows = [f"k {tokens[j]} · q {tokens[i]}" for j in range(keys) for i in range(n_q)]
+    queries, tokens = labels(trace, "query", n_q), labels(trace, "key", n_k)  # the keys': x_kv's in cross-attention
+    rows = [f"k {tokens[j]} · q {queries[i]}" for j in range(keys) for i in range(n_q)]
     z = d[:keys].reshape(keys * n_q, d_v)
     title = text(lang, "backward.grad", of="weighted")
     return heatmap(z, rows, labels(trace, "value dim", d_v), "key · query", "value dim", title, lang, span(z))

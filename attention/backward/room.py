@@ -18,7 +18,7 @@ from ..exercise.state import hiding
 from ..forward.compute import Trace
 from ..show.heatmap import heatmap
 from . import figures, state
-from .compute import Backward, backward
+from .compute import Backward, token_dependence
 from .loss import Loss
 from .script import code, to_backward_script
 
@@ -191,25 +191,17 @@ def sensitivity(trace: Trace) -> None:
 
 
 def token_sensitivity(trace: Trace) -> None:
-    """Which tokens' inputs each token's output depends on: for output row i, the size ‖∂(Σ_c o_ic)/∂x_j‖ of every
-    input row j's gradient, the tokens on both axes (a model's head: its own tokens)."""
-    n = trace.case.n
+    """Which tokens' inputs each token's output depends on (compute.token_dependence), the tokens on both axes (a
+    model's head: its own tokens); in cross-attention the keys' sentence's tokens across."""
+    n, cross = trace.case.n, trace.case.cross
     if n > TOKEN_SENSITIVITY_MAX_N:
         st.caption(t("backward.tokens_too_many", n=n, limit=TOKEN_SENSITIVITY_MAX_N))
         return
-    s = tab.current()
-
-    def make() -> torch.Tensor:
-        rows = []
-        for i in range(n):
-            d = trace.outputs.shape[1]
-            grad = sum(backward(trace, Loss(cell=(i, c)))["d_x"] for c in range(min(d, 8)))
-            rows.append(grad.norm(dim=-1))  # (n,): how much output i moves with input row j
-        return torch.stack(rows)
-
-    z = s.derived.get(("token sensitivity", trace.case), make)
-    tokens = list(trace.case.tokens)
-    fig = heatmap(z, tokens, tokens, "query", "token", t("backward.tokens_title"), lang())
+    z = tab.current().derived.get(("token sensitivity", trace.case), lambda: token_dependence(trace))
+    if cross:
+        st.caption(t("backward.tokens_cross"))
+    tokens, keys = list(trace.case.tokens), list(trace.case.key_tokens)
+    fig = heatmap(z, tokens, keys, "query", "key token" if cross else "token", t("backward.tokens_title"), lang())
     charts.chart(fig, "chart_token_sensitivity")
 
 

@@ -159,18 +159,21 @@ def _weights(case: Case, loss: Loss) -> list[str]:
         ]
     if o.w_latent is not None:  # keys and values were made from the latent: W_UK and W_UV read it, not x
         return [*lines, "d_w_query = x.T @ d_queries  # (d_in, d_k)", *_latent_back(case)]
+    kv, why = ("x_kv", ": the keys' sentence made keys and values") if case.cross else ("x", "")
     return [
         *lines,
         "d_w_query = x.T @ d_queries  # (d_in, d_k)",
-        "d_w_key = x.T @ d_keys  # (d_in, d_k)",
-        "d_w_value = x.T @ d_values  # (d_in, d_v)",
+        f"d_w_key = {kv}.T @ d_keys  # (d_in, d_k){why}",
+        f"d_w_value = {kv}.T @ d_values  # (d_in, d_v)",
         'print("d_w_query:\\n", d_w_query)',
     ]
 
 
 def _latent_back(case: Case) -> list[str]:
     """Multi-head latent attention's step 3 back: W_UK and W_UV read the latent, which gathers both gradients, goes
-    back through its norm (γ, of its first len(γ) columns; the rotary key's after them pass) and C = X W_DKV."""
+    back through its norm (γ, of its first len(γ) columns; the rotary key's after them pass) and C = X W_DKV (X_kv
+    in cross-attention)."""
+    kv = "x_kv" if case.cross else "x"  # what the latent was made from
     lines = [
         "d_w_key = latent.T @ d_keys  # (d_c, d_k): W_UK made keys from the latent",
         "d_w_value = latent.T @ d_values  # (d_c, d_v): W_UV made values from it",
@@ -191,7 +194,7 @@ def _latent_back(case: Case) -> list[str]:
         d = "d_latent_unnormed"
     return [
         *lines,
-        f"d_w_latent = x.T @ {d}  # (d_in, d_c): W_DKV made the latent from x",
+        f"d_w_latent = {kv}.T @ {d}  # (d_in, d_c): W_DKV made the latent from {kv}",
         'print("d_w_latent:\\n", d_w_latent)',
     ]
 
@@ -199,10 +202,19 @@ def _latent_back(case: Case) -> list[str]:
 def _inputs(case: Case, loss: Loss) -> list[str]:
     if case.options.w_latent is not None:  # keys and values reached x through the latent
         d = "d_latent" if case.options.latent_norm is None else "d_latent_unnormed"
-        first = f"d_x = d_queries @ w_query.T + {d} @ w_latent.T  # (n, d_in): as queries, and through the latent"
+        ways, why = f"{d} @ w_latent.T", "through the latent"
     else:
-        first = "d_x = d_queries @ w_query.T + d_keys @ w_key.T + d_values @ w_value.T  # (n, d_in): three ways in"
-    return [first, 'print("d_x:\\n", d_x)', "print(d_x.tolist())  # one line a program can parse"]
+        ways, why = "d_keys @ w_key.T + d_values @ w_value.T", "as keys and values"
+    shown = ['print("d_x:\\n", d_x)', "print(d_x.tolist())  # one line a program can parse"]
+    if not case.cross:
+        return [f"d_x = d_queries @ w_query.T + {ways}  # (n, d_in): as queries, and {why}", *shown]
+    return [  # cross-attention: x made the queries alone, the keys' sentence x_kv the keys and values
+        f"d_x_kv = {ways}  # (n_kv, d_in): {why}",
+        "d_x = d_queries @ w_query.T  # (n, d_in): as queries alone",
+        'print("d_x_kv:\\n", d_x_kv)',
+        "print(d_x_kv.tolist())",
+        *shown,
+    ]
 
 
 BLOCKS = {
@@ -259,16 +271,19 @@ def _check(case: Case, loss: Loss) -> list[str]:
     ]
 
 
-GRADIENT_RULE = (rule.gradient_tolerance, rule.scores_back_errors, rule.capped_back, rule.both_of_pair,
-                 rule.normed_back_errors, rule.normed_back, rule.latent_back_errors, rule.weights_back)  # fmt: skip
+GRADIENT_RULE = (rule.gradient_tolerance, rule.inputs_back_errors, rule.scores_back_errors, rule.capped_back,
+                 rule.both_of_pair, rule.normed_back_errors, rule.normed_back, rule.latent_back_errors,
+                 rule.weights_back)  # fmt: skip
 
 
 def _leaves(case: Case) -> list[tuple[str, str, str]]:
     """Autograd's leaves, in order: the script's tensor, the gradient the steps made of it, and its name in the
-    check: x and the weights, the sink logits, T5's table, MLA's W_DKV and its latent's γ where the case has them."""
+    check: x and the weights, cross-attention's x_kv, the sink logits, T5's table, MLA's W_DKV and its latent's γ
+    where the case has them."""
     o = case.options
     leaves = [("x", "d_x", "X"), ("w_query", "d_w_query", "WQ"), ("w_key", "d_w_key", "WK"),
               ("w_value", "d_w_value", "WV")]  # fmt: skip
+    leaves += [("x_kv", "d_x_kv", "XKV")] * case.cross  # cross-attention's other sentence
     leaves += [("sinks", "d_sinks", "S")] * (o.sinks is not None)
     leaves += [("relative_bias", "d_relative_bias", "T")] * (o.relative_bias is not None)
     leaves += [("w_latent", "d_w_latent", "WL")] * (o.w_latent is not None)
@@ -276,12 +291,13 @@ def _leaves(case: Case) -> list[tuple[str, str, str]]:
 
 
 def _check_projections(case: Case) -> list[str]:
-    """The check's step 3: q, k and v from the leaves, keys and values from MLA's latent where the case has one (its
-    first len(γ) columns RMS-normed, the rotary key's after them kept)."""
-    o = case.options
+    """The check's step 3: q, k and v from the leaves (keys and values from x_kv in cross-attention), keys and values
+    from MLA's latent where the case has one (its first len(γ) columns RMS-normed, the rotary key's after them
+    kept)."""
+    o, kv = case.options, "XKV" if case.cross else "X"  # cross-attention: keys and values from x_kv
     if o.w_latent is None:
-        return ["q, k, v = X @ WQ, X @ WK, X @ WV"]
-    lines = ["c = X @ WL  # the latent"]
+        return [f"q, k, v = X @ WQ, {kv} @ WK, {kv} @ WV"]
+    lines = [f"c = {kv} @ WL  # the latent"]
     if o.latent_norm is not None:
         d = len(o.latent_norm)
         lines.append(f"c = torch.cat((c[:, :{d}] * torch.rsqrt(c[:, :{d}].pow(2).mean(-1, keepdim=True) + latent_eps) "
@@ -332,4 +348,6 @@ def _tolerance_options(case: Case) -> dict[str, str]:
     if o.w_latent is not None:  # the latent before its norm, as the forward's check passes it
         norm = o.latent_norm is not None
         out["latent"] = "(w_latent, latent_unnormed, gamma_c, latent_eps)" if norm else "(w_latent, latent, None, 0.0)"
+    if case.cross:  # the keys' sentence: the keys' sums read it, and its own gradient is checked
+        out["x_kv"] = "x_kv"
     return out

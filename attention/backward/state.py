@@ -21,8 +21,8 @@ PARAMS = ("loss", "target", "lr", "train")  # the link's parameters: the loss, a
 MAX_LINK_STEPS = 200  # steps a link may ask to replay (each is a forward and a backward pass of the case)
 MIN_LR, DEFAULT_LR = 1e-4, 0.01
 MAX_TARGET_CHARS = 4000
-# heads × n² past which the app makes no backward pass: its two or three n × n gradients per head beside the forward
-# trace's four would pass the session's memory bound (docs/hosting.md); the CLI and the library have none
+# heads × n × n_kv past which the app makes no backward pass: its two or three n × n_kv gradients per head beside the
+# forward trace's four would pass the session's memory bound (docs/hosting.md); the CLI and the library have none
 MAX_CELLS = 1 << 20  # n = 1024 at one head, 512 at four: measured within the bound (docs/backward.md)
 
 
@@ -50,7 +50,7 @@ class Learned:
 
 
 def too_big(trace: Trace) -> bool:
-    return trace.case.options.heads * trace.case.n**2 > MAX_CELLS
+    return trace.case.options.heads * trace.case.n * trace.case.n_kv > MAX_CELLS  # n × n_kv scores a head
 
 
 def loss(session: Session, trace: Trace) -> Loss:

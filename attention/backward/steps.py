@@ -49,8 +49,11 @@ MADE_FROM = {
     "d_latent_unnormed": ("d_latent", "latent_unnormed"),
     "d_w_latent": ("x", "d_latent"),  # d_latent_unnormed with the latent's norm between (_made_from)
     "d_x": ("d_queries", "d_keys", "d_values", "w_query", "w_key", "w_value"),
+    # cross-attention's other sentence: it made the keys and values (x then the queries alone)
+    "d_x_kv": ("d_keys", "d_values", "w_key", "w_value"),
 }
-LATENT_MADE_FROM = {"d_x": ("d_queries", "d_latent", "w_query", "w_latent")}  # x reached keys and values through C
+LATENT_MADE_FROM = {"d_x": ("d_queries", "d_latent", "w_query", "w_latent"),  # x reached keys and values through C
+                    "d_x_kv": ("d_latent", "w_latent")}  # fmt: skip
 
 
 def backward_names(case: Case) -> tuple[str, ...]:
@@ -91,20 +94,32 @@ def _notes(name: str, case: Case):
 def _made_from(grad: str, tensors: Mapping, case: Case) -> tuple[str, ...]:
     """A gradient's parents; d_head_outputs is d_concat's, or the loss's own d_outputs without w_out; the norm's
     are RoPE's when the case turns queries and keys after the norm; the raw scores' the capped ones' with a cap;
-    with multi-head latent attention, W_UK's and W_UV's read the latent, and W_DKV's and x's the latent's gradient
-    before its norm where it has one."""
+    with multi-head latent attention, W_UK's and W_UV's read the latent, and W_DKV's and x's (x_kv's) the latent's
+    gradient before its norm where it has one; in cross-attention x made the queries alone, and x_kv the keys and
+    values (or the latent)."""
     parents = MADE_FROM.get(grad, ())
+    if case.cross:
+        parents = _cross_made_from(grad, parents)
     if case.options.w_latent is not None:
-        parents = LATENT_MADE_FROM.get(grad, parents)
+        parents = LATENT_MADE_FROM.get(grad, parents) if not (case.cross and grad == "d_x") else parents
         if grad in ("d_w_key", "d_w_value"):
             return ("latent", *parents[1:])
-        if case.options.latent_norm is not None and grad in ("d_w_latent", "d_x"):
+        if case.options.latent_norm is not None and grad in ("d_w_latent", "d_x", "d_x_kv"):
             return tuple("d_latent_unnormed" if p == "d_latent" else p for p in parents)
     if grad in ("d_scores_raw", "d_relative_bias") and "d_scores_uncapped" in tensors:
         return ("d_scores_uncapped",)
     if grad in ("d_queries_unnormed", "d_keys_unnormed") and case.options.rope_base is not None:
         return (parents[0] + "_unrotated", parents[1])
     return ("d_concat" if "d_concat" in tensors else "d_outputs",) if grad == "d_head_outputs" else parents
+
+
+def _cross_made_from(grad: str, parents: tuple[str, ...]) -> tuple[str, ...]:
+    """Cross-attention's parents: x made the queries alone; W_K, W_V and W_DKV met x_kv."""
+    if grad == "d_x":
+        return ("d_queries", "w_query")
+    if grad in ("d_w_key", "d_w_value", "d_w_latent"):
+        return ("x_kv", *parents[1:])
+    return parents
 
 
 def formula(name: str, case: Case, loss: Loss | None = None) -> str:
@@ -132,17 +147,21 @@ def formula(name: str, case: Case, loss: Loss | None = None) -> str:
     if name == "weights":
         return _weights_formula(case)
     if o.w_latent is not None:  # x made keys and values through the latent C = X W_DKV (U before its norm)
-        return rf"dX = dQ\, W_Q^\top + d{'U' if o.latent_norm is not None else 'C'}\, W_{{DKV}}^\top"
-    return r"dX = dQ\, W_Q^\top + dK\, W_K^\top + dV\, W_V^\top"
+        through = rf"d{'U' if o.latent_norm is not None else 'C'}\, W_{{DKV}}^\top"
+    else:
+        through = r"dK\, W_K^\top + dV\, W_V^\top"
+    if case.cross:  # x made the queries alone; the other sentence x_kv the keys and values
+        return rf"dX = dQ\, W_Q^\top,\quad dX_{{kv}} = {through}"
+    return rf"dX = dQ\, W_Q^\top + {through}"
 
 
 def _weights_formula(case: Case) -> str:
-    """Step 3 back to step 2's weights: Q = X W_Q, K = X W_K, V = X W_V; with multi-head latent attention K = C W_UK
-    and V = C W_UV from the latent C, which gathers both gradients, goes back through its norm (γ, of its first
-    columns) and C = X W_DKV."""
-    o = case.options
+    """Step 3 back to step 2's weights: Q = X W_Q, K = X W_K, V = X W_V (X_kv's in cross-attention); with multi-head
+    latent attention K = C W_UK and V = C W_UV from the latent C, which gathers both gradients, goes back through
+    its norm (γ, of its first columns) and C = X W_DKV."""
+    o, kv = case.options, "X_{kv}" if case.cross else "X"  # cross-attention: keys and values from x_kv
     if o.w_latent is None:
-        return r"dW_Q = X^\top dQ,\quad dW_K = X^\top dK,\quad dW_V = X^\top dV"
+        return rf"dW_Q = X^\top dQ,\quad dW_K = {kv}^\top dK,\quad dW_V = {kv}^\top dV"
     parts = [r"dW_Q = X^\top dQ", r"dW_{UK} = C^\top dK", r"dW_{UV} = C^\top dV",
              r"dC = dK\, W_{UK}^\top + dV\, W_{UV}^\top"]  # fmt: skip
     if o.latent_norm is not None:  # the norm of C's first len(γ) columns, Ĉ = U / r: back as the q/k norm's
@@ -152,8 +171,8 @@ def _weights_formula(case: Case) -> str:
                   rf"dU_{{1..{d}}} = {rule},\ g = \gamma \odot dC_{{1..{d}}}"]  # fmt: skip
         if case.d_c > d:  # the rotary key's columns, not normed, pass as they are
             parts.append(rf"dU_{{{d + 1}..{case.d_c}}} = dC_{{{d + 1}..{case.d_c}}}")
-        return r",\quad ".join([*parts, r"dW_{DKV} = X^\top dU"])
-    return r",\quad ".join([*parts, r"dW_{DKV} = X^\top dC"])
+        return r",\quad ".join([*parts, rf"dW_{{DKV}} = {kv}^\top dU"])
+    return r",\quad ".join([*parts, rf"dW_{{DKV}} = {kv}^\top dC"])
 
 
 OR = r"\ \text{or}\ "

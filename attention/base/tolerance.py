@@ -143,7 +143,7 @@ def attention_tolerance(
 
 def gradient_tolerance(
     x, w_query, w_key, w_value, queries, keys, values, weights, softmax, d_outputs, multiplier, rope, w_out, target,
-    norm=None, scores=None, softcap=None, sink=None, buckets=None, latent=None,
+    norm=None, scores=None, softcap=None, sink=None, buckets=None, latent=None, x_kv=None,
 ):  # fmt: skip
     """How far two float computations of the leaves' gradients may be apart, number by number: the backward pass run
     on absolute values (each sum's Σ|terms|, carried through the chain) times √K · eps, K every term summed on the
@@ -155,25 +155,30 @@ def gradient_tolerance(
     where the case has sink logits; buckets: T5's bucket of each pair (n, n) and its table's width, where the case
     has its bias (its gradient sums each bucket's dU); latent: multi-head latent attention's (W_DKV, the latent
     before its norm, γ or None, ε), keys and values then made from the latent (w_key, w_value its W_UK, W_UV), and
-    W_DKV's and γ's gradients too (latent_back_errors). {d_x: …, d_w_query: …, d_sinks: …}."""
+    W_DKV's and γ's gradients too (latent_back_errors); x_kv: cross-attention's other sentence (n_k, d_in), which
+    keys and values (or the latent) were made from, and its own gradient d_x_kv (None: x made them, and d_x has
+    their share). {d_x: …, d_w_query: …, d_sinks: …}."""
     dtype = queries.dtype
     q, k, v, a, s = (t.detach().cpu().to(dtype) for t in (queries, keys, values, weights, softmax))
     q, k, v, a, s = (t if t.dim() == 3 else t[None] for t in (q, k, v, a, s))  # (h, n, d): in the run's dtype
-    h, n, d_head = q.shape
+    h, n_q, d_head = q.shape
+    n_k = k.shape[1]  # the keys: x_kv's rows in cross-attention, else n_q
     u, a_sink = (None if t is None else t.detach().cpu().double() for t in (scores, sink))
     u, a_sink = (t if t is None or t.dim() == 3 else t[None] for t in (u, a_sink))  # (h, n, n), (h, n, 1)
     x, w_query, w_key, w_value = (t.detach().cpu().double().abs() for t in (x, w_query, w_key, w_value))
+    x_kv = None if x_kv is None else x_kv.detach().cpu().double().abs()  # cross-attention's keys' sentence
     d_o = d_outputs.detach().cpu().double()  # signed: d_scores' own sum cancels
-    # the chain's sums, end to end (with a norm, its mean of K squares there and back too, K = γ_Q's width)
+    # the chain's sums, end to end: over the keys (the softmax's, dQ's, dW_K's) and over the queries (dK's, dV's,
+    # dW_Q's), each at most the larger count; with a norm, its mean of K squares there and back too (γ_Q's width)
     normed = 0 if norm is None else 2 * len(norm[2])
     if latent is not None:  # the latent's sums back: dC over keys' and values' columns, its norm's, dX's over d_c
         normed += w_key.shape[-1] + w_value.shape[-1] + w_key.shape[0]
         normed += 0 if latent[2] is None else 2 * len(latent[2])
-    r = rounding(2 * n + d_head + normed + v.shape[-1] + x.shape[-1] + d_o.shape[-1], dtype)
+    r = rounding(2 * max(n_q, n_k) + d_head + normed + v.shape[-1] + x.shape[-1] + d_o.shape[-1], dtype)
     concat = torch.stack([a[i].abs() @ v[i].abs() for i in range(h)]).double()  # (h, n, d_v/h): at least |outputs|
     concat = concat.transpose(0, 1).flatten(1)  # (n, d_v): before w_out, the heads side by side
     w_out = None if w_out is None else w_out.detach().cpu().double()
-    error_o = rounding(n, dtype) * (concat if w_out is None else concat @ w_out.abs()) if target else 0 * d_o
+    error_o = rounding(n_k, dtype) * (concat if w_out is None else concat @ w_out.abs()) if target else 0 * d_o
     d_c, out = d_o, {}
     if w_out is not None:  # outputs = concat @ w_out
         out["d_w_out"] = r * concat.T @ d_o.abs() + concat.T @ error_o
@@ -188,23 +193,35 @@ def gradient_tolerance(
         d_q, d_k = (both_of_pair(m, rope) for m in (d_q, d_k))
     if norm is not None:  # back through the norm: dQ's and dK's errors carried, and its own sums' rounding
         d_q, d_k = normed_back_errors(d_q, d_k, q, k, v, s, d_h, multiplier, rope, norm, r)
-    g = w_key.shape[-1] // d_head  # key/value heads: each sums its query heads' gradients
-    d_k, d_v = (m.unflatten(0, (g, h // g)).sum(1) for m in (d_k, d_v))
-    d_q, d_k, d_v = (m.transpose(0, 1).flatten(1) for m in (d_q, d_k, d_v))  # (n, d): heads side by side
-    read = latent_error(x, latent, dtype)[0].abs()  # what keys and values were made from: x, or the latent C
-    out |= {"d_w_query": x.T @ d_q, "d_w_key": read.T @ d_k, "d_w_value": read.T @ d_v}
-    latent_out, d_read = latent_back_errors(x, d_k, d_v, w_key, w_value, latent)  # and what they read: x, or C
-    out |= latent_out | {"d_x": d_q @ w_query.T + d_read}
+    out |= inputs_back_errors(d_q, d_k, d_v, x, x_kv, w_query, w_key, w_value, latent, dtype)
     if a_sink is not None:
         out["d_sinks"] = e_sinks.reshape(1, -1)  # (1, h)
     return {name: m + 16 * torch.finfo(dtype).tiny for name, m in out.items()}
 
 
+def inputs_back_errors(d_q, d_k, d_v, x, x_kv, w_query, w_key, w_value, latent, dtype) -> dict[str, torch.Tensor]:
+    """Step 3 back, from dQ's, dK's and dV's errors (h, n, d/h) to the weights' and the inputs' (x and the weights
+    absolute, float64): a key/value head sums its query heads'; dW = Rᵀ dM, R what made M (x the queries; x,
+    cross-attention's x_kv or MLA's latent the keys and values); then x's share dQ W_Qᵀ, and the keys' and values'
+    dK W_Kᵀ + dV W_Vᵀ (or back through the latent: latent_back_errors): x's too, or x_kv's own (x_kv None: x)."""
+    h, d_head = d_q.shape[0], d_q.shape[-1]
+    g = w_key.shape[-1] // d_head  # key/value heads: each sums its query heads' gradients
+    d_k, d_v = (m.unflatten(0, (g, h // g)).sum(1) for m in (d_k, d_v))
+    d_q, d_k, d_v = (m.transpose(0, 1).flatten(1) for m in (d_q, d_k, d_v))  # (n, d): heads side by side
+    made = x if x_kv is None else x_kv  # the keys' and values' sentence
+    read = latent_error(made, latent, dtype)[0].abs()  # what keys and values were made from: it, or the latent C
+    out = {"d_w_query": x.T @ d_q, "d_w_key": read.T @ d_k, "d_w_value": read.T @ d_v}
+    latent_out, d_read = latent_back_errors(made, d_k, d_v, w_key, w_value, latent)  # and what they read
+    if x_kv is None:  # x made the queries, the keys and the values
+        return out | latent_out | {"d_x": d_q @ w_query.T + d_read}
+    return out | latent_out | {"d_x": d_q @ w_query.T, "d_x_kv": d_read}  # cross-attention: x the queries alone
+
+
 def scores_back_errors(q, k, v, a, s, d_h, error_h, multiplier, r, u=None, softcap=None, a_sink=None):
-    """The errors of dQ, dK (h, n, d_k/h), dV (h, n, d_v/h) and the sink logits' gradients (h,), float64, a head at
-    a time (its n × n matrices alone): steps 6 to 4 back (weights_back), then the cap's slope and the scale; and
-    dU's (the scores' before the scale) errors and sizes (h, n, n) each.
-    u: the scores before any cap (h, n, n) or None; a_sink: the sinks' weights (h, n, 1) or None."""
+    """The errors of dQ (h, n_q, d_k/h), dK (h, n_k, d_k/h), dV (h, n_k, d_v/h) and the sink logits' gradients
+    (h,), float64, a head at a time (its n_q × n_k matrices alone): steps 6 to 4 back (weights_back), then the cap's
+    slope and the scale; and dU's (the scores' before the scale) errors and sizes (h, n_q, n_k) each.
+    u: the scores before any cap (h, n_q, n_k) or None; a_sink: the sinks' weights (h, n_q, 1) or None."""
     eps = torch.finfo(q.dtype).eps
     # a score's rounding σ_ij (its sum of d_head products, the scale, the softmax's exp and division), per unit of
     # Σ_k |q_ik k_jk|: it moves weight j by A_ij Σ_k A_ik (δs_ij − δs_ik); ALiBi's sum and a cap's tanh, division
@@ -213,7 +230,7 @@ def scores_back_errors(q, k, v, a, s, d_h, error_h, multiplier, r, u=None, softc
     d_q, d_k = torch.zeros_like(q, dtype=torch.float64), torch.zeros_like(k, dtype=torch.float64)
     d_v, e_sinks, e_u, size_u = [], [], [], []
     for i in range(q.shape[0]):
-        sigma = unit * (q[i].abs().double() @ k[i].abs().double().T) + 4 * eps  # (n, n)
+        sigma = unit * (q[i].abs().double() @ k[i].abs().double().T) + 4 * eps  # (n_q, n_k)
         if u is not None:  # a masked score's −∞ counts 0: its weight is 0
             sigma += 4 * eps * u[i].abs().nan_to_num(posinf=0.0)
         sink = None if a_sink is None else a_sink[i]
@@ -231,7 +248,7 @@ def scores_back_errors(q, k, v, a, s, d_h, error_h, multiplier, r, u=None, softc
 
 
 def capped_back(e_s, d_s, u, cap, sigma, eps):
-    """dU = slope · dS, slope = 1 − tanh²(U / cap) ≤ 1 (n, n): dS's error e_s times the slope, and |dS| times the
+    """dU = slope · dS, slope = 1 − tanh²(U / cap) ≤ 1 (n_q, n_k): dS's error e_s times the slope, and |dS| times the
     slope's error, its rounding (a few eps) and U's error σ moving it (|d slope / dU| = 2 |tanh| slope / cap)."""
     t = torch.tanh(u / cap)
     slope = 1 - t**2
@@ -299,12 +316,12 @@ def latent_back_errors(x, d_k, d_v, w_key, w_value, latent) -> tuple[dict[str, t
 
 
 def weights_back(a, s, v, d_h, error_h, sigma, r, a_sink=None):
-    """One head's errors of d_scores (n, n) and d_values (n, d_v), float64: the rounding of their sums (r times
-    their terms' magnitudes), d_outputs' own error, and the weights' error from the scores' σ (n, n); then d_scores
-    itself (signed, its size for the cap's slope) and, with a sink (a_sink: its weights (n, 1)), the error of its
-    logit's gradient −Σ_i A_i,sink Σ_k A_ik dA_ik (else None).
+    """One head's errors of d_scores (n_q, n_k) and d_values (n_k, d_v), float64: the rounding of their sums (r
+    times their terms' magnitudes), d_outputs' own error, and the weights' error from the scores' σ (n_q, n_k);
+    then d_scores itself (signed, its size for the cap's slope) and, with a sink (a_sink: its weights (n_q, 1)), the
+    error of its logit's gradient −Σ_i A_i,sink Σ_k A_ik dA_ik (else None).
     a: the weights used in step 6; s: the exact softmax; d_h: the head's d_outputs (signed)."""
-    d_a = d_h @ v.mT  # (n, n): signed, d_A_ij = Σ_c dO_ic v_jc
+    d_a = d_h @ v.mT  # (n_q, n_k): signed, d_A_ij = Σ_c dO_ic v_jc
     size_a, error_a = (m @ v.abs().mT for m in (d_h.abs(), error_h))  # its terms' magnitude; dO's error in it
     mean = (s * d_a).sum(-1, keepdim=True)  # (n, 1): Σ_k A_ik dA_ik
     s, d_a, mean = s.double(), d_a.double(), mean.double()

@@ -40,11 +40,12 @@ from attention.decoding.compute import (
 )
 from attention.decoding.script import decoding_script
 from attention.decoding.state import DecodingView, link
+from attention.forward import oracle
 from attention.forward.compute import tolerance
 from attention.forward.oracle import flex_outputs
 from attention.models import SMOLLM2
 from tests.apptest import APP, charts, session
-from tests.cases import QK_NORM, with_latent
+from tests.cases import QK_NORM, with_keys_sentence, with_latent
 
 
 def latent_case(seed: int, norm: bool | None = None, **options):
@@ -356,11 +357,15 @@ def test_the_sessions_cache_counts_what_a_decoding_holds():
 
 
 MODERN_DRAWN = tuple(name for name in MODERN if name != "w_latent")  # the latent: with_latent, from its own draws
+# What a cross-attention case refuses (a key placed by its distance in one sentence), dropped from its draws
+WITHIN_ONE_SENTENCE = ("window", "alibi", "relative_bias", "relative_max_distance", "relative_bidirectional",
+                       "rope_base", "rope_fraction")  # fmt: skip
 
 
 def modern_case(seed: int):
     """A small random case (n ≤ 10, one or two heads, maybe grouped) with a random combination of today's options;
-    every third one multi-head latent attention (drawn apart, so that each seed's other options stay)."""
+    every third one multi-head latent attention, every fourth cross-attention (a source of its own, without the
+    options of one sentence's positions), each drawn apart, so that each seed's other options stay."""
     g = random.Random(seed)
     n, heads, d_head = g.randint(2, 10), g.choice([1, 2]), g.choice([2, 4])
     options = {"heads": heads, "scale": g.choice(["none", "sqrt_dk"])}
@@ -380,12 +385,14 @@ def modern_case(seed: int):
     if "rope_fraction" in chosen or g.random() < 0.3:
         options["rope_base"] = 100.0
         options["rope_fraction"] = 0.5 if d_head == 4 else None  # a head of 2 dims turns both (one pair)
-    options = {k: v for k, v in options.items() if v is not None}
+    cross = seed % 4 == 1  # every fourth seed: cross-attention (seeds 9 and 21 with a latent too)
+    options = {k: v for k, v in options.items() if v is not None and not (cross and k in WITHIN_ONE_SENTENCE)}
     d_k = d_head * heads
     case = random_case(n=n, d_in=g.randint(2, 5), d_k=d_k, d_v=2 * heads, seed=seed, **options)
+    case_file = with_keys_sentence(case_to_dict(case), random.Random(seed + 2000)) if cross else case_to_dict(case)
     if seed % 3:  # every third seed: multi-head latent attention (every other one with the latent's norm)
-        return case
-    return parse_case(with_latent(case_to_dict(case), random.Random(seed + 1000), norm=seed % 6 == 0))
+        return parse_case(case_file) if cross else case
+    return parse_case(with_latent(case_file, random.Random(seed + 1000), norm=seed % 6 == 0))
 
 
 MODERN_SEEDS = range(24)
@@ -404,14 +411,17 @@ def test_random_variants_each_step_equals_the_traces_row_and_flex_attention_and_
     for step in made.steps:
         k_cache = step.keys if o.heads > 1 else step.keys[None]  # the cache's keys, or made from the latent cache
         held = step.t + 1 if window is None else min(step.t + 1, window)  # never more rows than the window
-        assert k_cache.shape[-2] == held == len(step.cached) and step.evicted == step.t + 1 - held
-        close(k_cache, keys[::group, step.first : step.t + 1])  # the last `window` tokens' keys, as turned
+        held = case.n_kv if case.cross else held  # cross-attention: the source's, all of them from step 1
+        cached = slice(step.cached.start, step.cached.stop)  # first … t, or the source's 0 … n_kv − 1
+        assert k_cache.shape[-2] == held == len(step.cached)
+        assert step.evicted == (0 if case.cross else step.t + 1 - held)
+        close(k_cache, keys[::group, cached])  # the last `window` tokens' keys, as turned
         if o.w_latent is not None:  # the cache holds the last `window` tokens' latents: an evicted one is dropped
             assert step["latent_cache"].shape == (held, made.case.d_c)
-            close(step["latent_cache"], trace["latent"][step.first : step.t + 1])
+            close(step["latent_cache"], trace["latent"][cached])
         scores_t = step["scores_t"] if o.heads > 1 else step["scores_t"][None]
         trace_scores = trace["scores"] if o.heads > 1 else trace["scores"][None]
-        close(scores_t[:, 0], trace_scores[:, step.t, step.first : step.t + 1])  # the row's allowed scores
+        close(scores_t[:, 0], trace_scores[:, step.t, cached])  # the row's allowed scores
         if step.first:  # what the window evicted is masked in the whole computation too
             assert torch.isinf(trace_scores[:, step.t, : step.first]).all()
 
@@ -440,14 +450,14 @@ def test_a_wrong_eviction_is_caught_by_the_check(monkeypatch):
     case = random_case(n=6, d_k=4, d_v=4, seed=12, heads=2, window=2)
     real = decoding.attend_cached
 
-    def kept_one_more(q_t, keys, values, cached, case_, per_head, w_out):
+    def kept_one_more(q_t, keys, values, cached, case_, per_head, w_out, allowed=None):
         t = cached[-1]
         if cached.start > 0:  # the evicted key put back
             keys = torch.cat((step_keys[cached.start - 1], keys), dim=1)
             values = torch.cat((step_values[cached.start - 1], values), dim=1)
             cached = range(cached.start - 1, t + 1)
         step_keys[t], step_values[t] = keys[:, -1:], values[:, -1:]
-        return real(q_t, keys, values, cached, case_, per_head, w_out)
+        return real(q_t, keys, values, cached, case_, per_head, w_out, allowed)
 
     step_keys, step_values = {}, {}
     monkeypatch.setattr(decoding, "attend_cached", kept_one_more)
@@ -622,3 +632,214 @@ def test_the_page_shows_the_latent_cache_and_what_it_saves():
     said = " ".join(c.value for c in at.caption)
     assert f"{case.d_c} numbers a token instead of 8" in said and "DeepSeek" in said
     assert f"{case.d_c * 4:,} bytes a token where keys and values would take 32" in said
+
+
+# Cross-attention: the source's keys and values cached once, a target token at a time against all of them -----------
+
+
+def cross_case(seed: int, n_kv: int, latent: bool | None = None, **options):
+    """A random case made cross-attention (tests.cases.with_keys_sentence: a source x_kv of n_kv rows, its own labels),
+    and with latent (True or False: with or without its norm) multi-head latent attention too."""
+    d_k, d_v = options.pop("d_k", 4), options.pop("d_v", 4)
+    plain = case_to_dict(random_case(n=options.pop("n", 5), d_k=d_k, d_v=d_v, seed=seed, **options))
+    cross = with_keys_sentence(plain, random.Random(seed), n_kv=n_kv)
+    return parse_case(cross if latent is None else with_latent(cross, random.Random(seed), norm=latent))
+
+
+CROSS = {
+    "one head, a longer source": cross_case(20, 8),
+    "a shorter source, 2 heads, w_out": cross_case(21, 2, heads=2, w_out=W_OUT),
+    "grouped, q/k norm, sqrt_dk": cross_case(22, 6, d_k=8, heads=2, kv_heads=1, scale="sqrt_dk", **QK_NORM),
+    "softcap, sinks, temperature": cross_case(23, 5, heads=2, softcap=2.0, sinks=[0.5, -1.0], temperature=0.7),
+    "MLA with its norm, grouped": cross_case(24, 7, latent=True, d_k=8, heads=2, kv_heads=1),
+    "MLA without a norm, float64": cross_case(25, 3, latent=False, dtype="float64"),
+    "a mask hiding source tokens (a row hides all)": with_options(
+        cross_case(26, 4, n=3), mask=((1, 0, 1, 0), (0, 0, 0, 0), (1, 1, 1, 1))
+    ),
+}
+
+
+def cross_oracle(case) -> torch.Tensor:
+    """PyTorch's own attention over every source key (no causal mask: the case's own, where it has one): SDPA, or
+    FlexAttention where the case has an option of today's models (a softcap, sinks)."""
+    modern = any(getattr(case.options, name) is not None for name in MODERN)
+    return oracle.flex_outputs(case) if modern else oracle.fused_outputs(case)
+
+
+@pytest.mark.parametrize("case", CROSS.values(), ids=CROSS)
+def test_a_cross_case_decodes_each_target_token_against_every_source_key_equal_to_the_trace(case):
+    made, trace = decode(case), attend(decodable(case))
+    assert decodable(case).options.mask == case.options.mask  # never made causal: the source exists before
+    assert made.agrees and made.n == case.n and not made.notes  # nothing changed of the case: no note
+    assert made.steps[0].check.oracle == "the whole trace" and "whole computation" in str(made.status())
+    close(made.outputs, trace.outputs)
+    allowed = tolerance(made.case, trace.__getitem__, projected=True)
+    assert compare("PyTorch", made.outputs, cross_oracle(made.case), allowed).agrees
+    for step in made.steps:
+        assert step.cached == range(case.n_kv) and step.first == 0 and step.evicted == 0
+        scores_t = step["scores_t"] if case.options.heads > 1 else step["scores_t"][None]
+        scores = trace["scores"] if case.options.heads > 1 else trace["scores"][None]
+        assert scores_t.shape[-1] == case.n_kv  # one row over all n_kv source keys
+        close(scores_t[:, 0], scores[:, step.t])
+
+
+@pytest.mark.parametrize("case", CROSS.values(), ids=CROSS)
+def test_a_cross_cache_holds_the_n_kv_source_keys_and_values_from_step_1_and_never_changes(case):
+    made, trace, o = decode(case), attend(decodable(case)), case.options
+    group = o.heads // (o.kv_heads or o.heads)
+    keys = trace["keys"] if o.heads > 1 else trace["keys"][None]  # (h, n_kv, d): the source's
+    values = trace["values"] if o.heads > 1 else trace["values"][None]
+    held = "k_cache" if o.w_latent is None else "latent_cache"
+    first = made.steps[0]
+    for step in made.steps:  # the same source rows from step 1 on: nothing appended, nothing evicted
+        assert not {"k_t", "v_t", "latent_t"} & set(step.tensors)  # a target token adds nothing to the cache
+        assert torch.equal(step[held], first[held]) and step[held].shape[-2] == case.n_kv
+        assert torch.equal(step["x_kv"], torch.tensor(case.x_kv, dtype=step["x_kv"].dtype))
+        assert step.reads[held] == ("x_kv",)  # made from the source, not from token t
+        close(step.keys if o.heads > 1 else step.keys[None], keys[::group])
+        close(step.values if o.heads > 1 else step.values[None], values[::group])
+    if o.w_latent is not None:  # the source's latents, as step 3 made them from x_kv
+        close(first["latent_cache"], trace["latent"])
+    sizes = Sizes.of(made.case)  # the cache's size: the source's n_kv tokens, fixed whatever the target's length
+    assert sizes.source == case.n_kv
+    assert measured_cache_bytes(made) == cache_bytes(sizes, case.n) == cache_bytes(sizes, 1000)
+    assert cache_bytes(sizes, case.n) == cache_bytes_per_token(sizes) * case.n_kv
+
+
+def test_a_wrong_source_row_in_the_cache_is_caught_by_the_check(monkeypatch):
+    """The check can fail: a cache made from a source with one row changed, or with a source token left out, differs
+    from the trace."""
+    from attention.decoding import compute as decoding
+
+    case = CROSS["grouped, q/k norm, sqrt_dk"]
+    assert decoding.decode(case).agrees
+    real = decoding._source_cache
+
+    def row_changed(case_, x_kv, w):
+        return real(case_, torch.cat((x_kv[:2], x_kv[2:3] + 0.5, x_kv[3:])), w)
+
+    monkeypatch.setattr(decoding, "_source_cache", row_changed)
+    made = decoding.decode(case)
+    assert not made.agrees and "differs from the trace" in str(made.status())
+    monkeypatch.setattr(decoding, "_source_cache", lambda case_, x_kv, w: real(case_, x_kv[:-1], w))
+    assert not decoding.decode(case).agrees  # the last source token missing from the cache
+
+
+def test_a_cross_cases_mask_row_hides_source_tokens_and_a_fully_masked_row_gives_zeros():
+    case = CROSS["a mask hiding source tokens (a row hides all)"]
+    made = decode(case)
+    assert made.agrees and (made.steps[1]["weights_t"] == 0).all() and (made.outputs[1] == 0).all()
+    weights = made.steps[0]["weights_t"][0]
+    assert weights[1] == weights[3] == 0 and weights[0] > 0 and weights[2] > 0
+    said = explain(made, "scores_t", (0, 1), step="1")
+    assert any("target token 1 may not look at source token 2 (src1)" in line for line in said.lines)
+
+
+def test_cross_work_makes_the_sources_keys_and_values_once_with_the_cache_and_every_token_without():
+    s = Sizes.of(CROSS["a shorter source, 2 heads, w_out"])  # d_in 4, 2 heads of 2, d_out 3, n_kv 2
+    query, source = 4 * 4, 2 * 4 * (4 + 4)  # one target token through W_Q; the source's 2 rows through W_K, W_V
+    attention, out = 2 * 2 * (2 + 2), 2 * 2 * 3  # a row of 2 scores and weighted values per head; then w_out
+    assert multiply_adds(s, 0, cache=True) == multiply_adds(s, 0, cache=False) == query + source + attention + out
+    assert multiply_adds(s, 4, cache=True) == query + attention + out  # the source's are cached: no projection
+    assert multiply_adds(s, 4, cache=False) == 5 * query + source + 5 * (attention + out)
+    table = figures.memory_table(s, 5)
+    assert "2 source tokens (fixed)" in table.columns[-1] and table.iloc[0, 3] == 2 * table.iloc[0, 2]
+    assert "源词元" in figures.memory_table(s, 5, "zh").columns[-1]
+
+
+def test_a_cross_cached_score_is_explained_as_made_once_from_the_source_row():
+    made = decode(CROSS["grouped, q/k norm, sqrt_dk"])
+    t, j, head = 3, 4, 1
+    said = explain(made, "scores_t", (head, 0, j), step=str(t + 1))
+    assert "made once from the source's row 5 (src4) of x_kv, before the first target token" in said.lines[0]
+    assert "src4" in said.title and said.value == made.causal_scores[head, t, j].item()
+    assert any("every target token at once" in line for line in said.lines)
+    latent = decode(CROSS["MLA with its norm, grouped"])
+    assert "source token 5's latent c_5" in explain(latent, "scores_t", (1, 0, 4), step="2").lines[0]
+    assert "源句子的第 5 行" in explain(made, "scores_t", (head, 0, j), "zh", step=str(t + 1)).lines[0]
+
+
+def test_the_cross_figures_label_target_tokens_down_and_source_tokens_across():
+    case = CROSS["one head, a longer source"]
+    made, trace = decode(case), attend(case)
+    cache = figures.step_heatmap(made, 2, "k_cache")
+    assert list(cache.data[0].y) == list(case.key_tokens) and not cache.layout.shapes  # no new row: made once
+    assert "made once before step 1" in cache.layout.title.text
+    aligned = figures.alignment(made, 2)  # target tokens 1 … 3 down, the 8 source tokens across
+    assert list(aligned.data[0].y) == list(case.tokens[:3]) and list(aligned.data[0].x) == list(case.key_tokens)
+    close(torch.tensor(aligned.data[0].z), trace["weights"][:3].double())
+    assert len(aligned.layout.shapes) == 2  # row 3 outlined (a halo, then the line)
+    whole = figures.row_outlined(figures.causal_heatmap(trace), 2, cross=True)
+    assert list(whole.data[0].x) == list(case.key_tokens) and whole.layout.shapes[0].x1 == case.n_kv - 0.5
+
+
+@pytest.mark.parametrize("name", list(CROSS))
+def test_the_exported_script_of_a_cross_case_caches_the_source_once_and_asserts_the_whole_computation(name, capsys):
+    case = CROSS[name]
+    text = decoding_script(case)
+    assert "x_kv = [" in text and "is_causal" not in text and "x_kv=x_kv" in text
+    namespace = runpy.run_path(_write(text))
+    close(namespace["decoded"], decode(case).outputs)
+    assert "equals the whole computation" in capsys.readouterr().out
+    made = "k_cache = norm((x_kv @ w_key)" if case.options.w_latent is None else "latent_cache = latent_of(x_kv @"
+    wrong = text.replace(made, made.replace("x_kv @", "(x_kv + torch.eye(*x_kv.shape)) @"))  # source rows changed
+    assert wrong != text
+    with pytest.raises(AssertionError, match="decoding differs"), contextlib.redirect_stdout(io.StringIO()):
+        runpy.run_path(_write(wrong))
+
+
+def test_the_cli_decodes_a_cross_case_file(tmp_path, capsys):
+    path = tmp_path / "case.json"
+    path.write_text(dump_case(CROSS["one head, a longer source"]))
+    assert main(["decode", str(path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["agrees"] and len(out["steps"]) == 5 and out["steps"][2]["shapes"]["k_cache"] == "8 × 4"
+
+
+def _cross_room(case_file: dict, lang: str) -> None:  # an AppTest script: the Decoding room's step and memory alone
+    import streamlit as st
+
+    from attention.app.session import Session
+    from attention.base.case import parse_case
+    from attention.base.presets import random_case
+    from attention.decoding import room
+    from attention.decoding.compute import decode
+    from attention.forward.compute import attend
+
+    st.session_state["session"] = session = Session.start(lang)  # the frame's session of the tab (app/tab.py)
+    session.load(random_case(n=5, seed=1))  # the step player reads the view; the decoding is the cross case's
+    made = decode(parse_case(case_file))
+    room.step_view(session, made, attend(made.case))
+    room.work_and_memory(session, made)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_room_shows_the_sources_cache_made_once_and_the_alignment(lang):
+    case = CROSS["a shorter source, 2 heads, w_out"]
+    at = AppTest.from_function(_cross_room, default_timeout=90, kwargs={"case_file": case_to_dict(case), "lang": lang})
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    z = {title.replace("：", ":").split(":")[0]: matrix for title, matrix in charts(at).items()}  # zh's colon too
+    assert z["k_cache"].shape == (2, 2) and z["scores_t"].shape == (1, 2)  # the 2 source tokens, every step
+    assert z["Alignment so far" if lang == "en" else "到目前为止的对齐"].shape == (5, 2)  # 5 target tokens × 2
+    said = " ".join(c.value for c in at.caption) + " ".join(m.value for m in at.markdown)
+    if lang == "en":
+        assert "made once from x_kv before the first target token" in said and "alignment" in said
+        assert "whatever the target's length" in said and "Step 5 of 5" in at.success[0].value
+        assert "row 5 of the whole computation" in at.success[0].value
+    else:
+        assert "对齐" in said and "源词元" in said
+
+
+def test_the_page_decodes_a_cross_case_with_the_sources_cache_and_the_alignment():
+    """Through the app: needs a link to carry the case's x_kv (attention/app, another change)."""
+    case = CROSS["MLA with its norm, grouped"]
+    at = decoding_page({"case": case_to_link(case), "token": "2"})
+    if not session(at).case.cross:
+        pytest.skip("the app does not load a cross-attention case from a link yet (attention/app)")
+    said = " ".join(m.value for m in at.markdown)
+    assert "This case is cross-attention" in said and "A chat model writes" not in said  # its own introduction
+    assert "Step 2 of 5: output 2 equals row 2 of the whole computation" in at.success[0].value
+    z = {title.split(":")[0]: matrix for title, matrix in charts(at).items()}
+    assert z["latent_cache"].shape == (7, case.d_c) and z["scores_t"].shape == (1, 7)  # the 7 source tokens
+    assert z["Alignment so far"].shape == (2, 7)  # target tokens 1 … 2 over the source

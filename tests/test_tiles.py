@@ -1,5 +1,7 @@
 """Attention in tiles (issue 23): the online softmax against step 7 and SDPA, skipped tiles, memory, input, page."""
 
+import contextlib
+import io
 import math
 import random
 import subprocess
@@ -25,12 +27,15 @@ from attention.base.record import compare
 from attention.forward import oracle
 from attention.forward.compute import tolerance
 from attention.forward.oracle import fused_outputs
+from attention.tiles import figures as tiles_figures
 from attention.tiles import room as tiles_room
+from attention.tiles import script as tiles_script
+from attention.tiles import state as tiles_state
 from attention.tiles.compute import check, check_blocks, default_block, estimates, tiled
 from attention.tiles.script import tiles_text, to_script
 from attention.tiles.state import Tiling, default_blocks, first_rescale, link
-from tests.apptest import APP, session
-from tests.cases import QK_NORM, with_latent
+from tests.apptest import APP, charts, session
+from tests.cases import QK_NORM, with_keys_sentence, with_latent
 
 BLOCKED = [[1, 0, 1, 0, 0], [0, 0, 0, 0, 0], [1, 1, 1, 0, 0], [0, 0, 0, 0, 0], [1, 1, 1, 1, 1]]  # rows 2, 4: nothing
 CASES = {
@@ -394,9 +399,15 @@ def test_an_old_link_with_a_tile_and_no_block_sizes_opens_the_tile_it_named():
 MODERN_DRAWN = tuple(name for name in MODERN if name != "w_latent")  # the latent: with_latent, from its own draws
 
 
+# What a cross-attention case refuses (a key placed by its distance in one sentence), dropped from its draws
+WITHIN_ONE_SENTENCE = ("window", "alibi", "relative_bias", "relative_max_distance", "relative_bidirectional",
+                       "rope_base", "rope_fraction")  # fmt: skip
+
+
 def modern_case(seed: int):
     """A small random case (n ≤ 10, one or two heads) with a random combination of today's options; every third
-    one multi-head latent attention (drawn apart, so that each seed's other options stay)."""
+    one multi-head latent attention, every fourth cross-attention (a source of its own, without a causal mask or the
+    options of one sentence's positions), each drawn apart, so that each seed's other options stay."""
     g = random.Random(seed)
     n, heads, d_head = g.randint(3, 10), g.choice([1, 2]), g.choice([2, 4])
     options = {"heads": heads, "scale": g.choice(["none", "sqrt_dk"]), "mask": g.choice([None, "causal"])}
@@ -415,11 +426,15 @@ def modern_case(seed: int):
         options["relative_bidirectional"] = g.random() < 0.5
     if options.get("rope_fraction") or g.random() < 0.3:
         options["rope_base"] = 100.0
+    cross = seed % 4 == 1  # every fourth seed: cross-attention (seeds 9 and 21 with a latent too)
+    if cross:  # its mask: none, never the causal one (the source exists before the target)
+        options = {k: v for k, v in options.items() if k not in WITHIN_ONE_SENTENCE} | {"mask": None}
     options = {k: v for k, v in options.items() if v is not None}
     case = random_case(n=n, d_in=g.randint(2, 5), d_k=d_head * heads, d_v=2 * heads, seed=seed, **options)
+    case_file = with_keys_sentence(case_to_dict(case), random.Random(seed + 2000)) if cross else case_to_dict(case)
     if seed % 3:  # every third seed: multi-head latent attention (every other one with the latent's norm)
-        return case
-    return parse_case(with_latent(case_to_dict(case), random.Random(seed + 1000), norm=seed % 6 == 0))
+        return parse_case(case_file) if cross else case
+    return parse_case(with_latent(case_file, random.Random(seed + 1000), norm=seed % 6 == 0))
 
 
 def uneven_blocks(seed: int, n: int) -> tuple[int, int]:
@@ -432,7 +447,9 @@ def uneven_blocks(seed: int, n: int) -> tuple[int, int]:
 @pytest.mark.parametrize("seed", range(24))
 def test_random_variants_tiled_equal_step_7_and_flex_attention(seed):
     case = modern_case(seed)
-    run = tiled(case, *uneven_blocks(seed, case.n))
+    b_q, b_k = uneven_blocks(seed, case.n)
+    b_k = uneven_blocks(seed, case.n_kv)[1] if case.cross else b_k  # key tiles over cross-attention's source
+    run = tiled(case, b_q, b_k)
     exact = attend(run.case)
     agreement = check(run, exact)
     assert agreement.agrees, (case.options, run.block_q, run.block_k, agreement)
@@ -533,3 +550,168 @@ def test_a_latent_case_tiles_keys_and_values_made_from_its_latent_and_a_wrong_la
     assert not check(tiles.tiled(case, 3, 2), exact).agrees  # DeepSeek's norm of the latent left out
     monkeypatch.setattr(tiles, "latent_of", lambda o, x, w: real(o, x, w * 1.001))
     assert not check(tiles.tiled(case, 3, 2), exact).agrees
+
+
+# Cross-attention: an n × n_kv score matrix, query tiles over the target's tokens and key tiles over the source's ------
+
+
+def cross_case(seed: int, n: int, n_kv: int, latent: bool | None = None, **options):
+    """A random case made cross-attention (tests.cases.with_keys_sentence: a source of n_kv rows, its own labels),
+    and with latent (True or False: with or without its norm) multi-head latent attention too."""
+    plain = case_to_dict(random_case(n=n, d_k=options.pop("d_k", 4), d_v=options.pop("d_v", 4), seed=seed, **options))
+    cross = with_keys_sentence(plain, random.Random(seed), n_kv=n_kv)
+    return parse_case(cross if latent is None else with_latent(cross, random.Random(seed), norm=latent))
+
+
+CROSS_BLOCKED = ((1, 0, 1, 0, 0, 0, 1), (0, 0, 0, 0, 0, 0, 0), (1, 1, 0, 0, 0, 0, 0), (1, 1, 1, 1, 1, 1, 1))
+CROSS = {
+    "a longer source": cross_case(30, 5, 9),
+    "a shorter source, 2 heads, w_out": cross_case(
+        31, 6, 3, heads=2, w_out=[[1, 0, 2], [0, 1, 0], [0.5, 0, 1], [0, -1, 0]]
+    ),
+    "grouped, q/k norm, sqrt_dk": cross_case(32, 7, 5, d_k=8, heads=2, kv_heads=1, scale="sqrt_dk", **QK_NORM),
+    "softcap, sinks": cross_case(33, 4, 6, heads=2, softcap=2.0, sinks=[0.5, -1.0]),
+    "MLA with its norm": cross_case(34, 5, 7, latent=True, d_k=8, heads=2, kv_heads=1),
+    "a mask hiding source tokens (a row hides all)": with_options(cross_case(35, 4, 7), mask=CROSS_BLOCKED),
+}
+
+
+@pytest.mark.parametrize("blocks", [(1, 1), (2, 3), (3, 2), (None, None), ("n", "n_kv")], ids=str)
+@pytest.mark.parametrize("name", CROSS)
+def test_cross_tiles_cover_n_by_n_kv_and_equal_step_7_and_pytorch(name, blocks):
+    case = CROSS[name]
+    b_q, b_k = (case.n if blocks[0] == "n" else blocks[0], case.n_kv if blocks[1] == "n_kv" else blocks[1])
+    run = tiled(case, b_q, b_k)
+    exact = attend(run.case)
+    assert check(run, exact).agrees
+    assert run.key_tiles == math.ceil(case.n_kv / run.block_k) and run.query_tiles == math.ceil(case.n / run.block_q)
+    assert run.outputs.shape[0] == case.n and run.head_outputs.shape[1] == case.n  # a row per target token
+    modern = any(getattr(case.options, option) is not None for option in MODERN)
+    pytorch = oracle.flex_outputs(run.case) if modern else fused_outputs(run.case)
+    assert compare("PyTorch", run.outputs, pytorch, tolerance(run.case, exact.__getitem__)).agrees
+    scores = exact["scores"] if exact["scores"].dim() == 3 else exact["scores"][None]  # (h, n, n_kv)
+    for v in run.visits:  # each tile's scores: the trace's rows and the source's columns
+        if not v.skipped:
+            rows, cols = slice(v.queries.start, v.queries.stop), slice(v.keys.start, v.keys.stop)
+            torch.testing.assert_close(v["scores"], scores[:, rows, cols])
+    assert sorted({k for v in run.visits for k in v.keys}) == list(range(case.n_kv))  # every source key, once a row
+    if case.options.mask is None:  # no causal mask across two sentences: nothing is skipped
+        assert not run.skipped
+
+
+def test_a_cross_mask_skips_the_tiles_it_hides_wholly_and_no_others():
+    case = CROSS["a mask hiding source tokens (a row hides all)"]
+    run = tiled(case, 2, 3)  # query tiles 1-2, 3-4; key tiles 1-3, 4-6, 7
+    assert set(run.skipped) == {(0, 1)}  # queries 1-2 see no source token 4-6 (row 2 sees none at all)
+    assert check(run, attend(run.case)).agrees and (run.outputs[1] == 0).all()
+
+
+def test_a_wrong_source_row_in_the_tiles_is_caught(monkeypatch):
+    """The check can fail: tiles whose keys and values come from a source with one row changed differ from step 7."""
+    from attention.tiles import compute as tiles
+
+    case = CROSS["grouped, q/k norm, sqrt_dk"]
+    exact = attend(case)
+    assert check(tiles.tiled(case, 3, 2), exact).agrees
+    real = tiles.latent_of  # what step 3's keys and values are made from: x_kv here (no latent)
+    monkeypatch.setattr(tiles, "latent_of", lambda o, x, w: real(o, torch.cat((x[:3], x[3:4] + 0.5, x[4:])), w))
+    assert not check(tiles.tiled(case, 3, 2), exact).agrees
+
+
+def test_cross_block_sizes_are_checked_against_the_source_and_the_link_round_trips():
+    case = CROSS["a longer source"]  # 5 target tokens, 9 source tokens
+    assert check_blocks(5, 9, case.n, case.n_kv) == (5, 9)  # B_k past n: the source is longer
+    with pytest.raises(CaseError) as bad:
+        check_blocks(2, 10, case.n, case.n_kv)
+    assert str(bad.value) == "B_k (keys per tile): must be from 1 to n_kv = 9 (the source's tokens), not 10"
+    with pytest.raises(CaseError, match=r"B_q .*n = 5, not 6"):
+        check_blocks(6, 2, case.n, case.n_kv)
+    view = Tiling()
+    view.choose_blocks("2", "7", case.n, case.n_kv)
+    view.tile = (2, 1)
+    assert view.error is None and view.blocks_for(case.n, n_kv=case.n_kv) == (2, 7)
+    params = link(view)
+    assert params == {"bq": "2", "bk": "7", "tile": "3.2"}
+    opened, notice = tiles_state.open_link(params, case.n, case.n_kv)
+    assert notice is None and (opened.blocks, opened.tile) == ((2, 7), (2, 1))
+    _, refused = tiles_state.open_link({"bk": "7", "tile": "1.3"}, case.n, case.n_kv)  # 2 key tiles of 7 (of 9)
+    assert "from 1.1 to 2.2" in str(refused)  # B_q left out: default_block(5) = 3, two query tiles
+    assert default_blocks(case)[1] <= case.n_kv and Tiling().blocks_for(case.n, n_kv=case.n_kv) == (3, 5)
+
+
+def test_the_cross_score_figure_labels_target_tokens_down_and_source_tokens_across():
+    case = CROSS["a longer source"]
+    trace = attend(case)
+    fig = tiles_figures.tile_scores(trace, (2, 4), (), None, (2, 1))
+    assert list(fig.data[0].y) == list(case.tokens) and list(fig.data[0].x) == list(case.key_tokens)
+    lines = [s for s in fig.layout.shapes if s.type == "line"]
+    across = {s.x0 for s in lines if s.x0 == s.x1}  # key tiles' borders after source tokens 4 and 8
+    assert across == {3.5, 7.5} and all(s.x1 == case.n_kv - 0.5 for s in lines if s.y0 == s.y1)
+    box = fig.layout.shapes[-1]  # query tile 3 (token 5), key tile 2 (source tokens 5-8)
+    assert (box.x0, box.x1, box.y0, box.y1) == (3.5, 7.5, 3.5, 4.5)
+    assert "source tokens across" in fig.layout.title.text
+
+
+def test_the_cli_tiles_a_cross_case_file(tmp_path, capsys):
+    path = tmp_path / "case.json"
+    path.write_text(dump_case(CROSS["a longer source"]))
+    assert main(["tiles", str(path), "--block-k", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "3 key tiles" in out and "over the 9 source tokens" in out and "equal step 7's" in out
+    assert main(["tiles", str(path), "--block-k", "10"]) == 2
+    assert "n_kv = 9 (the source's tokens), not 10" in capsys.readouterr().err
+
+
+def _block_namespace(case):
+    """What the tiled loop of the exported script reads from its eight steps, made by the core: the queries, keys
+    and values (cross-attention's from x_kv), step 7's outputs, w_out, the mask, and the rule's tolerance."""
+    from attention.base import tolerance as rule
+
+    trace = attend(case)
+    o = case.options
+    w_out, mask = (None if m is None else torch.tensor(m) for m in (o.w_out, o.mask))
+    return {
+        "torch": torch, "math": math, "within": rule.within, "queries": trace["queries"], "keys": trace["keys"],
+        "values": trace["values"], "outputs": trace.outputs, "tolerance": tolerance(case, trace.__getitem__),
+        "w_out": w_out, "mask": mask,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(CROSS))
+def test_the_scripts_tiled_loop_runs_over_the_source_keys_and_asserts_step_7(name, capsys):
+    case = CROSS[name]
+    loop = "\n".join(tiles_script.block(case, 2, 3))
+    assert "for k0 in range(0, n_kv, B_k):" in loop and "Cross-attention" in loop
+    namespace = _block_namespace(case)
+    exec(loop, namespace)  # the loop as the exported script runs it, on the eight steps' tensors
+    assert namespace["tiled_outputs"].shape[0] == case.n and "equal step 7's" in capsys.readouterr().out
+    short = loop.replace("range(0, n_kv, B_k)", "range(0, n_kv - B_k, B_k)")  # the last key tile left out
+    with pytest.raises((AssertionError, RuntimeError, IndexError)), contextlib.redirect_stdout(io.StringIO()):
+        exec(short, _block_namespace(case))
+
+
+def test_the_exported_script_of_a_cross_case_runs_its_tiled_loop_and_asserts_step_7(tmp_path):
+    """The whole script: the eight steps, then the loop (needs forward/script.py to make keys from x_kv)."""
+    case = CROSS["a mask hiding source tokens (a row hides all)"]
+    text = to_script(case, 2, 3)
+    if "x_kv = [" not in text:  # the source's rows, as the eight steps' script would write them
+        pytest.skip("the eight steps' script does not make cross-attention's keys from x_kv yet (forward/script.py)")
+    path = tmp_path / "tiles.py"
+    path.write_text(text)
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "tiles skipped (wholly masked): 1" in done.stdout and "equal step 7's" in done.stdout
+
+
+def test_the_page_tiles_a_cross_case_with_both_sentences_labels():
+    """Through the app: needs a link to carry the case's x_kv (attention/app, another change)."""
+    case = CROSS["a longer source"]
+    at = tiles_page({"case": case_to_link(case), "bk": "4"})
+    if not session(at).case.cross:
+        pytest.skip("the app does not load a cross-attention case from a link yet (attention/app)")
+    assert not at.exception
+    said = " ".join(i.value for i in at.info)
+    assert "n × n_kv = 5 × 9" in said and "6 tiles of 3 × 4" in at.success[0].value  # 2 query tiles × 3 key tiles
+    key_tiles = at.selectbox(key="tiles_key_tile").options  # over the source, by its own labels
+    assert len(key_tiles) == 3 and key_tiles[-1] == f"3: {case.key_tokens[8]} … {case.key_tokens[8]}"
+    assert any("source tokens across" in title for title in charts(at))

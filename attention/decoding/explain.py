@@ -1,6 +1,7 @@
 """A cached score's arithmetic: q_t · k_j with k_j read from the cache (made once, at step j; with multi-head latent
-attention made at step t from token j's cached latent), scaled, with ALiBi's or T5's bias and the cap where the case has
-them, the same number in the whole causal computation's scores, and with a sink the weight it becomes."""
+attention made at step t from token j's cached latent; with cross-attention made once from the source's row j before
+the first step), scaled, with ALiBi's or T5's bias and the cap where the case has them, the same number in the whole
+(causal) computation's scores, and with a sink the weight it becomes."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from .compute import Decoding
 
 @explains(Decoding, "scores_t")
 def cached_score(c: Context, tensor: str, head: int | None, index: tuple[int, ...]) -> Derivation:
-    """Score j of decoding step t (index: the query's one row, then j, the key's row in the cache: token first + j)."""
+    """Score j of decoding step t (index: the query's one row, then j, the key's row in the cache: token first + j,
+    or cross-attention's source token j)."""
     _, j = index
     o, step, t = c.case.options, c.step, c.step.t
     token = step.first + j  # the key's token: under a window the cache's first row is token `first`
@@ -28,14 +30,20 @@ def cached_score(c: Context, tensor: str, head: int | None, index: tuple[int, ..
     raw = float(q_t.double() @ k_j.double())
     multiplier = scale_factor(c.case) / o.temperature
     latent = "latent_cache" in step.tensors  # multi-head latent attention: the cache holds c_j, not k_j
-    position = int(positions(c.case)[token])
     turned = ""
-    if o.rope_base is not None:  # turned at each step from the cached latent, or once as it was cached
+    if o.rope_base is not None:  # turned at each step from the cached latent, or once as it was cached (never cross)
+        position = int(positions(c.case)[token])
         turned = msg("decoding.explain_latent_turned" if latent else "decoding.explain_turned", position=position)
-    title = msg("decoding.explain_title", t=t + 1, j=token + 1, query=c.token(t), key=c.token(token))
-    cache = {"j": token + 1, "t": t + 1, "turned": turned} | ({"d_c": c.case.d_c} if latent else {})
+    key = c.case.key_tokens[token]  # cross-attention's: the source token's own label
+    title = msg("decoding.explain_title", t=t + 1, j=token + 1, query=c.token(t), key=key)
+    cache = {"j": token + 1, "t": t + 1} | ({"key": key} if c.case.cross else {"turned": turned})
+    cache |= {"d_c": c.case.d_c} if latent else {}
+    if c.case.cross:  # made once from the source's row j of x_kv, before the first step
+        made = msg("decoding.explain_latent_source" if latent else "decoding.explain_cache_source", **cache)
+    else:
+        made = msg("decoding.explain_latent" if latent else "decoding.explain_cache", **cache)
     lines = [
-        msg("decoding.explain_latent" if latent else "decoding.explain_cache", **cache),
+        made,
         msg("decoding.explain_dot", t=t + 1, j=token + 1, terms=abbreviate(terms), raw=approx(raw), count=len(terms)),
     ]
     scaled = raw * multiplier
@@ -43,7 +51,10 @@ def cached_score(c: Context, tensor: str, head: int | None, index: tuple[int, ..
         said = {"raw": approx(raw), "multiplier": approx(multiplier), "value": approx(scaled)}
         lines.append(msg("decoding.explain_scaled", **said))
     lines += _options_lines(c, head, j, t, token, scaled)
-    lines.append(msg("decoding.explain_same", t=t + 1, j=token + 1, causal=c.num(causal), value=c.num(value)))
+    if isinstance(o.mask, tuple) and not o.mask[t][token]:  # cross-attention's explicit mask (self's: refused)
+        lines.append(msg("decoding.explain_masked", t=t + 1, j=token + 1, key=key))
+    said = {"t": t + 1, "j": token + 1, "causal": c.num(causal), "value": c.num(value)}
+    lines.append(msg("decoding.explain_same_cross" if c.case.cross else "decoding.explain_same", **said))
     if o.sinks is not None:
         lines.append(_sink_line(c, head, j))
     parts = {"q_t": ((0,), None), "k_from_latent" if latent else "k_cache": ((j,), None), tensor: ((0,), (j,))}

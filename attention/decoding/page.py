@@ -18,7 +18,7 @@ def decoding() -> None:
     session = tab.current()
     language = session.lang  # a widget keeps its format_func, called after the run: the language it was drawn in
     st.header(t("decoding.header"))
-    st.write(t("decoding.intro"))
+    intro = st.empty()  # a chat model's decoding, or an encoder-decoder's (the case decoded decides: below)
     source = st.radio(
         t("decoding.source"), state.SOURCES, index=state.SOURCES.index(session.view(state.DecodingView).source),
         horizontal=True,
@@ -28,6 +28,10 @@ def decoding() -> None:
     if source == "generation":
         room.generation_controls(session)
     case = state.case(session)
+    if case is not None and case.cross:  # an encoder-decoder's cross-attention: the source's cache, made once
+        intro.write(t("decoding.intro_cross", n=case.n, n_kv=case.n_kv))
+    else:
+        intro.write(t("decoding.intro"))
     causal = lambda of: traces.trace_of(session, of)  # noqa: E731 (the session's own trace when the case is causal)
     made = None if case is None else state.decoding(session, case, causal)
     if case is None:

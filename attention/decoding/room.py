@@ -96,54 +96,79 @@ def step_view(session, made, causal) -> None:
         on_change=lambda: state.go_to(session, st.session_state.decoding_token, n),
     )  # fmt: skip
     step = made.steps[t_shown]
-    (st.success if step.agrees else st.error)(
-        t("decoding.step_status", t=t_shown + 1, n=n, difference=step.difference), icon=":material/verified:"
-    )
-    latent = "latent_cache" in step.tensors  # multi-head latent attention: the cache holds latents
-    said = {"t": t_shown + 1, "keys": len(step.cached), "token": plain(tokens[t_shown])}
-    st.write(t("decoding.step_explained_latent", **said) if latent else t("decoding.step_explained", **said))
+    said = {"t": t_shown + 1, "n": n, "difference": step.difference}
+    status = t("decoding.step_status_cross" if made.case.cross else "decoding.step_status", **said)
+    (st.success if step.agrees else st.error)(status, icon=":material/verified:")
+    _explained(made, step)
     head = pickers.head_picker(causal, "decoding_head_picker", state.chosen_head(session))
     _cache(made, t_shown, head)
     _window(made, step)
     left, right = st.columns(2)
     for where, name in ((left, "scores_t"), (right, "weights_t")):
         charts.chart(figures.step_heatmap(made, t_shown, name, head, lang()), f"chart_{name}", where=where)
-    first = step.first  # the cache's first row is token `first` (0 without a window)
+    first, keys = step.first, made.case.key_tokens  # the cache's first row is token `first` (0 without a window)
     key = st.selectbox(
         t("decoding.explain_label", t=t_shown + 1), range(len(step.cached)), index=0, key="decoding_explain",
-        format_func=lambda j: f"{first + j + 1} · {tokens[first + j]}",
+        format_func=lambda j: f"{first + j + 1} · {keys[first + j]}",
     )  # fmt: skip
     index = (*(() if head is None else (head,)), 0, min(key or 0, len(step.cached) - 1))  # the query's row, key j
     for line in explain(made, "scores_t", index, lang(), step=str(t_shown + 1)).lines:
         st.markdown(plain(line))
+    _whole(made, causal, step, head)
+    shapes = ", ".join(f"{name} {' × '.join(map(str, shape))}" for name, shape in step.shapes().items())
+    st.caption(t("decoding.shapes", shapes=shapes))
+
+
+def _explained(made, step) -> None:
+    """What step t computes, in words: one query against the cache it appended to (or its latent), or with
+    cross-attention one target token's query against the source's cache, made once."""
+    latent = "latent_cache" in step.tensors  # multi-head latent attention: the cache holds latents
+    said = {"t": step.t + 1, "keys": len(step.cached), "token": plain(made.case.tokens[step.t])}
+    if made.case.cross:
+        st.write(t("decoding.step_explained_latent_cross" if latent else "decoding.step_explained_cross", **said))
+    else:
+        st.write(t("decoding.step_explained_latent" if latent else "decoding.step_explained", **said))
+
+
+def _whole(made, causal, step, head: int | None) -> None:
+    """Output t beside the whole (causal) computation's scores with row t outlined; with cross-attention, then the
+    alignment so far: each decoded target token's weights over the source tokens."""
+    t_shown, first, cross = step.t, step.first, made.case.cross
     left, right = st.columns(2)
     charts.chart(figures.step_heatmap(made, t_shown, "output_t", None, lang()), "chart_output_t", where=left)
     whole = charts.figure(figures.causal_heatmap, causal, head)  # kept: n × n at the limits
-    charts.chart(figures.row_outlined(whole, t_shown, lang(), first), "chart_causal", where=right)
-    st.caption(t("decoding.causal_caption", t=t_shown + 1))
+    charts.chart(figures.row_outlined(whole, t_shown, lang(), first, cross), "chart_causal", where=right)
+    st.caption(t("decoding.causal_caption_cross" if cross else "decoding.causal_caption", t=t_shown + 1))
     if (window := made.case.options.window) is not None:
         st.caption(t("decoding.window_causal_caption", window=window, t=t_shown + 1, first=first + 1))
-    shapes = ", ".join(f"{name} {' × '.join(map(str, shape))}" for name, shape in step.shapes().items())
-    st.caption(t("decoding.shapes", shapes=shapes))
+    if cross:  # the translation's alignment: which source tokens each target token looked at
+        charts.chart(figures.alignment(made, t_shown, head, lang()), "chart_alignment")
+        st.caption(t("decoding.alignment_caption", t=t_shown + 1, token=plain(made.case.tokens[t_shown])))
 
 
 def _cache(made, t_shown: int, head: int | None) -> None:
     """The cache after step t: its keys and values; or with multi-head latent attention its latents, then the keys
     and values made from them, and what that saves (N numbers a token instead of M)."""
-    pair = ("k_cache", "v_cache")
+    pair, cross = ("k_cache", "v_cache"), made.case.cross
     if "latent_cache" in made.steps[t_shown].tensors:
         charts.chart(figures.step_heatmap(made, t_shown, "latent_cache", None, lang()), "chart_latent_cache")
         sizes = Sizes.of(made.case)
         plain_sizes = without_latent(sizes)
         said = {"d_c": made.case.d_c, "kv": cache_numbers_per_token(plain_sizes), "kv_heads": sizes.kv_heads,
                 "d_head": sizes.d_head, "d_value_head": sizes.d_value_head, "t": t_shown + 1}  # fmt: skip
-        st.caption(t("decoding.latent_cache_caption", **said))
+        said |= {"n_kv": made.case.n_kv}
+        st.caption(t("decoding.latent_cache_caption_cross" if cross else "decoding.latent_cache_caption", **said))
         pair = ("k_from_latent", "v_from_latent")
     left, right = st.columns(2)
     for where, name in zip((left, right), pair, strict=True):
         charts.chart(figures.step_heatmap(made, t_shown, name, head, lang()), f"chart_{name}", where=where)
-    st.caption(t("decoding.from_latent_caption" if pair[0] == "k_from_latent" else "decoding.cache_caption",
-                 t=t_shown + 1))  # fmt: skip
+    said = {"t": t_shown + 1, "n_kv": made.case.n_kv}
+    if cross:  # the source's, made once: the same at every step
+        st.caption(t("decoding.from_latent_caption_cross" if pair[0] == "k_from_latent" else
+                     "decoding.cache_caption_cross", **said))  # fmt: skip
+    else:
+        st.caption(t("decoding.from_latent_caption" if pair[0] == "k_from_latent" else "decoding.cache_caption",
+                     **said))  # fmt: skip
 
 
 def _window(made, step) -> None:
@@ -172,7 +197,7 @@ def work_and_memory(session, made) -> None:
     st.subheader(t("decoding.work_header"))
     sizes = Sizes.of(made.case)
     st.dataframe(figures.work_table(sizes, made.case.n, lang()), hide_index=True, key="decoding_work")
-    st.caption(t("decoding.work_caption"))
+    st.caption(t("decoding.work_caption_cross" if sizes.source is not None else "decoding.work_caption"))
     if sizes.latent is not None:  # the keys and values made again from the latents at each step: counted
         st.caption(t("decoding.work_latent_caption"))
     st.subheader(t("decoding.memory_header"))
@@ -182,6 +207,9 @@ def work_and_memory(session, made) -> None:
         said = {"d_c": sizes.latent, "kv": cache_numbers_per_token(without_latent(sizes)), "per_token": per_token,
                 "plain": plain_per_token, "share": per_token / plain_per_token}  # fmt: skip
         st.caption(t("decoding.memory_latent_caption", **said))
+    if sizes.source is not None:  # the source's keys and values: made once, fixed however long the target
+        said = {"n_kv": sizes.source, "held": cache_bytes(sizes, made.case.n), "tokens": made.case.n}
+        st.caption(t("decoding.memory_cross", **said))
     if sizes.window is not None:  # the cache's size stops growing at the window
         n, full = made.case.n, cache_bytes_per_token(sizes) * made.case.n
         st.caption(t("decoding.memory_window", window=sizes.window, held=cache_bytes(sizes, n), tokens=n, full=full))

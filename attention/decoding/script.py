@@ -1,5 +1,6 @@
 """Decoding as a runnable script, torch alone: the case's numbers decoded token by token with a KV cache, asserted
-equal to the whole causal computation of the same numbers."""
+equal to the whole causal computation of the same numbers (with cross-attention: a target token at a time against
+the source's keys and values, cached once, asserted equal to the whole computation)."""
 
 from __future__ import annotations
 
@@ -43,11 +44,11 @@ def script_norm(case: Case) -> list[str]:
 
 def decoding_script(case: Case) -> str:
     """Python source, torch alone: the case's numbers decoded token by token with a KV cache, asserted equal to the
-    whole causal computation of the same numbers (every query at once under a causal mask and any window)."""
+    whole causal computation of the same numbers (every query at once under a causal mask and any window; with
+    cross-attention every target token at once against the source, under the case's mask where it has one)."""
     case = decodable(case)
     lines = [
-        '"""Decoding with a KV cache, one token at a time, checked against the whole causal computation (generated;',
-        'needs torch)."""',
+        *_docstring(case),
         "",
         "import torch",
         "",
@@ -58,7 +59,7 @@ def decoding_script(case: Case) -> str:
         *script_norm(case),
         *_latent_function(case),
         *_score_functions(case),
-        "# The whole causal computation: every query at once, a key after its query (or outside the window) masked",
+        *_whole_heading(case),
         "n = len(x)",
         *_latent_whole(case),
         "queries_unnormed = (x @ w_query).unflatten(-1, (H, -1)).transpose(0, 1)  # (H, n, d)",
@@ -66,21 +67,62 @@ def decoding_script(case: Case) -> str:
         "queries, keys = (rope(norm(m, gamma), POSITIONS) for m, gamma in ((queries_unnormed, gamma_q),",
         "                                                                (keys_unnormed, gamma_k)))",
         f"values = ({_read(case)} @ w_value).unflatten(-1, (G, -1)).transpose(0, 1).repeat_interleave(H // G, 0)",
-        "i = torch.arange(n)",
-        "allowed = i[:, None] >= i[None, :]  # causal: query i sees keys j ≤ i",
-        *_window_line(case),
-        "scores = options(queries @ keys.mT * MULTIPLIER, i[:, None] - i[None, :]).masked_fill(~allowed, -torch.inf)",
-        "weights = softmax(scores)  # (H, n, n)",
+        *_allowed_lines(case),
+        f"scores = options(queries @ keys.mT * MULTIPLIER, {_distance(case)}).masked_fill(~allowed, -torch.inf)",
+        f"weights = softmax(scores){'.nan_to_num(0.0)' if case.cross else ''}  # (H, n, {_keys(case)})",
         "causal = (weights @ values).transpose(0, 1).flatten(1)  # (n, d_v): the heads side by side",
         "causal = causal if w_out is None else causal @ w_out",
         "",
         *_loop(case),
         "decoded = torch.cat(outputs)",
         *_check(case),
-        'print("decoding with the cache equals the causal computation; largest difference:",',
+        f'print("decoding with the cache equals the {"whole" if case.cross else "causal"} computation; largest '
+        'difference:",',
         "      (decoded - causal).abs().max().item())",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _docstring(case: Case) -> list[str]:
+    """The script's first lines: what it decodes and checks."""
+    if case.cross:
+        return [
+            '"""Cross-attention decoded with a KV cache, as an encoder-decoder translates: the source\'s keys and',
+            "values made once from x_kv and cached, then one target token at a time against all of them, checked",
+            'against the whole computation (generated; needs torch)."""',
+        ]
+    return [
+        '"""Decoding with a KV cache, one token at a time, checked against the whole causal computation (generated;',
+        'needs torch)."""',
+    ]
+
+
+def _whole_heading(case: Case) -> list[str]:
+    """The whole computation's comment: causal, or cross-attention's (every target token against every source key)."""
+    if case.cross:
+        return ["# The whole computation: every target token's query at once against every source key (no causal mask:",
+                "# the source exists before the target), the case's mask where it has one"]  # fmt: skip
+    return ["# The whole causal computation: every query at once, a key after its query (or outside the window) masked"]
+
+
+def _allowed_lines(case: Case) -> list[str]:
+    """Which keys each query sees in the whole computation: causal (and the window); cross-attention's every source
+    key, or its mask's."""
+    if not case.cross:
+        return ["i = torch.arange(n)", "allowed = i[:, None] >= i[None, :]  # causal: query i sees keys j ≤ i",
+                *_window_line(case)]  # fmt: skip
+    if isinstance(case.options.mask, tuple):
+        return ["allowed = MASK != 0  # (n, n_kv): target token i may see source token j where the mask has a 1"]
+    return ["allowed = torch.ones(n, len(x_kv), dtype=torch.bool)  # (n, n_kv): every target token sees every source"]
+
+
+def _distance(case: Case) -> str:
+    """The score options' distance argument: i − j in one sentence; None across two (cross-attention has none)."""
+    return "None" if case.cross else "i[:, None] - i[None, :]"
+
+
+def _keys(case: Case) -> str:
+    return "n_kv" if case.cross else "n"
 
 
 def _window_line(case: Case) -> list[str]:
@@ -89,8 +131,9 @@ def _window_line(case: Case) -> list[str]:
 
 
 def _read(case: Case) -> str:
-    """What the script's keys and values are made from: x, or multi-head latent attention's latent."""
-    return "x" if case.options.w_latent is None else "latent"
+    """What the script's keys and values are made from: x (cross-attention's x_kv), or multi-head latent
+    attention's latent (of x or x_kv)."""
+    return ("x_kv" if case.cross else "x") if case.options.w_latent is None else "latent"
 
 
 def _latent_function(case: Case) -> list[str]:
@@ -116,7 +159,8 @@ def _latent_whole(case: Case) -> list[str]:
     if case.options.w_latent is None:
         return []
     return [
-        "latent_unnormed = x @ w_latent  # (n, d_c): multi-head latent attention's latent, d_c numbers a token",
+        f"latent_unnormed = {'x_kv' if case.cross else 'x'} @ w_latent  # multi-head latent attention's latent, d_c "
+        "numbers a token",
         "latent = latent_of(latent_unnormed)  # keys and values are made from it",
     ]
 
@@ -125,6 +169,8 @@ def _loop(case: Case) -> list[str]:
     """The decoding loop: token t's query, key and value alone, the cache appended to (and under a window, its
     oldest row evicted), one row of scores against it. With a latent the cache holds each token's latent, and the
     keys and values are made from it (_latent_loop)."""
+    if case.cross:
+        return _cross_loop(case)
     if case.options.w_latent is not None:
         return _latent_loop(case)
     evict = [
@@ -147,6 +193,43 @@ def _loop(case: Case) -> list[str]:
         "    first = t + 1 - len(k_cache)  # the oldest token the cache holds",
         "    keys_t, values_t = torch.cat(k_cache, dim=1), torch.cat(v_cache, dim=1)  # (G, cached, d): the cache",
         *ATTEND_T,
+    ]
+
+
+def _cross_loop(case: Case) -> list[str]:
+    """Cross-attention's decoding loop: the source's keys and values (or latents) made once, before the first target
+    token, and cached; each target token's query alone, scored against all of them (its mask's row t, where it has
+    one). The cache is never appended to or evicted from."""
+    if case.options.w_latent is None:
+        made = [
+            "k_cache = norm((x_kv @ w_key).unflatten(-1, (G, -1)).transpose(0, 1), gamma_k)  # (G, n_kv, d): made once",
+            "v_cache = (x_kv @ w_value).unflatten(-1, (G, -1)).transpose(0, 1)  # (G, n_kv, d_v/G)",
+        ]
+        read = ["    keys_t, values_t = k_cache, v_cache  # the whole source, the same at every step"]
+    else:
+        made = ["latent_cache = latent_of(x_kv @ w_latent)  # (n_kv, d_c): the source's latents, made once"]
+        read = [
+            "    keys_t = (latent_cache @ w_key).unflatten(-1, (G, -1)).transpose(0, 1)  # (G, n_kv, d): C W_UK",
+            "    values_t = (latent_cache @ w_value).unflatten(-1, (G, -1)).transpose(0, 1)  # (G, n_kv, d_v/G)",
+            "    keys_t = norm(keys_t, gamma_k)",
+        ]
+    return [
+        "# Decoding: the source's keys and values made once from x_kv (an encoder-decoder's: from the encoder's",
+        "# output) and cached; then target token t's query alone, scored against every source key",
+        *made,
+        "outputs = []",
+        "for t in range(n):",
+        "    x_t = x[t : t + 1]  # (1, d_in)",
+        "    q_t = norm((x_t @ w_query).view(H, 1, -1), gamma_q)  # (H, 1, d): no RoPE across two sentences",
+        *read,
+        "    assert keys_t.shape[1] == len(x_kv)  # the cache holds the source's n_kv keys, never more or fewer",
+        "    scores_t = (q_t.view(G, H // G, -1) @ keys_t.mT * MULTIPLIER).view(H, 1, -1)  # (H, 1, n_kv)",
+        "    scores_t = options(scores_t, None).masked_fill(~allowed[t : t + 1], -torch.inf)  # the mask's row t",
+        "    weights_t = softmax(scores_t).nan_to_num(0.0)  # its alignment over the source (a fully masked row: 0)",
+        "    output_t = (weights_t.view(G, H // G, -1) @ values_t).view(H, 1, -1).transpose(0, 1).flatten(1)",
+        "    outputs.append(output_t if w_out is None else output_t @ w_out)  # (1, d_out)",
+        '    print(f"step {t + 1}: target token {t + 1} against the {len(x_kv)} cached source tokens, output",',
+        "          outputs[-1])",
     ]
 
 
@@ -226,6 +309,7 @@ def _constants(case: Case) -> list[str]:
     )
     return [
         *literal("x", case.x, labels=case.tokens),
+        *_source_constants(case),
         *literal("w_query", case.w_query),
         *literal("w_key", case.w_key),
         *literal("w_value", case.w_value),
@@ -244,6 +328,19 @@ def _constants(case: Case) -> list[str]:
         " norm over it); None: no norm",
         f"gamma_k = {gamma_k}",
         f"norm_eps = {o.norm_eps!r}",
+    ]
+
+
+def _source_constants(case: Case) -> list[str]:
+    """Cross-attention's source x_kv (its own labels) and the case's mask (n × n_kv), where it has them."""
+    if not case.cross:
+        return []
+    dtype, mask = f"torch.{case.options.dtype}", case.options.mask
+    return [
+        "# Cross-attention: the keys and values are made from the source's rows x_kv (an encoder's output)",
+        *literal("x_kv", case.x_kv, labels=case.key_tokens),
+        f"x_kv = torch.tensor(x_kv, dtype={dtype})  # (n_kv, d_in) = ({case.n_kv}, {case.d_in})",
+        *([] if not isinstance(mask, tuple) else [*literal("MASK", mask), "MASK = torch.tensor(MASK)  # (n, n_kv)"]),
     ]
 
 
@@ -267,7 +364,8 @@ def _latent_constants(case: Case) -> list[str]:
 def _modern_constants(case: Case) -> list[str]:
     """The options of today's models: the window, the cap, ALiBi's slopes and the sinks' logits (one per head)."""
     o, dtype = case.options, f"torch.{case.options.dtype}"
-    lines = [f"WINDOW = {o.window!r}  # sliding window: query i sees keys i − WINDOW < j ≤ i; None: every earlier key"]
+    window = f"WINDOW = {o.window!r}  # sliding window: query i sees keys i − WINDOW < j ≤ i; None: every earlier key"
+    lines = [] if case.cross else [window]  # cross-attention has none: a source key is not before or after
     if o.softcap is not None:
         lines.append(f"SOFTCAP = {o.softcap!r}  # Gemma 2: scores → cap · tanh(scores / cap)")
     if o.alibi is not None:
@@ -278,24 +376,18 @@ def _modern_constants(case: Case) -> list[str]:
 
 
 def _check(case: Case) -> list[str]:
-    """Output t against row t of the causal computation, each number within the one rule's tolerance."""
+    """Output t against row t of the causal (cross-attention's: whole) computation, each number within the one
+    rule's tolerance."""
+    whole = "whole" if case.cross else "causal"
     return [
         "",
         "",
         *rule_lines(),
         "",
         "",
-        "# Output t is row t of the causal computation, each number within float rounding: the same sums, with q, k",
+        f"# Output t is row t of the {whole} computation, each number within float rounding: the same sums, with q, k",
         "# and v made a row at a time",
-        _tolerance_call(case),
-        'assert within(decoded, causal, tolerance), "decoding differs from the causal computation past float rounding"',
+        tolerance_call(case, projected=True),
+        f'assert within(decoded, causal, tolerance), "decoding differs from the {whole} computation past float '
+        'rounding"',
     ]
-
-
-def _tolerance_call(case: Case) -> str:
-    """The rule's call on the script's tensors; with a latent, the latent's part (W_DKV, c before its norm, γ, ε)
-    where forward/script.py's tolerance_call does not pass it yet."""
-    call = tolerance_call(case, projected=True)
-    if case.options.w_latent is None or "latent=" in call:
-        return call
-    return call.replace(")  # (n, d_out)", ", latent=(w_latent, latent_unnormed, gamma_c, latent_eps))  # (n, d_out)")

@@ -1,4 +1,6 @@
-"""Attention in tiles (FlashAttention's online softmax): step 7's outputs, a query tile against a key tile at a time."""
+"""Attention in tiles (FlashAttention's online softmax): step 7's outputs, a query tile against a key tile at a time
+(with cross-attention the score matrix is n × n_kv: query tiles over the target's tokens, key tiles over the
+source's)."""
 
 from __future__ import annotations
 
@@ -36,25 +38,37 @@ def default_block(n: int) -> int:
     return min(64, max(1, math.ceil(n / 2)))
 
 
-def check_block(value: object, n: int, name: str) -> int:
-    """A block size as a person typed it or a link gave it: a whole number from 1 to n, else a CaseError naming it."""
+def check_block(value: object, n: int, name: str, source: bool = False) -> int:
+    """A block size as a person typed it or a link gave it: a whole number from 1 to n, else a CaseError naming it
+    (source: cross-attention's B_k, of the n_kv source tokens: said so)."""
     where = msg(f"tiles.where_{name}")  # the field, as the page labels it
     if isinstance(value, str) and value.strip().isascii() and value.strip().isdecimal() and len(value.strip()) < 8:
         value = int(value.strip())
     if isinstance(value, bool) or not isinstance(value, int):
-        raise CaseError(where, msg("tiles.error_whole", value=excerpt(value), n=n))
+        said = {"value": excerpt(value), "n": n}
+        raise CaseError(where, msg("tiles.error_whole_kv" if source else "tiles.error_whole", **said))
     if not 1 <= value <= n:
-        raise CaseError(where, msg("tiles.error_range", value=value, n=n))
+        raise CaseError(where, msg("tiles.error_range_kv" if source else "tiles.error_range", value=value, n=n))
     return value
 
 
-def check_blocks(block_q: object, block_k: object, n: int) -> tuple[int, int]:
-    """Both block sizes checked, and not so small that the tiles are more than MAX_TILES."""
-    b_q, b_k = check_block(block_q, n, "block_q"), check_block(block_k, n, "block_k")
-    if math.ceil(n / b_q) * math.ceil(n / b_k) > MAX_TILES:
-        tiles = math.ceil(n / b_q) * math.ceil(n / b_k)
+def check_blocks(block_q: object, block_k: object, n: int, n_kv: int | None = None) -> tuple[int, int]:
+    """Both block sizes checked, B_q against the n queries and B_k against the n_kv keys (None: n; cross-attention's
+    source tokens), and not so small that the tiles are more than MAX_TILES."""
+    keys = n if n_kv is None else n_kv
+    b_q, b_k = check_block(block_q, n, "block_q"), check_block(block_k, keys, "block_k", n_kv is not None)
+    if math.ceil(n / b_q) * math.ceil(keys / b_k) > MAX_TILES:
+        tiles = math.ceil(n / b_q) * math.ceil(keys / b_k)
         raise CaseError(msg("tiles.where_blocks"), msg("tiles.error_many", tiles=tiles, most=MAX_TILES))
     return b_q, b_k
+
+
+def case_blocks(case: Case, block_q: object = None, block_k: object = None) -> tuple[int, int]:
+    """The case's block sizes checked (None: default_block of its queries, of its keys): B_k against cross-attention's
+    n_kv source tokens."""
+    b_q = default_block(case.n) if block_q is None else block_q
+    b_k = default_block(case.n_kv) if block_k is None else block_k
+    return check_blocks(b_q, b_k, case.n, case.n_kv if case.cross else None)
 
 
 # Each tile's tensors have the head axis first, whatever the heads (h, …)
@@ -146,7 +160,7 @@ class Tiled(Record):
 
     @property
     def key_tiles(self) -> int:
-        return math.ceil(self.case.n / self.block_k)
+        return math.ceil(self.case.n_kv / self.block_k)  # cross-attention: over the source's n_kv tokens
 
     @property
     def tiles(self) -> int:
@@ -156,7 +170,7 @@ class Tiled(Record):
         """Whether a tile's every key is before the sliding window of every query of it (i − j ≥ window): skipped
         for the window's sake (a tile above the diagonal is the causal mask's)."""
         window = self.case.options.window
-        last_key = min((key_tile + 1) * self.block_k, self.case.n) - 1
+        last_key = min((key_tile + 1) * self.block_k, self.case.n_kv) - 1
         return window is not None and query_tile * self.block_q - last_key >= window
 
     def visit(self, query_tile: int, key_tile: int) -> Visit | None:
@@ -167,7 +181,8 @@ class Tiled(Record):
         recorded = (
             "" if self.recorded is None else f" (recorded: query tiles {', '.join(str(i + 1) for i in self.recorded)})"
         )
-        return (f"n = {self.case.n}, tiles of {self.block_q} × {self.block_k}: {self.tiles} tiles, {len(self.skipped)} "
+        n = f"n = {self.case.n}" + (f", n_kv = {self.case.n_kv}" if self.case.cross else "")
+        return (f"{n}, tiles of {self.block_q} × {self.block_k}: {self.tiles} tiles, {len(self.skipped)} "
                 f"skipped{recorded} · {self.case.options.dtype} · {self.device}")  # fmt: skip
 
 
@@ -175,17 +190,18 @@ def tiled(case: Case, block_q: int | None = None, block_k: int | None = None, ke
     """Attention a tile at a time with the online softmax: for each query tile, the key tiles in order, each
     updating the running maximum m, the running sum ℓ and the partial output; output = partial / ℓ. No n × n tensor
     is made. With gpt-oss's sinks each query's m and ℓ start from its head's sink (m = s_h, ℓ = e^0 = 1, no value).
-    `keep`: the query tiles whose visits are recorded (None: all up to KEEP_ALL_MAX_N, none past it)."""
+    Cross-attention's key tiles are over the source's n_kv keys. `keep`: the query tiles whose visits are recorded
+    (None: all up to KEEP_ALL_MAX_N, none past it)."""
     case = case if case.options.weights_override is None else with_options(case, weights_override=None)
-    o, n = case.options, case.n
-    b_q, b_k = check_blocks(*(default_block(n) if b is None else b for b in (block_q, block_k)), n)
+    o, n, n_kv = case.options, case.n, case.n_kv
+    b_q, b_k = case_blocks(case, block_q, block_k)
     keep = (tuple(range(math.ceil(n / b_q))) if n <= KEEP_ALL_MAX_N else ()) if keep is None else keep
     device = resolve_device(o.device)
     queries, keys, values = _qkv(case, device)  # (h, n, d_k/h), (h, n, d_k/h), (h, n, d_v/h)
     dtype = queries.dtype
     sinks = None if o.sinks is None else torch.tensor(o.sinks, dtype=dtype, device=device)
     visits, skipped, peak = [], [], 0
-    head_outputs = values.new_empty(values.shape)  # (h, n, d_v/h): filled a query tile at a time
+    head_outputs = values.new_empty((values.shape[0], n, values.shape[-1]))  # (h, n, d_v/h): a query tile at a time
     synchronize(device)
     start = time.perf_counter()
     for i, q0 in enumerate(range(0, n, b_q)):
@@ -195,8 +211,8 @@ def tiled(case: Case, block_q: int | None = None, block_k: int | None = None, ke
         m = q.new_full(q.shape[:-1], float("-inf")) if sinks is None else sinks[:, None].expand(q.shape[:-1]).clone()
         ell = q.new_zeros(q.shape[:-1]) if sinks is None else q.new_ones(q.shape[:-1])  # the sink's e^(s_h − s_h)
         partial = q.new_zeros((*q.shape[:-1], values.shape[-1]))  # (h, b_q, d_v): the sum of e^(s − m) · v so far
-        for j, k0 in enumerate(range(0, n, b_k)):
-            cols = range(k0, min(k0 + b_k, n))
+        for j, k0 in enumerate(range(0, n_kv, b_k)):
+            cols = range(k0, min(k0 + b_k, n_kv))
             allowed = _tile_mask(o, rows, cols, device)  # (b_q, b_k) bool, or None: every key allowed
             if allowed is not None and not allowed.any():  # the whole tile masked (above the diagonal, behind the
                 skipped.append((i, j))  # window): skip it
@@ -252,15 +268,16 @@ def _tile_scores(q, k, rows: range, cols: range, case: Case, allowed) -> tuple[t
 def _qkv(case: Case, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Steps 1-3 (and the q/k norm, RoPE) as the eight steps make them, each with a head axis: (h, n, d/h). With
     multi-head latent attention the keys and values are made from the latent c = x W_DKV (normed where the case
-    has the latent's norm), as step 3 makes them."""
+    has the latent's norm), as step 3 makes them; with cross-attention from the source's x_kv (h, n_kv, d/h)."""
     o, dtype = case.options, getattr(torch, case.options.dtype)
     h, g = o.heads, o.kv_heads or o.heads
     x = torch.tensor(case.x, dtype=dtype, device=device)  # (n, d_in)
+    x_kv = x if not case.cross else torch.tensor(case.x_kv, dtype=dtype, device=device)  # (n_kv, d_in): the source
     w_query, w_key, w_value = (
         torch.tensor(w, dtype=dtype, device=device) for w in (case.w_query, case.w_key, case.w_value)
     )
     w_latent = None if o.w_latent is None else torch.tensor(o.w_latent, dtype=dtype, device=device)  # (d_in, d_c)
-    read, _ = latent_of(o, x, w_latent)  # what keys and values are made from: x, or the latent (n, d_c)
+    read, _ = latent_of(o, x_kv, w_latent)  # what keys and values are made from: x (x_kv), or the latent (n, d_c)
     queries = (x @ w_query).unflatten(-1, (h, -1)).transpose(0, 1)  # (h, n, d_k/h)
     keys, values = ((read @ w).unflatten(-1, (g, -1)).transpose(0, 1) for w in (w_key, w_value))  # (g, n, d/g)
     keys, values = keys.repeat_interleave(h // g, dim=0), values.repeat_interleave(h // g, dim=0)  # (h, n, d/h)

@@ -22,33 +22,35 @@ def tile_scores(
     trace: Trace, blocks: tuple[int, int], skipped: tuple, head: int | None, tile: tuple[int, int], lang: str = "en"
 ) -> go.Figure:
     """The trace's score matrix (one head) in tiles of `blocks` (B_q, B_k): their borders, the `skipped` tiles
-    greyed and `tile` (query tile, key tile) outlined. Plain values in, so that the page's cache keeps it."""
+    greyed and `tile` (query tile, key tile) outlined. Plain values in, so that the page's cache keeps it. With
+    cross-attention it is n × n_kv: the target's tokens down, the source's across, each by its own labels."""
     b_q, b_k = blocks
-    scores = trace.view("scores", head)  # (n, n)
-    n = trace.case.n
-    title = text(lang, "tiles.scores_title", b_q=b_q, b_k=b_k)
-    fig = heatmap(scores, labels(trace, "query", n), labels(trace, "key", n), "query", "key", title, lang)
+    scores = trace.view("scores", head)  # (n, n_kv)
+    case = trace.case
+    n, n_kv = case.n, case.n_kv
+    title = text(lang, "tiles.scores_title_cross" if case.cross else "tiles.scores_title", b_q=b_q, b_k=b_k)
+    fig = heatmap(scores, labels(trace, "query", n), list(case.key_tokens), "query", "key", title, lang)
     at = 0.5 if fig.layout.meta["image"] else -0.5  # an image's cells are at 1, 2, …; a heatmap's at 0, 1, …
     shapes = []
     for i, j in skipped:
         y0, x0 = i * b_q + at, j * b_k + at
-        y1, x1 = min(y0 + b_q, n + at), min(x0 + b_k, n + at)
+        y1, x1 = min(y0 + b_q, n + at), min(x0 + b_k, n_kv + at)
         shapes.append(
             {"type": "rect", "x0": x0, "x1": x1, "y0": y0, "y1": y1, "fillcolor": SKIPPED, "line": {"width": 0}}
         )
-    lines = [("x", k) for k in range(b_k, n, b_k)] + [("y", q) for q in range(b_q, n, b_q)]
+    lines = [("x", k) for k in range(b_k, n_kv, b_k)] + [("y", q) for q in range(b_q, n, b_q)]
     for colour, width in ((GRID_HALO, 3), (GRID, 1)):
         for axis, at_line in lines:
             v = at_line + at
             line = (
                 {"x0": v, "x1": v, "y0": at, "y1": n + at}
                 if axis == "x"
-                else {"x0": at, "x1": n + at, "y0": v, "y1": v}
+                else {"x0": at, "x1": n_kv + at, "y0": v, "y1": v}
             )
             shapes.append({"type": "line", **line, "line": {"color": colour, "width": width}})
     i, j = tile
     y0, x0 = i * b_q + at, j * b_k + at
-    box = {"type": "rect", "x0": x0, "x1": min(x0 + b_k, n + at), "y0": y0, "y1": min(y0 + b_q, n + at)}
+    box = {"type": "rect", "x0": x0, "x1": min(x0 + b_k, n_kv + at), "y0": y0, "y1": min(y0 + b_q, n + at)}
     shapes += [{**box, "line": {"color": HALO, "width": 6}}, {**box, "line": {"color": HIGHLIGHT, "width": 3}}]
     fig.layout.shapes = shapes
     return fig

@@ -9,7 +9,8 @@ from .state import PARAMS, Tiling
 
 
 def opens(session: Session, params: Params) -> None:
-    view, notice = state.open_link(params, session.case.n)
+    case = session.case
+    view, notice = state.open_link(params, case.n, case.n_kv if case.cross else None)  # key tiles: the source's
     if view is not None:
         session.keep(view)
     if notice is not None:

@@ -24,6 +24,8 @@ def tiles() -> None:
     s = tab.current()
     st.header(t("tiles.header"))
     st.write(t("tiles.intro"))
+    if trace.case.cross:  # the matrix is n × n_kv: target tokens' queries down, source tokens' keys across
+        st.info(t("tiles.cross", n=trace.case.n, n_kv=trace.case.n_kv), icon=":material/translate:")
 
     room.block_inputs(s)
     if (error := s.view(Tiling).error) is not None:
@@ -52,9 +54,9 @@ def tiles() -> None:
 
     visit = run.visit(query_tile, key_tile)
     queries, keys = visit.queries, visit.keys
-    tokens = trace.case.tokens
+    tokens, labels = trace.case.tokens, trace.case.key_tokens  # cross-attention: the keys are the source's
     st.subheader(t("tiles.step_header", i=query_tile + 1, j=key_tile + 1, first=tokens[queries[0]],
-                    last=tokens[queries[-1]], key_first=tokens[keys[0]], key_last=tokens[keys[-1]]))  # fmt: skip
+                    last=tokens[queries[-1]], key_first=labels[keys[0]], key_last=labels[keys[-1]]))  # fmt: skip
     if visit.skipped:
         st.info(t("tiles.step_skipped"))
     else:
@@ -74,6 +76,8 @@ def _skipped(run: Tiled) -> None:
         behind = sum(run.behind_window(i, j) for i, j in run.skipped)
         said = {"skipped": len(run.skipped), "tiles": run.tiles, "window": o.window}
         st.info(t("tiles.skipped_window", **said, above=len(run.skipped) - behind, behind=behind))
+    elif o.mask is not None and run.case.cross:  # the case's own mask: no diagonal across two sentences
+        st.info(t("tiles.skipped_cross", skipped=len(run.skipped), tiles=run.tiles))
     elif o.mask is not None:
         st.info(t("tiles.skipped", skipped=len(run.skipped), tiles=run.tiles))
 
@@ -104,11 +108,12 @@ def _memory(trace: Trace, run: Tiled) -> None:
     st.subheader(t("tiles.memory_header"))
     matrix, tile = matrix_bytes(trace), run.tile_bytes
     left, right = st.columns(2)
-    left.metric(t("tiles.memory_matrix"), size_text(matrix))
+    left.metric(t("tiles.memory_matrix_cross" if trace.case.cross else "tiles.memory_matrix"), size_text(matrix))
     right.metric(t("tiles.memory_tile"), size_text(tile))
-    o = trace.case.options
-    st.caption(t("tiles.memory_caption", n=trace.case.n, heads=o.heads, dtype=o.dtype, ratio=tile / max(matrix, 1),
-                 b_q=run.block_q, b_k=run.block_k))  # fmt: skip
+    o, case = trace.case.options, trace.case
+    said = {"n": case.n, "heads": o.heads, "dtype": o.dtype, "ratio": tile / max(matrix, 1), "b_q": run.block_q,
+            "b_k": run.block_k, "n_kv": case.n_kv}  # fmt: skip
+    st.caption(t("tiles.memory_caption_cross" if case.cross else "tiles.memory_caption", **said))
 
     st.subheader(t("tiles.code_header"))
     st.code(script.shown(trace.case, run.block_q, run.block_k), language="python", wrap_lines=True)

@@ -30,7 +30,12 @@ def defaults(s: Session) -> tuple[int, int]:
 
 def blocks(s: Session) -> tuple[int, int]:
     """The block sizes in effect: the session's, or the defaults (also when a new case is smaller than them)."""
-    return s.view(Tiling).blocks_for(s.case.n, lambda: defaults(s))
+    return s.view(Tiling).blocks_for(s.case.n, lambda: defaults(s), _n_kv(s.case))
+
+
+def _n_kv(case) -> int | None:
+    """Cross-attention's keys, the source's n_kv tokens, which B_k tiles; None: the case's own n."""
+    return case.n_kv if case.cross else None
 
 
 def run(s: Session, trace: Trace) -> Tiled:
@@ -65,14 +70,14 @@ def block_inputs(s: Session) -> None:
     n, default = s.case.n, defaults(s)
 
     def typed() -> None:
-        s.view(Tiling).choose_blocks(st.session_state.tiles_bq, st.session_state.tiles_bk, s.case.n)
+        s.view(Tiling).choose_blocks(st.session_state.tiles_bq, st.session_state.tiles_bk, s.case.n, _n_kv(s.case))
 
     left.text_input(
         t("tiles.block_q"), key="tiles_bq", on_change=typed, help=t("tiles.block_help", n=n, default=default[0])
     )
-    right.text_input(
-        t("tiles.block_k"), key="tiles_bk", on_change=typed, help=t("tiles.block_k_help", n=n, default=default[1])
-    )
+    said = {"n": s.case.n_kv, "default": default[1]}  # B_k tiles the keys: cross-attention's, the source's n_kv
+    right.text_input(t("tiles.block_k"), key="tiles_bk", on_change=typed,
+                     help=t("tiles.block_k_help_cross" if s.case.cross else "tiles.block_k_help", **said))  # fmt: skip
 
 
 def rescaling(s: Session, tiled: Tiled, tile: tuple[int, int]) -> None:
@@ -110,19 +115,19 @@ def shown(s: Session, tiled: Tiled) -> tuple[int, int]:
 def tile_picker(s: Session, tiled: Tiled) -> tuple[int, int]:
     """The query tile and key tile shown (pickers), previous / next over the visits in order, and a player. Until a
     tile is picked, the first that rescales is shown, and the link names none (a link opens on it again)."""
-    here = clamp_tile(shown(s, tiled), tiled.case.n, (tiled.block_q, tiled.block_k))
+    here = clamp_tile(shown(s, tiled), tiled.case.n, (tiled.block_q, tiled.block_k), _n_kv(tiled.case))
     if s.view(Tiling).tile is not None or st.session_state.get("tiles_playing"):  # the player moves from here
         s.view(Tiling).tile = here
-    tokens = tiled.case.tokens
+    tokens, keys = tiled.case.tokens, tiled.case.key_tokens  # cross-attention: the key tiles' are the source's
     query_tiles, key_tiles = range(tiled.query_tiles), range(tiled.key_tiles)
     st.session_state.tiles_query_tile, st.session_state.tiles_key_tile = here
 
     language = s.lang  # the widget keeps its format_func, called outside a run too: the language as it is now
 
-    def span(b: int, size: int):
+    def span(b: int, size: int, labels: tuple[str, ...]):
         def option(i: int) -> str:
-            last = tokens[min(i * b + b, size) - 1]
-            return i18n.text(language, "tiles.tile_option", number=i + 1, first=tokens[i * b], last=last)
+            last = labels[min(i * b + b, size) - 1]
+            return i18n.text(language, "tiles.tile_option", number=i + 1, first=labels[i * b], last=last)
 
         return option
 
@@ -130,9 +135,9 @@ def tile_picker(s: Session, tiled: Tiled) -> tuple[int, int]:
         s.view(Tiling).tile = (st.session_state.tiles_query_tile, st.session_state.tiles_key_tile)
 
     left, right = st.columns(2)
-    left.selectbox(t("tiles.query_tile"), query_tiles, format_func=span(tiled.block_q, tiled.case.n),
+    left.selectbox(t("tiles.query_tile"), query_tiles, format_func=span(tiled.block_q, tiled.case.n, tokens),
                    key="tiles_query_tile", on_change=picked)  # fmt: skip
-    right.selectbox(t("tiles.key_tile"), key_tiles, format_func=span(tiled.block_k, tiled.case.n),
+    right.selectbox(t("tiles.key_tile"), key_tiles, format_func=span(tiled.block_k, tiled.case.n_kv, keys),
                     key="tiles_key_tile", on_change=picked)  # fmt: skip
     row = st.container(horizontal=True, vertical_alignment="center")
     order, key_tiles = tiled.tiles, tiled.key_tiles  # plain numbers: the buttons keep their callbacks till the next run

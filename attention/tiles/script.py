@@ -7,7 +7,7 @@ from ..base.numbers import approx
 from ..forward.compute import attend
 from ..forward.script import relative_lines
 from ..forward.script import to_script as eight_steps
-from .compute import check, check_blocks, default_block, tiled
+from .compute import case_blocks, check, tiled
 
 PRINT_TILES_UP_TO = 16  # n: each tile's m and ℓ are printed up to here (at n = 1024 the loop has 256 tiles)
 
@@ -31,23 +31,28 @@ def block(case: Case, block_q: int, block_k: int) -> list[str]:
         "# Multi-head latent attention: the keys and values the tiles read are step 3's, made from the latent",
         "# (latent @ w_key, latent @ w_value); a tile's keys are as the latent made them, nothing else changes.",
     ]
+    cross = [  # step 3 made the keys and values from the source's x_kv: n_kv of them, the key tiles' range
+        "# Cross-attention: step 3 made the keys and values from the source's x_kv, so the score matrix is n × n_kv:",
+        "# query tiles over the target's n tokens, key tiles over the source's n_kv (no causal mask across them).",
+    ]
     lines = [
         "# Attention in tiles (FlashAttention's online softmax): the same outputs, a query tile against a key tile at",
         "# a time, never the n × n score matrix. m: each query's largest score so far; l: the sum of e^(s − m) so far.",
         *(latent if case.options.w_latent is not None else []),
+        *(cross if case.cross else []),
         f"B_q, B_k = {block_q}, {block_k}  # queries and keys per tile",
         "q_all, k_all, v_all = queries, keys, values"
         if heads
         else "q_all, k_all, v_all = queries[None], keys[None], values[None]  # (1, n, d): one head",
-        "n = q_all.shape[1]",
-        "tiled = torch.empty_like(v_all)  # (h, n, d_v/h): filled a query tile at a time",
+        "n, n_kv = q_all.shape[1], k_all.shape[1]  # queries and keys (cross-attention: the source's n_kv)",
+        "tiled = v_all.new_empty(v_all.shape[0], n, v_all.shape[-1])  # (h, n, d_v/h): filled a query tile at a time",
         "skipped = 0",
         *_constants(case),
         "for q0 in range(0, n, B_q):",
         "    q = q_all[:, q0 : q0 + B_q]  # (h, B_q, d_k/h)",
         *_start(case),
         "    partial = torch.zeros(*q.shape[:-1], v_all.shape[-1], dtype=q.dtype)  # (h, B_q, d_v/h): Σ e^(s − m) · v",
-        "    for k0 in range(0, n, B_k):",
+        "    for k0 in range(0, n_kv, B_k):",
     ]
     return lines + _tile(case) + _end(case)
 
@@ -123,7 +128,7 @@ def _tile_mask(case: Case) -> list[str]:
     """The tile's query and key indices (where the mask, the window or a bias needs them) and its part of the mask."""
     o, lines = case.options, []
     if o.mask == "causal" or o.window is not None or o.biased:
-        lines.append("        rows, cols = torch.arange(q0, min(q0 + B_q, n)), torch.arange(k0, min(k0 + B_k, n))")
+        lines.append("        rows, cols = torch.arange(q0, min(q0 + B_q, n)), torch.arange(k0, min(k0 + B_k, n_kv))")
     if o.mask == "causal" or o.window is not None:
         lines.append("        allowed = rows[:, None] >= cols[None, :]  # the causal mask's tile, made for it alone")
     if isinstance(o.mask, tuple):
@@ -156,13 +161,13 @@ def _end(case: Case) -> list[str]:
 def tiles_text(case: Case, block_q: object = None, block_k: object = None) -> tuple[str, bool]:
     """The CLI's report: each tile's m and ℓ (of its first query, head 1; every tile up to KEEP_ALL_MAX_N), the
     skipped tiles, and the check against step 7 of the eight steps; and whether they agree."""
-    n = case.n
-    b_q, b_k = check_blocks(*(default_block(n) if b is None else b for b in (block_q, block_k)), n)
+    b_q, b_k = case_blocks(case, block_q, block_k)
     run = tiled(case, b_q, b_k)
     agreement = check(run, attend(run.case))
     lines = [
-        f"tiles of {b_q} × {b_k}: {run.query_tiles} query tiles × {run.key_tiles} key tiles = {run.tiles}, "
-        f"{len(run.skipped)} skipped (wholly masked"
+        f"tiles of {b_q} × {b_k}: {run.query_tiles} query tiles × {run.key_tiles} key tiles = {run.tiles}"
+        + (f" (key tiles over the {case.n_kv} source tokens: cross-attention), " if case.cross else ", ")
+        + f"{len(run.skipped)} skipped (wholly masked"
         + (
             f", {sum(run.behind_window(*tile) for tile in run.skipped)} of them behind the window of "
             f"{case.options.window})"

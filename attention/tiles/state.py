@@ -20,21 +20,23 @@ class Tiling:
     tile: tuple[int, int] | None = None  # (query tile, key tile), from 0; None: the first that rescales (or 1.1)
     error: CaseError | None = None  # why block sizes typed were refused (the last valid ones stay); None: they were
 
-    def choose_blocks(self, block_q: object, block_k: object, n: int) -> None:
-        """Block sizes as typed: valid ones are kept (the tile shown moved inside the tiles), else the last valid
-        ones stay, with why."""
+    def choose_blocks(self, block_q: object, block_k: object, n: int, n_kv: int | None = None) -> None:
+        """Block sizes as typed (B_k against cross-attention's n_kv source tokens; None: n): valid ones are kept
+        (the tile shown moved inside the tiles), else the last valid ones stay, with why."""
         try:
-            self.blocks, self.error = check_blocks(block_q, block_k, n), None
-            self.tile = None if self.tile is None else clamp_tile(self.tile, n, self.blocks)
+            self.blocks, self.error = check_blocks(block_q, block_k, n, n_kv), None
+            self.tile = None if self.tile is None else clamp_tile(self.tile, n, self.blocks, n_kv)
         except CaseError as e:
             self.error = e
 
-    def blocks_for(self, n: int, default: Callable[[], tuple[int, int]] | None = None) -> tuple[int, int]:
+    def blocks_for(self, n: int, default: Callable[[], tuple[int, int]] | None = None,
+                   n_kv: int | None = None) -> tuple[int, int]:  # fmt: skip
         """The block sizes in effect: the chosen ones, or the defaults (`default()`, made only then: it may cost
-        tiled runs; else default_block of n; also when a case is smaller than the chosen ones)."""
-        if self.blocks is not None and all(b <= n for b in self.blocks):
+        tiled runs; else default_block of n and of n_kv; also when a case is smaller than the chosen ones)."""
+        keys = n if n_kv is None else n_kv
+        if self.blocks is not None and self.blocks[0] <= n and self.blocks[1] <= keys:
             return self.blocks
-        return default() if default else (default_block(n), default_block(n))
+        return default() if default else (default_block(n), default_block(keys))
 
 
 @dataclass(frozen=True)
@@ -68,35 +70,42 @@ def first_rescale(run: Tiled) -> Rescale | None:
 def default_blocks(case: Case) -> tuple[int, int]:
     """The page's block sizes before any is chosen: default_block of n, with B_k halved until some query's maximum
     grows at a later key tile, so that the first screen shows the rescaling (the article's two key tiles never
-    rescale: e^(4 − 4) = 1; tiles of one key do). Past KEEP_ALL_MAX_N, and where no size rescales, default_block."""
-    b = default_block(case.n)
+    rescale: e^(4 − 4) = 1; tiles of one key do). Past KEEP_ALL_MAX_N, and where no size rescales, default_block.
+    With cross-attention B_k starts from default_block of the n_kv source tokens."""
+    b, keys = default_block(case.n), default_block(case.n_kv)
     if case.n <= KEEP_ALL_MAX_N:
-        b_k = b
+        b_k = keys
         while b_k >= 1:
             if first_rescale(tiled(case, b, b_k)) is not None:
                 return b, b_k
             b_k //= 2
-    return b, b
+    return b, keys
 
 
 PARAMS = ("bq", "bk", "tile")  # the link's block sizes and tile ("2.1": query tile 2, key tile 1, from 1)
 
 
-def clamp_tile(tile: tuple[int, int], n: int, blocks: tuple[int, int]) -> tuple[int, int]:
-    """A tile (query tile, key tile) moved inside the tiles of new block sizes."""
-    return min(tile[0], math.ceil(n / blocks[0]) - 1), min(tile[1], math.ceil(n / blocks[1]) - 1)
+def clamp_tile(tile: tuple[int, int], n: int, blocks: tuple[int, int], n_kv: int | None = None) -> tuple[int, int]:
+    """A tile (query tile, key tile) moved inside the tiles of new block sizes (key tiles over n_kv; None: n)."""
+    keys = n if n_kv is None else n_kv
+    return min(tile[0], math.ceil(n / blocks[0]) - 1), min(tile[1], math.ceil(keys / blocks[1]) - 1)
 
 
-def _from_link(block_q: str | None, block_k: str | None, tile: str | None, n: int):
+def _from_link(block_q: str | None, block_k: str | None, tile: str | None, n: int, n_kv: int | None = None):
     """A link's block sizes and tile ("2.1", from 1) checked: (blocks or None for the defaults, tile from 0). A size
-    left out is default_block(n), what it meant when such links were made: a tile is read on the blocks it was on
-    (the page's defaults became default_blocks later; links have written both sizes with a tile since)."""
-    default = (default_block(n), default_block(n))
-    blocks = check_blocks(block_q or default[0], block_k or default[1], n) if block_q or block_k or tile else None
+    left out is default_block(n) (of n_kv: cross-attention's keys), what it meant when such links were made: a tile
+    is read on the blocks it was on (the page's defaults became default_blocks later; links have written both sizes
+    with a tile since)."""
+    keys = n if n_kv is None else n_kv
+    default = (default_block(n), default_block(keys))
+    if block_q or block_k or tile:
+        blocks = check_blocks(block_q or default[0], block_k or default[1], n, n_kv)
+    else:
+        blocks = None
     if not tile:
         return blocks, None
     parts = tile.split(".")
-    limits = (math.ceil(n / blocks[0]), math.ceil(n / blocks[1]))
+    limits = (math.ceil(n / blocks[0]), math.ceil(keys / blocks[1]))
     if len(parts) != 2 or not all(p.isascii() and p.isdecimal() and len(p) < 6 for p in parts):
         raise CaseError(msg("tiles.where_tile"), msg("tiles.error_tile", value=excerpt(tile), **_most(limits)))
     i, j = (int(p) for p in parts)
@@ -122,12 +131,14 @@ def link(view: Tiling, in_effect: tuple[int, int] | None = None) -> dict[str, st
     }
 
 
-def open_link(params: Mapping[str, str | None], n: int) -> tuple[Tiling | None, Message | None]:
+def open_link(
+    params: Mapping[str, str | None], n: int, n_kv: int | None = None
+) -> tuple[Tiling | None, Message | None]:
     """A link's block sizes (bq, bk) and tile ("2.1": query tile 2, key tile 1): the view it names (None: it names
-    none), or the notice of a bad one (the Tiles page then shows its defaults)."""
+    none), or the notice of a bad one (the Tiles page then shows its defaults). n_kv: cross-attention's keys."""
     if not any(params.get(name) for name in PARAMS):
         return None, None
     try:
-        return Tiling(*_from_link(params.get("bq"), params.get("bk"), params.get("tile"), n)), None
+        return Tiling(*_from_link(params.get("bq"), params.get("bk"), params.get("tile"), n, n_kv)), None
     except CaseError as e:
         return None, msg("tiles.notice_refused", error=e.message)

@@ -1,5 +1,5 @@
-"""Inputs page (/inputs): every number edited cell by cell, beside the outputs (attention/forward/page.py)."""
+"""Inputs page (/inputs): every number edited cell by cell, beside the outputs (attention/forward/inputs_page.py)."""
 
-from attention.forward.page import inputs
+from attention.forward.inputs_page import inputs
 
 inputs()

@@ -23,16 +23,16 @@ from ..base.case import (
     Case,
     rotary_dims,
 )
-from ..base.i18n import excerpt
 
 Grid = tuple[tuple[object, ...], ...]  # rows of cells as typed: numbers, or whatever a client sent
 NUMBERS = ("x", "w_query", "w_key", "w_value")  # the case's own matrices; the other grids are options
-GRIDS = (*NUMBERS, "w_out", "mask", "rounded", "relative_bias", "w_latent", "latent_norm")  # edited cell by cell
+GRIDS = (*NUMBERS, "x_kv", "w_out", "mask", "rounded", "relative_bias", "w_latent", "latent_norm")  # cell by cell
 LATENT = ("w_latent", "w_key", "w_value", "latent_norm")  # multi-head latent attention's: an edit makes them one's own
 RELATIVE = ("relative_bias", "relative_max_distance", "relative_bidirectional")  # T5's: a loaded case's own
 SIZES = {"n": MAX_N, "d_in": MAX_D, "d_k": MAX_D, "d_v": MAX_D}
 SCALES = ("none", "sqrt_dk", "custom")
 MASKS = ("none", "causal", "custom")
+CROSS_MASKS = ("none", "custom")  # cross-attention's: no causal mask across two sentences (the case refuses one)
 FILLS = ("zeros", "random")
 IMAGE_FORMATS = ("png", "svg")
 ROPE_FRACTIONS = (1.0, 0.5, 0.25)  # partial rotary: Phi-2 turns 0.4 of a head, GPT-NeoX and Pythia 0.25
@@ -70,6 +70,7 @@ class Controls:
     rope: bool = False  # RoPE (off: NoPE, as SmolLM3's and Llama 4's every fourth layer)
     rope_fraction: float = 1.0  # partial rotary: the share of each head RoPE turns
     latent: int = 0  # multi-head latent attention's d_c: the numbers a token's cache keeps (latent.py); 0: none
+    n_kv: int = 0  # cross-attention: x_kv's rows, the sentence keys and values come from (cross.py); 0: x's own
 
     @classmethod
     def of(cls, case: Case, keep: Controls) -> Controls:
@@ -84,6 +85,7 @@ class Controls:
             sinks=o.sinks is not None,
             sink=o.sinks[0] if o.sinks else keep.sink, rope=o.rope_base is not None,
             rope_fraction=o.rope_fraction or 1.0, latent=case.d_c if o.w_latent is not None else 0,
+            n_kv=case.n_kv if case.cross else 0,
         )  # fmt: skip
 
     @property
@@ -100,7 +102,7 @@ LABELS = {"use_rounded": "rounded"} | {name: f"size_{name}" for name in SIZES}
 def allowed(name: str, value: object) -> bool:
     """Whether a widget of the sidebar could hold this value for that control (a forged client sends anything)."""
     whole = {**{k: (1, v) for k, v in SIZES.items()}, "heads": (1, MAX_HEADS), "seed": (0, MAX_SEED)}
-    whole["latent"] = (0, MAX_WIDE_D)  # a width latent.py cannot make is refused there, saying why
+    whole |= {"latent": (0, MAX_WIDE_D), "n_kv": (0, MAX_N)}  # a latent width latent.py cannot make: said there
     if name in whole:
         return type(value) is int and whole[name][0] <= value <= whole[name][1]
     if name == "window":
@@ -150,6 +152,10 @@ class Inputs:
     relative_bias: Grid | None = None  # and T5's table (heads × buckets), with its max distance and directions
     relative_max_distance: int | None = None
     relative_bidirectional: bool = True
+    # cross-attention's source sentence and its labels (None: self-attention), and those set aside while it is off
+    x_kv: Grid | None = None
+    tokens_kv: tuple[object, ...] | None = None
+    set_aside: tuple[Grid, tuple[object, ...]] | None = None
     # multi-head latent attention: W_DKV (w_key and w_value are then W_UK and W_UV, d_c rows), its norm's γ as one
     # row, and the w_key and w_value it was made from (the person's own: back when it is turned off, if unedited)
     w_latent: Grid | None = None
@@ -167,7 +173,7 @@ class Inputs:
             relative_bias=o.relative_bias, norm_width=o.norm_width,
             relative_max_distance=o.relative_max_distance if o.relative_bias is not None else None,
             relative_bidirectional=o.relative_bidirectional, w_latent=o.w_latent,
-            latent_norm=None if o.latent_norm is None else (o.latent_norm,),
+            latent_norm=None if o.latent_norm is None else (o.latent_norm,), x_kv=case.x_kv, tokens_kv=case.tokens_kv,
         )  # fmt: skip
 
     def with_cells(self, name: str, cells: dict[tuple[int, int], object]) -> Inputs:
@@ -188,8 +194,8 @@ class Inputs:
 
     def resized(self, c: Controls) -> Inputs:
         """The inputs at the controls' sizes: numbers that still fit kept, new cells zeros or seeded random numbers;
-        the n × n matrices (the rounded weights, an explicit mask) dropped when n changes."""
-        typed = {name: getattr(self, name) for name in NUMBERS} | {"tokens": self.tokens}
+        the n × n_kv matrices (the rounded weights, an explicit mask) dropped when n changes; x_kv follows d_in."""
+        typed = {name: getattr(self, name) for name in (*NUMBERS, "tokens", "x_kv", "tokens_kv")}
         typed["options"] = {"w_out": self.w_out, "w_latent": self.w_latent}  # W_DKV follows d_in, W_UK its rows
         grids = presets.resize_grids(typed, c.n, c.d_in, c.d_k, c.d_v, c.fill, c.seed)
         w_out, w_latent = grids["options"]["w_out"], grids["options"]["w_latent"]
@@ -201,8 +207,9 @@ class Inputs:
             kept |= {"rope_frequencies": self.rope_frequencies, "q_norm": self.q_norm, "k_norm": self.k_norm}
         same = (c.d_in, c.d_k, c.d_v) == (len(self.x[0]), len(self.w_query[0]), len(self.w_value[0]))
         kept |= {"latent_norm": self.latent_norm, "plain": self.plain if same else None}  # plain: as wide as they were
+        kept |= {"set_aside": self.set_aside, "tokens_kv": None if self.x_kv is None else tuple(grids["tokens_kv"])}
         matrices = {name: _grid(grids[name]) for name in NUMBERS} | {"tokens": tuple(grids["tokens"])}
-        grids = {"w_out": w_out, "w_latent": w_latent}
+        grids = {"w_out": w_out, "w_latent": w_latent, "x_kv": grids["x_kv"]}
         return Inputs(**matrices, **{k: None if v is None else _grid(v) for k, v in grids.items()}, **kept)
 
 
@@ -217,7 +224,8 @@ def options(c: Controls, i: Inputs) -> dict:
         "mask": {"none": None, "custom": i.mask}.get(c.mask, c.mask),
         "heads": c.heads,
         "w_out": i.w_out,
-        "weights_override": i.rounded if c.use_rounded else None,
+        # rounded weights n × n_kv (the article's are n × n: not for cross-attention's other keys, unless as many)
+        "weights_override": i.rounded if c.use_rounded and i.rounded and len(i.rounded[0]) == (c.n_kv or c.n) else None,
         "dtype": c.dtype,
         "device": c.device,
         "rope_base": (i.rope_base or ROPE_BASE) if rope else None,
@@ -250,9 +258,10 @@ def options(c: Controls, i: Inputs) -> dict:
 
 def to_edit(c: Controls, i: Inputs) -> Inputs:
     """The inputs with the grids the controls ask a person to edit, where they lack them: a custom mask (from the
-    causal one), T5's table while its switch is on (a row per head: a loaded case's own, or relative_table's)."""
+    causal one; cross-attention's from every key), T5's table while its switch is on (a row per head: a loaded
+    case's own, or relative_table's)."""
     if c.mask == "custom" and i.mask is None:
-        i = replace(i, mask=causal(c.n))
+        i = replace(i, mask=causal(c.n, c.n_kv))
     if c.relative and (i.relative_bias is None or len(i.relative_bias) != c.heads):
         table = presets.relative_table(c.heads)
         i = replace(i, relative_bias=table, relative_max_distance=None, relative_bidirectional=True)
@@ -273,21 +282,17 @@ def per_head(given: tuple[float, ...] | None, heads: int, otherwise: tuple[float
     return given if given is not None and len(given) == heads else otherwise
 
 
-def causal(n: int) -> Grid:
+def causal(n: int, n_kv: int = 0) -> Grid:
     """The causal mask as a 0/1 matrix (1: query i may attend to key j ≤ i), where a custom mask starts; its cells
-    share two floats (a million of them at n = 1024 would be 24 MB of their own)."""
+    share two floats (a million of them at n = 1024 would be 24 MB of their own). Cross-attention's (n_kv keys of
+    another sentence, which no query's place orders): every key, n × n_kv ones."""
     one, zero = 1.0, 0.0
-    return tuple(tuple(one if j <= i else zero for j in range(n)) for i in range(n))
+    return tuple(tuple(one if j <= i or n_kv else zero for j in range(n_kv or n)) for i in range(n))
 
 
 def identity(d: int) -> Grid:
     """The d × d identity: where w_out starts, changing nothing."""
     return tuple(tuple(float(i == j) for j in range(d)) for i in range(d))
-
-
-def typed(value: object) -> object:
-    """A cell's value as typed: a number, text or nothing; anything else a client sends (a list) as a short text."""
-    return value if value is None or isinstance(value, int | float | str) else excerpt(value)
 
 
 def _grid(rows: list) -> Grid:

@@ -1,6 +1,7 @@
-"""The matrix editors: every grid a person edits by hand (x with its token labels, w_query, w_key, w_value, w_out, a
-custom mask, the rounded weights, T5's table, a latent's W_DKV and norm weights) in grid.py's component, whose edits
-go to the session; a grid past EDITOR_MAX_CELLS is shown as an image instead, with one picked cell editable."""
+"""The matrix editors: every grid a person edits by hand (x with its token labels, cross-attention's x_kv with its own,
+w_query, w_key, w_value, w_out, a custom mask, the rounded weights, T5's table, a latent's W_DKV and norm weights) in
+grid.py's component, whose edits go to the session; a grid past EDITOR_MAX_CELLS is shown as an image instead, with
+one picked cell editable."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from ..forward.steps import AXES
-from ..show.heatmap import TOKEN_KINDS, heatmap, highlight
+from ..show.heatmap import heatmap, highlight
 from . import charts, clicks, grid
 from .choices import GRIDS
 from .language import lang, t
@@ -22,7 +23,7 @@ from .session import Session
 # hand makes no sense, and drawing thousands of inputs costs every rerun (bench/browser.md: the editor's draw).
 EDITOR_MAX_CELLS = 2048
 KINDS = AXES | {"w_out": ("value dim", "output dim"), "mask": ("query", "key"), "rounded": ("query", "key"),
-                "relative_bias": ("head", "bucket")}  # fmt: skip
+                "relative_bias": ("head", "bucket"), "x_kv": ("token", "feature")}  # fmt: skip
 
 
 def editor_key(session: Session, name: str) -> str:
@@ -44,11 +45,11 @@ def read(session: Session) -> None:
 
 
 def apply(session: Session, name: str, value: object) -> None:
-    """One editor's state: its cells (then checked once) and, for x, its token labels."""
+    """One editor's state: its cells (then checked once) and, for x and x_kv, their token labels."""
     cells, labels = grid.edits(value)
     session.edit_cells(name, cells)
-    for row, label in labels.items() if name == "x" else ():
-        session.relabel(row, label)
+    for row, label in labels.items() if name in grid.LABELLED else ():
+        session.relabel(row, label, grid.LABELLED[name])
 
 
 def is_big(session: Session, name: str) -> bool:
@@ -86,18 +87,18 @@ def _big(session: Session, name: str, title: str) -> None:
 
 def _figure(session: Session, name: str) -> go.Figure:
     """The grid as typed, as a heatmap (an image, at this size): text cells are empty; kept while the grid is."""
-    matrix, tokens = getattr(session.inputs, name), session.inputs.tokens
+    matrix, (rows, columns) = getattr(session.inputs, name), grid.axis_tokens(session, name)
 
     def make() -> go.Figure:
         numbers = np.array([[v if grid.is_number(v) else np.nan for v in row] for row in matrix], dtype=np.float32)
         row_kind, col_kind = KINDS[name]
         if name in ("w_key", "w_value") and session.inputs.w_latent is not None:  # W_UK, W_UV: the latent's rows
             row_kind = "latent dim"
-        labels = [[str(tokens[i]) if kind in TOKEN_KINDS else str(i + 1) for i in range(size)]
-                  for kind, size in ((row_kind, len(matrix)), (col_kind, len(matrix[0])))]  # fmt: skip
+        labels = [[str(tokens[i]) if tokens else str(i + 1) for i in range(size)]
+                  for tokens, size in ((rows, len(matrix)), (columns, len(matrix[0])))]  # fmt: skip
         return heatmap(numbers, *labels, row_kind, col_kind, grid.shown_name(name), lang())
 
-    return session.derived.get(("typed figure", name, matrix, tokens, lang()), make)
+    return session.derived.get(("typed figure", name, matrix, rows, columns, lang()), make)
 
 
 def uploader(session: Session) -> None:

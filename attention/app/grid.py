@@ -28,7 +28,8 @@ _editor = st.components.v2.component(
 )
 _pace = st.components.v2.component("attention.pace", js=(WEB / "pace.js").read_text())
 OPTION_NAMES = {v: k.removeprefix("where.") for k, v in OPTION_GRIDS.items()}  # rounded: weights_override
-TOKEN_ROWS = ("x", "mask", "rounded")  # grids whose rows are the tokens
+TOKEN_ROWS = ("x", "x_kv", "mask", "rounded")  # grids whose rows are tokens (x_kv's: the source sentence's)
+LABELLED = {"x": "tokens", "x_kv": "tokens_kv"}  # grids whose token labels are edited beside their rows
 KINDS = {"mask": "zero_one", "rounded": "nonnegative"}  # how far a drag may take a cell; others: any number
 CELL = re.compile(r"(\d{1,5}),(\d{1,5})")  # an edit's cell, "row,column" from 0 (a forged client sends anything)
 Window = tuple[int, int, int, int]  # the rows and columns an editor shows: top, left, bottom, right (not included)
@@ -81,22 +82,22 @@ def _ignore() -> None:
 def data(session: Session, name: str, window: Window | None = None, hint: bool = False) -> dict:
     """What the editor draws: the window's cells as text, its rows' and columns' names, the cells to outline, the
     session's message when it is about this grid, and the texts, from the catalogue, that it shows or reads out."""
-    grid, tokens = getattr(session.inputs, name), session.inputs.tokens
+    grid, (tokens, keys) = getattr(session.inputs, name), axis_tokens(session, name)
     top, left, bottom, right = window or (0, 0, len(grid), len(grid[0]))
     rows, cols = range(top, bottom), range(left, right)
-    square = name in ("mask", "rounded")  # query rows, key columns: both named after the tokens
+    square = name in ("mask", "rounded")  # query rows, key columns: both named after tokens
     table = name == "relative_bias"  # T5's: a row per head, a column per bucket
-    row_tokens = [typed.shown(tokens[i]) for i in rows] if name in TOKEN_ROWS else None
-    column_tokens = [typed.shown(tokens[j]) for j in cols] if square else None
+    row_tokens = [typed.shown(tokens[i]) for i in rows] if tokens else None
+    column_tokens = [typed.shown(keys[j]) for j in cols] if keys else None
     found = place(session.error)
-    mine = found is not None and found[0] in (name, "tokens" if name == "x" else name)
+    mine = found is not None and found[0] in (name, LABELLED.get(name, name))
     return {
         "name": shown_name(name),
         "shape": [len(grid), len(grid[0])],  # the whole grid's, for a pasted block
         "top": top,
         "left": left,
         "cells": [[typed.shown(grid[i][j]) for j in cols] for i in rows],
-        "labels": row_tokens if name == "x" else None,  # x's token labels are edited beside its rows
+        "labels": row_tokens if name in LABELLED else None,  # x's and x_kv's token labels: beside their rows
         "row_names": row_tokens if square else [t("picker.head_n", head=i + 1) if table else str(i + 1) for i in rows],
         "column_names": column_tokens or [str(j if table else j + 1) for j in cols],  # T5's buckets count from 0
         "row_tokens": row_tokens,
@@ -108,6 +109,15 @@ def data(session: Session, name: str, window: Window | None = None, hint: bool =
         "limit": MAX_ABS,
         "text": _texts(name, hint, len(grid), len(grid[0])),
     }
+
+
+def axis_tokens(session: Session, name: str) -> tuple[tuple | None, tuple | None]:
+    """The token labels of a grid's rows and of its columns (None: numbered): x's rows are the tokens, x_kv's the
+    source sentence's; a mask's and the rounded weights' columns are the keys (x_kv's tokens in cross-attention)."""
+    i = session.inputs
+    keys = i.tokens_kv if i.x_kv is not None else i.tokens
+    rows = (i.tokens_kv if name == "x_kv" else i.tokens) if name in TOKEN_ROWS else None
+    return rows, keys if name in ("mask", "rounded") else None
 
 
 def preview_case(session: Session) -> dict | None:
@@ -149,7 +159,7 @@ def _texts(name: str, hint: bool, n_rows: int, n_cols: int) -> dict[str, str]:
     """The editor's words in the session's language; {fields} in them are filled in by the editor (grid.js)."""
     shown = shown_name(name)
     fields = {"row": "{row}", "column": "{column}", "token": "{token}", "key": "{key}"}
-    if name == "x":  # the row's token label
+    if name in LABELLED:  # the row's token label
         cell = t("editor.cell_token", name=shown, **fields)
     elif name in ("mask", "rounded"):  # the row's and the column's: a query and a key
         cell = t("editor.cell_tokens", name=shown, **fields)

@@ -8,9 +8,10 @@ from .choices import Controls, Inputs
 
 
 def head_choices(c: Controls, i: Inputs) -> tuple[int, ...]:
-    """The numbers of heads the controls' sizes allow (the inputs' grouped key/value heads, if any, too)."""
+    """The numbers of heads the controls' sizes allow (the inputs' grouped key/value heads, if any, too): their
+    n × n_kv scores a head (cross-attention's n_kv keys) within the limit."""
     d_key = len(i.w_key[0]) if i.kv_heads else c.d_k  # grouped heads keep w_key narrower than d_k
-    return head_counts(c.n, Widths(c.d_k, d_key, c.d_v), i.kv_heads, c.dtype)
+    return head_counts(c.n, Widths(c.d_k, d_key, c.d_v), i.kv_heads, c.dtype, c.n_kv or None)
 
 
 def stepped_heads(before: int, asked: int, counts: tuple[int, ...]) -> int | None:

@@ -20,7 +20,7 @@ from ..forward.compute import ROUNDED_WITHIN
 from ..forward.steps import STEP_NAMES, step_near
 from ..forward.teach import rounding_gap
 from ..models import Model
-from . import choices, heads, latent, typed
+from . import choices, cross, heads, latent, typed
 from .cache import Derived
 from .choices import NUMBERS, SIZES, Controls, Inputs
 from .origins.given import Article
@@ -118,11 +118,13 @@ class Session:
                 continue  # a step past the last count the sizes allow: the count stays, and a notice says why
             else:
                 accepted[name] = value
-        if not accepted:
+        if not (accepted := cross.accepted(before, accepted, self.notices)):  # options that need one sentence
             return False
         self.controls = c = replace(before, **accepted)
         if "sink" in accepted:  # one sink logit for every head, in place of a loaded case's own
             self.inputs = replace(self.inputs, sinks=None)
+        if sources := "n_kv" in accepted:  # cross-attention's x_kv made, resized or set aside: new grids
+            self.inputs, self.generation = cross.turned(self.inputs, c), self.generation + 1
         self.inputs = choices.to_edit(c, self.inputs)  # a custom mask, T5's table
         remade = bool(c.latent) and self.inputs.plain is not None and not ROTARY.isdisjoint(accepted)  # rotary key
         turned = ("latent" in accepted or remade) and _turn_latent(self, before)  # a latent made, or plain keys back
@@ -136,7 +138,7 @@ class Session:
             self.generation += 1
             self._check(numbers=True)
         else:
-            self._check(numbers=turned)
+            self._check(numbers=turned or sources)
         return False
 
     # Edits
@@ -148,16 +150,16 @@ class Session:
     def edit_cells(self, name: str, cells: Cells) -> None:
         """Cells of a grid as typed (a number's text becomes the number), checked once; the same ones change nothing."""
         if name in choices.GRIDS and getattr(self.inputs, name) is not None:
-            edited = self.inputs.with_cells(name, {at: typed.cell(choices.typed(v)) for at, v in cells.items()})
+            edited = self.inputs.with_cells(name, {at: typed.cell(typed.sent(v)) for at, v in cells.items()})
             if edited is not self.inputs:
                 self.inputs = edited
-                self._check(numbers=name in NUMBERS)
+                self._check(numbers=name in NUMBERS or name == "x_kv")  # (x_kv: the case's own too)
 
-    def relabel(self, row: int, label: object) -> None:
-        """A token label, as typed (then checked)."""
-        tokens, label = self.inputs.tokens, choices.typed(label)
+    def relabel(self, row: int, label: object, name: str = "tokens") -> None:
+        """A token label of x ("tokens") or of cross-attention's x_kv ("tokens_kv"), as typed (then checked)."""
+        tokens, label = getattr(self.inputs, name) or (), typed.sent(label)
         if 0 <= row < len(tokens) and tokens[row] != label:
-            self.inputs = replace(self.inputs, tokens=(*tokens[:row], label, *tokens[row + 1 :]))
+            self.inputs = replace(self.inputs, **{name: (*tokens[:row], label, *tokens[row + 1 :])})
             self._check(numbers=True)
 
     def use_w_out(self, on: bool) -> None:
@@ -205,11 +207,13 @@ def _origin(session: Session) -> Origin:
 
 
 def _numbers(inputs: Inputs, controls: Controls) -> Case:
-    """The typed matrices checked, with no options but those that set w_key's shape: grouped key/value heads (its
-    width) and a latent (its rows)."""
+    """The typed matrices (and cross-attention's x_kv) checked, with no options but those that set w_key's shape:
+    grouped key/value heads (its width) and a latent (its rows)."""
     grouped = {"heads": controls.heads, "kv_heads": inputs.kv_heads} if inputs.kv_heads else {}
     grouped |= {"w_latent": inputs.w_latent} if inputs.w_latent is not None else {}  # W_UK's rows: the latent's
     matrices = {name: getattr(inputs, name) for name in NUMBERS}
+    if inputs.x_kv is not None:
+        matrices |= {"x_kv": inputs.x_kv, "tokens_kv": inputs.tokens_kv}
     return parse_case({"format": CASE_FORMAT, **matrices, "tokens": inputs.tokens, "options": grouped})
 
 
@@ -250,8 +254,8 @@ def place(error: CaseError | None) -> tuple[str, int, int | None] | None:
     label; None for a place that is no cell (an option, a size)."""
     where = getattr(error, "where", None)
     key, params = getattr(where, "key", None), getattr(where, "params", {})
-    if key == "where.label":
-        return "tokens", params["label"] - 1, None
+    if key in ("where.label", "where.key_label"):  # x's, or cross-attention's x_kv's
+        return "tokens" if key == "where.label" else "tokens_kv", params["label"] - 1, None
     if key == "where.bucket":  # T5's table: a head's row, a bucket's column
         return "relative_bias", params["where"].params["head"] - 1, params["bucket"]
     if key == "where.norm_weight" and getattr(params["name"], "key", None) == "where.latent_norm":

@@ -21,13 +21,14 @@ from ..base.case import (
 from ..base.device import available_devices, gpu_unavailable_reason
 from ..base.i18n import LANGUAGES
 from ..models import room as model_room
-from . import origins, slider
-from .choices import CONTROLS, FILLS, MASKS, MAX_SEED, ROPE_FRACTIONS, SCALES, SIZES
+from . import cross, origins, slider
+from .choices import CONTROLS, CROSS_MASKS, FILLS, MASKS, MAX_SEED, ROPE_FRACTIONS, SCALES, SIZES
 from .language import t
 from .origins import make
 from .session import Session
 
 LANGUAGE = "lang"  # the language picker's key; the controls' widgets have the controls' names
+CROSS = "cross"  # cross-attention's switch: it sets the control n_kv (on: the rows it had, off: 0)
 ROOMS = {"model": (model_room.read, model_room.draw)}  # an origin's sidebar room (Origin.section): read, draw
 
 
@@ -41,6 +42,8 @@ def read(session: Session) -> None:
     changed = {key: s[key] for key in (LANGUAGE, *CONTROLS) if key in s and s[key] != shown.get(key, s[key])}
     if (dragged := slider.released()) is not None and dragged != shown.get("temperature"):
         changed["temperature"] = dragged  # the slider under the number box, released (make.choose checks it)
+    if type(on := s.get(CROSS)) is bool and on != shown.get(CROSS, on):  # the source rows it had, or none
+        changed["n_kv"] = cross.rows_to_turn_on(session.controls, session.inputs) if on else 0
     if changed.get(LANGUAGE) in LANGUAGES:
         session.lang = changed.pop(LANGUAGE)
     make.choose(session, **{k: v for k, v in changed.items() if k != LANGUAGE})
@@ -58,6 +61,7 @@ def draw(session: Session) -> None:
     """The sidebar's widgets, showing the session's controls (which a link, a file or a preset may have changed)."""
     shown = {LANGUAGE: session.lang} | {name: getattr(session.controls, name) for name in CONTROLS}
     shown["use_rounded"] &= not rounded_dropped(session)  # the softmax in use, not the one asked for
+    shown[CROSS] = bool(session.controls.n_kv)
     for key, value in shown.items():
         if st.session_state.get(key) != value:  # only what changed: a set value makes Streamlit send the widget again
             st.session_state[key] = value
@@ -111,9 +115,10 @@ def _options(session: Session, language: str) -> None:
     )  # fmt: skip
     if c.scale == "custom":
         st.number_input(t("sidebar.scale_value"), MIN_SCALE, MAX_SCALE, c.scale_value, key="scale_value", format="%g")
+    masks = CROSS_MASKS if c.n_kv else MASKS  # no causal mask across two sentences
     st.selectbox(
-        t("sidebar.mask"), MASKS, _at(MASKS, c.mask), format_func=lambda m: i18n.text(language, f"mask.{m}"),
-        key="mask", help=t("sidebar.mask_help"),
+        t("sidebar.mask"), masks, _at(masks, c.mask), format_func=lambda m: i18n.text(language, f"mask.{m}"),
+        key="mask", help=t("sidebar.mask_help_cross") if c.n_kv else t("sidebar.mask_help"),
     )  # fmt: skip
     st.number_input(
         t("sidebar.temperature"), MIN_TEMPERATURE, MAX_TEMPERATURE, c.temperature, step=0.1, key="temperature",
@@ -121,21 +126,35 @@ def _options(session: Session, language: str) -> None:
     )  # fmt: skip
     slider.draw(session)
     st.number_input(t("sidebar.heads"), 1, MAX_HEADS, c.heads, step=1, key="heads", help=t("sidebar.heads_help"))
+    keys_sentence(session)
+
+
+def keys_sentence(session: Session) -> None:
+    """Cross-attention: a switch for keys and values from another sentence, x_kv, and its rows n_kv (0 turns it
+    off too), with what it changes; the options that need one sentence stay out while it is on (cross.py)."""
+    c = session.controls
+    st.toggle(t("sidebar.cross"), bool(c.n_kv), key=CROSS, help=t("sidebar.cross_help"))
+    if c.n_kv:
+        st.number_input(t("sidebar.n_kv"), 0, MAX_N, c.n_kv, step=1, key="n_kv", help=t("sidebar.n_kv_help"))
+        st.caption(t("sidebar.cross_on", n=c.n, n_kv=c.n_kv))
 
 
 def modern(session: Session) -> None:
     """The attention of today's models: a sliding window, a softcap, ALiBi, T5's bias, sinks, RoPE whole, in part or
     off, and multi-head latent attention's latent width (choices.Controls.latent)."""
-    c = session.controls
-    st.number_input(t("sidebar.window"), 0, MAX_N, c.window, step=1, key="window", help=t("sidebar.window_help"))
+    c, two = session.controls, bool(session.controls.n_kv)  # two sentences: no option that needs one (cross.py)
+    if two:
+        st.caption(t("sidebar.cross_off_here"))
+    st.number_input(t("sidebar.window"), 0, MAX_N, c.window, step=1, key="window", help=t("sidebar.window_help"),
+                    disabled=two)  # fmt: skip
     st.number_input(t("sidebar.softcap"), 0.0, MAX_SOFTCAP, c.softcap, step=1.0, key="softcap", format="%g",
                     help=t("sidebar.softcap_help"))  # fmt: skip
-    st.toggle(t("sidebar.alibi"), c.alibi, key="alibi", help=t("sidebar.alibi_help"))
-    st.toggle(t("sidebar.relative"), c.relative, key="relative", help=t("sidebar.relative_help"))
+    st.toggle(t("sidebar.alibi"), c.alibi, key="alibi", help=t("sidebar.alibi_help"), disabled=two)
+    st.toggle(t("sidebar.relative"), c.relative, key="relative", help=t("sidebar.relative_help"), disabled=two)
     st.toggle(t("sidebar.sinks"), c.sinks, key="sinks", help=t("sidebar.sinks_help"))
     if c.sinks:
         st.number_input(t("sidebar.sink"), -MAX_SINK, MAX_SINK, c.sink, step=0.5, key="sink", format="%g")
-    st.toggle(t("sidebar.rope"), c.rope, key="rope", help=t("sidebar.rope_help"))
+    st.toggle(t("sidebar.rope"), c.rope, key="rope", help=t("sidebar.rope_help"), disabled=two)
     if c.rope:
         fractions = (*ROPE_FRACTIONS, c.rope_fraction) if c.rope_fraction not in ROPE_FRACTIONS else ROPE_FRACTIONS
         st.selectbox(t("sidebar.rope_fraction"), fractions, _at(fractions, c.rope_fraction), key="rope_fraction",

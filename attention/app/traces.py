@@ -35,10 +35,11 @@ def trace_of(session: Session, case: Case) -> Trace:
 
 
 def trace_bytes(case: Case) -> int:
-    """About the bytes a trace of the case holds: its n × n scores and weights per head, its n × d matrices and
-    its weights (for the room the cache makes before it is computed)."""
-    h, n, d_in, d_k, d_v = case.options.heads, case.n, case.d_in, case.d_k, case.d_v
-    numbers = 4 * h * n * n + n * (d_in + 2 * d_k + 3 * d_v) + d_in * (2 * d_k + d_v)
+    """About the bytes a trace of the case holds: its n × n_kv scores and weights per head, its n × d and n_kv × d
+    matrices and its weights (for the room the cache makes before it is computed)."""
+    h, n, n_kv, d_in, d_k, d_v = case.options.heads, case.n, case.n_kv, case.d_in, case.d_k, case.d_v
+    numbers = 4 * h * n * n_kv + n * (d_in + d_k + 2 * d_v) + n_kv * (d_k + d_v) + d_in * (2 * d_k + d_v)
+    numbers += n_kv * d_in if case.cross else 0  # x_kv
     return numbers * torch.finfo(getattr(torch, case.options.dtype)).bits // 8
 
 

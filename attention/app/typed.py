@@ -53,3 +53,8 @@ def shown(value: object) -> str:
         written = repr(value)
         return written[:-2] if written.endswith(".0") else written
     return value if isinstance(value, str) else str(value)
+
+
+def sent(value: object) -> object:
+    """A cell's value as a client sent it: a number, text or nothing; anything else (a list) as a short text."""
+    return value if value is None or isinstance(value, int | float | str) else excerpt(value)

@@ -59,28 +59,31 @@ def preset(name: str, **sizes) -> Case:
     return article() if name == "article" else random_case(**sizes)
 
 
-def resize(case: Case, n: int, d_in: int, d_k: int, d_v: int, fill: str = "zeros", seed: int = 0) -> Case:
+def resize(
+    case: Case, n: int, d_in: int, d_k: int, d_v: int, fill: str = "zeros", seed: int = 0, n_kv: int | None = None
+) -> Case:
     """The case at new sizes: numbers that still fit are kept, new cells are zeros or seeded random numbers."""
-    return parse_case(resize_grids(case_to_dict(case), n, d_in, d_k, d_v, fill, seed))
+    return parse_case(resize_grids(case_to_dict(case), n, d_in, d_k, d_v, fill, seed, n_kv))
 
 
-def resize_grids(case: dict, n: int, d_in: int, d_k: int, d_v: int, fill: str = "zeros", seed: int = 0) -> dict:
+def resize_grids(
+    case: dict, n: int, d_in: int, d_k: int, d_v: int, fill: str = "zeros", seed: int = 0, n_kv: int | None = None
+) -> dict:
     """resize() on a case file's plain values, which may hold not-yet-valid entries (kept as they are).
 
-    An override or an explicit mask that no longer fits is dropped (its shape is n×n); w_out follows d_v. With a
+    An override or an explicit mask that no longer fits is dropped (its shape is n × n_kv); w_out follows d_v. With a
     latent (multi-head latent attention), W_DKV follows d_in, and w_key and w_value (W_UK, W_UV) keep its d_c rows.
+    Cross-attention's x_kv follows d_in, and n_kv rows (None: as many as it has); n resizes x alone.
     """
     generator = torch.Generator().manual_seed(seed)
 
     def fit(m: list[list], rows: int, cols: int) -> list[list]:
-        fresh = torch.randn(rows, cols, generator=generator, dtype=torch.float64)
-        grid = _round(fresh if fill == "random" else torch.zeros(rows, cols))
-        for i, row in enumerate(m[:rows]):
-            grid[i][: len(row[:cols])] = row[:cols]
-        return grid
+        return _fit(m, rows, cols, fill, generator)
 
     options = dict(case.get("options", {}))
-    if n != len(case["x"]):
+    cross = case.get("x_kv") is not None
+    keys = len(case["x_kv"]) if cross else len(case["x"])  # the keys' count before: x_kv's rows, or x's
+    if n != len(case["x"]) or (cross and n_kv is not None and n_kv != keys):
         options.pop("weights_override", None)
         if not isinstance(options.get("mask"), str):
             options.pop("mask", None)
@@ -88,15 +91,9 @@ def resize_grids(case: dict, n: int, d_in: int, d_k: int, d_v: int, fill: str = 
         options["w_out"] = fit(options["w_out"], d_v, len(options["w_out"][0]))
     latent = options.get("w_latent") is not None
     d_c = len(case["w_key"]) if latent else d_in  # what keys and values read: the latent's d_c numbers, or x
-    tokens = list(case.get("tokens") or default_tokens(len(case["x"])))[:n]
-    for i in range(len(tokens), n):
-        label = f"Input {i + 1}"
-        while label in tokens:  # a kept label may already say so
-            label += "′"
-        tokens.append(label)
     resized = {
         **case,
-        "tokens": tokens,
+        "tokens": labels(case.get("tokens"), n),
         "x": fit(case["x"], n, d_in),
         "w_query": fit(case["w_query"], d_in, d_k),
         "w_key": fit(case["w_key"], d_c, d_k),
@@ -105,7 +102,41 @@ def resize_grids(case: dict, n: int, d_in: int, d_k: int, d_v: int, fill: str = 
     }
     if latent:  # after the others: a case without a latent gets the same random cells as before there was one
         options["w_latent"] = fit(options["w_latent"], d_in, len(options["w_latent"][0]))
+    if cross:  # last too: the source sentence's rows, its labels kept and new ones "Source …"
+        rows = keys if n_kv is None else n_kv
+        resized |= {"x_kv": fit(case["x_kv"], rows, d_in), "tokens_kv": labels(case.get("tokens_kv"), rows, "Source")}
     return resized
+
+
+def labels(tokens: list | tuple | None, n: int, word: str = "Input") -> list:
+    """n row labels: the first of these kept, new ones "Input 4" (or the word given) unless a kept one says so."""
+    kept = list(tokens or default_tokens(n, word))[:n]
+    for i in range(len(kept), n):
+        label = f"{word} {i + 1}"
+        while label in kept:  # a kept label may already say so
+            label += "′"
+        kept.append(label)
+    return kept
+
+
+def source_rows(x_kv: list | tuple | None, n_kv: int, d_in: int, fill: str = "zeros", seed: int = 0) -> list[list]:
+    """Cross-attention's x_kv at n_kv rows of d_in: the rows given kept (as far as they fit), new cells zeros or
+    seeded random numbers from a stream of their own (2^31 + seed, past every seed the sidebar takes: a random case's
+    x is drawn from `seed`, and x_kv repeating its rows would hide what cross-attention changes)."""
+    generator = torch.Generator().manual_seed(SOURCE_SEED + seed)
+    return _fit(list(x_kv or ()), n_kv, d_in, fill, generator)
+
+
+SOURCE_SEED = 2**31  # the source sentence's random rows: seeds past the sidebar's (MAX_SEED = 2^31 − 1)
+
+
+def _fit(m: list | tuple, rows: int, cols: int, fill: str, generator: torch.Generator) -> list[list]:
+    """m at rows × cols: its cells that fit kept, the others zeros or random numbers (one decimal)."""
+    fresh = torch.randn(rows, cols, generator=generator, dtype=torch.float64)
+    grid = _round(fresh if fill == "random" else torch.zeros(rows, cols))
+    for i, row in enumerate(m[:rows]):
+        grid[i][: len(row[:cols])] = row[:cols]
+    return grid
 
 
 def _round(matrix: torch.Tensor) -> list[list[float]]:

@@ -1,5 +1,5 @@
-"""The forward pass's pages: the overview, the walkthrough of the eight steps, the inputs to edit, step 6's
-broadcast, step 8's one query, the heads, and the article's variants (pages/ runs each at its URL)."""
+"""The forward pass's pages: the overview, the walkthrough of the eight steps, step 6's broadcast, step 8's one
+query, the heads, and the article's variants (pages/ runs each at its URL; the inputs to edit: inputs_page.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ..base.i18n import render
 from ..exercise import room as exercise_room
 from ..exercise.state import hiding
 from ..models import room as models_room
-from ..show.heatmap import TEXT_MAX_SIDE, heatmap, labels
+from ..show.heatmap import heatmap, labels
 from ..show.tables import table
 from . import compute, explain_room, figures, room, script, steps, variants_room
 from .compute import Trace
@@ -106,59 +106,6 @@ def _walkthrough(trace: Trace) -> None:
         charts.chart(difference, "chart_difference", where=right if step.name == "outputs" else left)
     if step.name == "outputs" and trace.case.options.mask == "causal" and not hiding(tab.current(), trace):
         room.mask_effect(trace)  # the mask's doing alone: the outputs before and after it, all else equal
-
-
-def inputs() -> None:
-    """x, its token labels, the weights (a latent's W_DKV, W_UK, W_UV and norm), a custom mask and the rounded
-    weights, edited cell by cell beside the outputs (an edit reruns it alone)."""
-    frame.trace()  # (a page run outside the frame goes through it first)
-    live.page(_inputs)
-
-
-def _inputs(trace: Trace) -> None:
-    s = tab.current()
-    st.header(t("inputs.header"))
-    st.write(t("inputs.intro"))
-    left, right = st.columns([3, 2])  # x and the outputs side by side: a drag on x is seen where it lands
-    with left:  # each editor draws its title (a cheaper rerun)
-        editors.matrix_editor(s, "x", t("inputs.x"), hint=True, previewed=True)
-    right.subheader(t("inputs.outputs"))
-    outputs = charts.figure(figures.tensor_heatmap, trace, "outputs")
-    if cell := charts.chart(outputs, "chart_outputs", where=right, clickable=True, shows=("outputs", None)):
-        explain_room.go_explain(trace, "outputs", None, cell)  # a click on a cell: its explanation
-    # Up to 16 × 16 the numbers are in the heatmap's cells (and its text version): a table only past that
-    numbers = charts.table(trace, "outputs") if max(trace.outputs.shape) > TEXT_MAX_SIDE else None
-    if numbers is not None:
-        charts.numbers(numbers, "table_outputs", where=right)
-    up = {} if s.inputs.w_latent is None else {"w_key": "W_UK", "w_value": "W_UV"}  # they read the latent, not x
-    if up:  # multi-head latent attention
-        _latent_editors(s)
-    for column, name in zip(st.columns(3), ("w_query", "w_key", "w_value"), strict=True):
-        with column:
-            title = t("inputs.up", symbol=up[name], name=name) if name in up else t("inputs.weight", name=name)
-            editors.matrix_editor(s, name, title, previewed=True)
-    if s.controls.mask == "custom":
-        editors.matrix_editor(s, "mask", t("editor.mask_title"), previewed=True)
-    if s.inputs.rounded is not None:
-        if not s.controls.use_rounded:
-            st.caption(t("editor.rounded_off"))
-        editors.matrix_editor(s, "rounded", t("editor.rounded_title"), previewed=True)
-    if s.controls.relative and s.inputs.relative_bias is not None:
-        editors.matrix_editor(s, "relative_bias", t("editor.relative_title"), previewed=True)
-    if any(editors.is_big(s, name) for name in ("x", "w_query", "w_key", "w_value")):
-        editors.uploader(s)
-
-
-def _latent_editors(s) -> None:
-    """Multi-head latent attention's W_DKV, and beside it what it changes and its norm's weights (a loaded case's)."""
-    left, right = st.columns([1, 2])
-    with left:
-        editors.matrix_editor(s, "w_latent", t("inputs.latent"), previewed=True)
-    right.caption(t("inputs.latent_on", d_c=len(s.inputs.w_latent[0])))
-    if s.inputs.latent_norm is not None:
-        with right:
-            title = t("inputs.latent_norm", count=len(s.inputs.latent_norm[0]))
-            editors.matrix_editor(s, "latent_norm", title, previewed=True)
 
 
 def broadcasting() -> None:

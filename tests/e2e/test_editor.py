@@ -10,7 +10,7 @@ from playwright.sync_api import Page, expect
 from attention import attend
 from attention.app.session import Session
 from attention.base import presets
-from attention.base.case import with_options
+from attention.base.case import case_to_dict, parse_case, with_options
 from attention.base.files import case_to_link
 from tests.e2e.test_browser import (
     ARTICLE_OUTPUTS,
@@ -291,4 +291,33 @@ def test_a_latents_w_dkv_is_edited_in_the_browser_and_a_bad_cell_is_named(page: 
     latent = [list(row) for row in case.options.w_latent]
     latent[1][0] = 2.0
     expect_outputs(page, attend(with_options(case, w_latent=latent)).outputs.numpy())
+    assert_no_exception(page)
+
+
+def test_a_cross_cases_x_kv_and_its_labels_are_edited_in_the_browser(page: Page) -> None:
+    """Cross-attention from a link: x_kv's cells are named with the source sentence's tokens, a bad one is said under
+    its grid, a number reaches the outputs (the core's), and a token label typed beside its row is x_kv's own."""
+    numbers = case_to_dict(with_options(presets.article(), weights_override=None))
+    numbers |= {"x_kv": [[1, 0, 0, 1], [0, 1, 1, 0]], "tokens_kv": ["le", "chat"]}
+    open_page(page, f"/inputs?case={case_to_link(parse_case(numbers))}")
+    box = page.get_by_label("x_kv, row 2 (chat), column 2", exact=True)
+    box.click()
+    page.keyboard.press("Backspace")
+    page.keyboard.type("abc")
+    page.keyboard.press("Enter")
+    wait_ready(page)
+    expect(page.get_by_text("x_kv, row 2 (chat), column 2: 'abc' is not a number").first).to_be_visible()
+    assert any("x_kv, row 2 (chat), column 2" in m for m in page.evaluate(MESSAGES))
+    box.click()
+    page.keyboard.press("Backspace")
+    page.keyboard.type("3")
+    page.keyboard.press("Enter")
+    wait_ready(page)
+    expect_outputs(page, attend(parse_case(numbers | {"x_kv": [[1, 0, 0, 1], [0, 3, 1, 0]]})).outputs.numpy())
+    label = page.get_by_label("x_kv, token label of row 1", exact=True)
+    label.fill("the")
+    page.keyboard.press("Enter")
+    wait_ready(page)
+    expect(page.get_by_label("x_kv, row 1 (the), column 1", exact=True)).to_be_visible()
+    expect(page.get_by_label("x, row 1 (Input 1), column 1", exact=True)).to_be_visible()  # x's labels are its own
     assert_no_exception(page)

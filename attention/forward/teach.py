@@ -192,19 +192,20 @@ def by_hand(width: int) -> bool:
 def seen_cell(trace: Trace) -> tuple[int, int]:
     """The score a question asks about: query 2 on key 3 as the article has it, or the nearest one the query sees
     (a masked score is −∞ by definition: nothing to ask)."""
-    n, scores = trace.case.n, trace["scores"]
-    first = scores.reshape(-1, n, n)[0]  # the first head's, when there are several
+    n, n_kv, scores = trace.case.n, trace.case.n_kv, trace["scores"]
+    first = scores.reshape(-1, n, n_kv)[0]  # the first head's, when there are several
     near = ((1, 2), (2, 1), (1, 1), (1, 0), (0, 0))
-    for query, key in ((min(q, n - 1), min(k, n - 1)) for q, k in near):
+    for query, key in ((min(q, n - 1), min(k, n_kv - 1)) for q, k in near):
         if first[query, key].item() != float("-inf"):  # NaN: a number an open exercise hides, not a masked one
             return query, key
     return 0, 0
 
 
 def most_looked_at(trace: Trace) -> tuple[int, int]:
-    """The last token (which sees every key, even under a causal mask) and the key it gives its largest weight."""
+    """The last token (which sees every key, even under a causal mask) and the key it gives its largest weight (in
+    cross-attention, a source token)."""
     n = trace.case.n
-    row = trace["weights"].reshape(-1, n, n)[0][n - 1]
+    row = trace["weights"].reshape(-1, n, trace.case.n_kv)[0][n - 1]
     return n - 1, int(row.nan_to_num(nan=-1.0).argmax())
 
 
@@ -214,25 +215,25 @@ def questions(trace: Trace) -> dict[str, Message]:
     most where they are not; RoPE's turn on a case with it; a causal mask where there is none yet; ÷√d_k always; a
     sliding window (today's models) where there is none yet."""
     case, o = trace.case, trace.case.options
-    tokens, out = case.tokens, {}
+    tokens, keys, out = case.tokens, case.key_tokens, {}  # cross-attention: the keys are x_kv's tokens
     if by_hand(case.d_head):
         query, key = seen_cell(trace)
-        score = trace["scores"].reshape(-1, case.n, case.n)[0][query, key].item()
-        out["score"] = msg("question.score", query=tokens[query], key=tokens[key], value=_number(score))
+        score = trace["scores"].reshape(-1, case.n, case.n_kv)[0][query, key].item()
+        out["score"] = msg("question.score", query=tokens[query], key=keys[key], value=_number(score))
     else:
         query, key = most_looked_at(trace)
         out["look"] = msg("question.look", token=tokens[query])
     if o.rope_base is not None:
         query, key = most_looked_at(trace)
-        out["rope"] = msg("question.rope", query=tokens[query], key=tokens[key])
+        out["rope"] = msg("question.rope", query=tokens[query], key=keys[key])
     row = min(2, case.n - 1)
     if by_hand(trace.outputs.shape[-1]):
         output = ", ".join(_number(v) for v in trace.outputs[row].tolist())
         out["output"] = msg("question.output", token=tokens[row], row=f"[{output}]")
-    if o.mask is None:
+    if o.mask is None and not case.cross:  # (a causal mask and a window place keys in x: not across two sentences)
         out["causal"] = msg("question.causal", token=tokens[0])
     out["sqrt_dk"] = msg("question.sqrt_dk", d=case.d_head)
-    if o.window is None:  # today's models: the Variants page with a window of 3 on
+    if o.window is None and not case.cross:  # today's models: the Variants page with a window of 3 on
         out["window"] = msg("question.window", window=QUESTION_WINDOW)
     return out
 

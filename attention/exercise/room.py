@@ -31,7 +31,7 @@ def ready_made(session: Session, trace: Trace) -> None:
     offered = state.offered(session, trace)
     for name, cells in offered.items():
         index = cells[0][1] if name in state.CASE_READY else (0, 0)  # a case's own names its cell in words
-        query, key = (trace.case.tokens[i] for i in index[-2:])
+        query, key = trace.case.tokens[index[-2]], trace.case.key_tokens[index[-1]]  # (a cross case's: its source)
         st.page_link("pages/exercise.py", label=plain(t(f"exercise.ready_title.{name}", query=query, key=key)),
                      icon=":material/school:", query_params={PARAM: name})  # fmt: skip
     if not offered:

@@ -1,7 +1,10 @@
-"""The model room: the sidebar's model, sentence, layer and head (the section of origins/model.py), every head of
-the layer as small maps to open one, and a decoder's next tokens. The choice's operations are origins/model.py's."""
+"""The model room: the sidebar's model, sentence, layer and head (an encoder-decoder's attention and target sentence
+too: the section of origins/model.py), every head of the layer as small maps to open one, and a decoder's next tokens
+(an encoder-decoder's translation). The choice's operations are origins/make.py's."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pandas as pd
 import streamlit as st
@@ -9,17 +12,20 @@ import streamlit as st
 from .. import models
 from ..app.language import t
 from ..app.origins import make
-from ..app.origins.model import Choice, ModelHead
+from ..app.origins.model import Choice, ModelHead, layers, made_case
 from ..app.session import Session
 from ..app.text import plain
-from ..base.i18n import render
+from ..base.i18n import render, text
 from ..forward.compute import attend
 from ..show.heatmap import heatmap
 from ..whole import room as whole_room
+from . import translation_room
 from .kinds import PROBE, first_heavy, kinds, probe_scores
+from .seq2seq import PARTS
 from .sink import sinks
 
-KEYS = {"real_model": "model", "real_text": "sentence", "real_layer": "layer", "real_head": "head"}
+KEYS = {"real_model": "model", "real_text": "sentence", "real_layer": "layer", "real_head": "head",
+        "real_part": "part", "real_target": "target"}  # fmt: skip
 EXAMPLE = "real_example"  # a picked example sentence goes into the sentence box
 MAPS_PER_ROW = 4
 
@@ -41,10 +47,13 @@ def read(session: Session) -> None:
 
 
 def draw(session: Session) -> None:
-    """The room in the sidebar, under the preset: what to install, or the model, sentence, layer and head."""
+    """The room in the sidebar, under the preset: what to install, or the model, sentence, layer and head (an
+    encoder-decoder's attention first, and its target sentence under the source)."""
     c, language, head = choice(session), session.lang, make.shown(session)
     typed = head.typed if head is not None else c.sentence
     shown = {"real_model": c.model, "real_text": typed, "real_layer": c.layer, "real_head": c.head}
+    if c.part is not None:
+        shown |= {"real_part": c.part, "real_target": _target(head)}
     for key, value in shown.items():
         if st.session_state.get(key) != value:
             st.session_state[key] = value
@@ -64,29 +73,54 @@ def draw(session: Session) -> None:
     st.caption(plain(render(language, models.about(spec))))
     if (sizes := models.sizes(c.model)) is not None:  # the picker's line is cut in a narrow sidebar: said whole
         st.caption(plain(render(language, sizes)))
+    if c.part is not None:
+        st.radio(t("real.part"), PARTS, PARTS.index(c.part), key="real_part", help=t("real.part_help"),
+                 format_func=lambda p: text(language, f"real.part.{p}"))  # fmt: skip
     st.text_input(
-        t("real.sentence"), typed, key="real_text", max_chars=models.MAX_SENTENCE_CHARS,
+        t("real.source" if c.part else "real.sentence"), typed, key="real_text", max_chars=models.MAX_SENTENCE_CHARS,
         help=t("real.sentence_help", tokens=models.MAX_SENTENCE_TOKENS),
     )  # fmt: skip
+    if c.part is not None:
+        _target_box(session, c, head)
     st.selectbox(
         t("real.examples"), models.EXAMPLES, index=None, key=EXAMPLE, placeholder=t("real.examples_placeholder")
     )
     left, right = st.columns(2)
-    left.number_input(t("real.layer"), 1, spec.layers, c.layer, step=1, key="real_layer", help=t("real.layer_help"))
+    most = layers(spec, c.part)
+    left.number_input(t("real.layer"), 1, most, c.layer, step=1, key="real_layer", help=t("real.layer_help"))
     right.number_input(t("real.head"), 0, spec.heads, c.head, step=1, key="real_head", help=t("real.head_help"))
     if head is not None and session.origin is not head:  # edited from it: say so, and the way back
         st.info(plain(render(language, session.origin.title())), icon=":material/edit:")
         st.button(t("real.back"), key="real_back", on_click=lambda: make.reset(session), width="stretch")
 
 
+def _target(head: ModelHead | None) -> str:
+    """The target box's text: as typed, else the pair's target (the model's translation when none was typed)."""
+    if head is None or head.pair is None:
+        return ""
+    return head.typed_target if head.typed_target is not None else head.pair.target.sentence
+
+
+def _target_box(session: Session, c: Choice, head: ModelHead | None) -> None:
+    """An encoder-decoder's target sentence, and the way back to the model's own translation of the source."""
+    st.text_input(t("real.target"), _target(head), key="real_target", max_chars=models.MAX_SENTENCE_CHARS,
+                  help=t("real.target_help", tokens=models.MAX_SENTENCE_TOKENS - 1))  # fmt: skip
+    if c.target is None:
+        st.caption(t("real.target_translated"))
+    else:
+        st.button(t("real.translate"), key="real_translate", icon=":material/translate:", width="stretch",
+                  on_click=lambda: make.choose_model(session, session.loader, target=None))  # fmt: skip
+
+
 def layer_weights(session: Session, head: ModelHead):
-    """Every head's step-5 weights of the layer shown (h, n, n), kept while the sentence and layer are."""
+    """Every head's step-5 weights of the layer shown (h, n, n_kv), kept while the sentences, part and layer are."""
     c, run = head.choice, head.run
 
     def weights():
-        return attend(models.layer_case(session.loader(c.model), run, c.layer - 1))["weights"].cpu()
+        every = replace(c, head=0)
+        return attend(made_case(session.loader(c.model), every, run, head.pair))["weights"].cpu()
 
-    return session.derived.get(("layer weights", c.model, run.sentence, c.layer), weights)
+    return session.derived.get(("layer weights", c.model, c.sentence, c.target, c.part, c.layer), weights)
 
 
 def heads(session: Session) -> None:
@@ -94,15 +128,18 @@ def heads(session: Session) -> None:
     if (last := make.shown(session)) is None:
         return
     c, tokens, made = last.choice, last.run.tokens, session.origin is last  # not edited since
+    keys = tokens if c.part != "cross" else last.pair.source.tokens  # the cross-attention's keys: the source's
     st.header(t("real.heads", layer=c.layer, model=models.title(c.model)))
     st.caption(t("real.heads_help"))
+    if c.part is not None:  # which attention, and which sentence is down and across
+        st.caption(t(f"real.heads_part.{c.part}"))
     whole_room.ask(session)  # every layer's heads at once, and the questions about them
     every = layer_weights(session, last)
     spec = models.spec(c.model)
     scores = session.derived.get(  # one pass of the probe through the model, kept per layer
         ("induction", c.model, c.layer), lambda: probe_scores(session.loader(c.model), c.layer - 1)
     ) if spec.causal else None  # fmt: skip
-    found = kinds(every, spec.causal, scores)
+    found = None if c.part == "cross" else kinds(every, causal(spec, c.part), scores)  # kinds: over its own sentence
     if found is not None:
         st.caption(t("real.kinds_help", n=len(tokens), first=first_heavy(found), heads=len(found)))
         if scores is not None:
@@ -115,7 +152,7 @@ def heads(session: Session) -> None:
     for head in range(len(every)):
         where = columns[head % MAPS_PER_ROW]
         title = t("real.head_title", head=head + 1)
-        fig = heatmap(every[head], list(tokens), list(tokens), "query", "key", title=title, lang=session.lang)
+        fig = heatmap(every[head], list(tokens), list(keys), "query", "key", title=title, lang=session.lang)
         fig.update_layout(height=220, margin={"l": 0, "r": 0, "t": 30, "b": 0}, showlegend=False)
         fig.update_traces(showscale=False, text=None, texttemplate=None)
         fig.update_xaxes(showticklabels=False)
@@ -131,18 +168,25 @@ def heads(session: Session) -> None:
         )  # fmt: skip
 
 
+def causal(spec, part: str | None) -> bool:
+    """Whether the part's rows see earlier tokens alone: a causal model's, an encoder-decoder's decoder's."""
+    return spec.causal or part == "decoder"
+
+
 def sink(session: Session, trace) -> None:
     """Why so many heads park their weight on the first token, with this head's numbers (a head as the model made
     it: an edited one, or a whole layer, is not one head of the model any more)."""
     last = make.shown(session)
     if last is None or session.origin is not last or trace.case.options.heads != 1 or trace.case.n < 2:
         return
-    causal, n = models.spec(last.choice.model).causal, trace.case.n
-    layer = kinds(layer_weights(session, last), causal)
+    if last.choice.part == "cross":  # its rows read another sentence: no first token of their own to park on
+        return
+    one_way, n = causal(models.spec(last.choice.model), last.choice.part), trace.case.n
+    layer = kinds(layer_weights(session, last), one_way)
     st.header(t("real.sink_header"))
-    st.write(t("real.sink_why" if causal else "real.sink_why_encoder", first=first_heavy(layer), heads=len(layer)))
+    st.write(t("real.sink_why" if one_way else "real.sink_why_encoder", first=first_heavy(layer), heads=len(layer)))
     rows = [(trace.case.tokens[s.position], s.share, s.value_norm, s.others_norm, s.output_norm, s.without_norm)
-            for s in sinks(trace["weights"].cpu(), trace["values"].cpu(), trace.outputs.cpu(), causal)]  # fmt: skip
+            for s in sinks(trace["weights"].cpu(), trace["values"].cpu(), trace.outputs.cpu(), one_way)]  # fmt: skip
     names = [t("real.sink_token"), t("real.sink_share", n=n), t("real.sink_norm"), t("real.sink_others"),
              t("real.sink_output"), t("real.sink_without")]  # fmt: skip
     three = {name: st.column_config.NumberColumn(format="%.3f") for name in names[1:]}
@@ -150,13 +194,18 @@ def sink(session: Session, trace) -> None:
     token, *numbers = rows[0]  # the first token's, in words
     said = dict(zip(("share", "v", "others", "output", "without"), (f"{x:.2f}" for x in numbers), strict=True))
     st.caption(t("real.sink_read", token=token, **said))
+    if last.choice.part == "decoder":  # the whole model's page takes the first token from a one-stack pass alone
+        return
     st.page_link("pages/whole.py", label=t("whole.question.why_first"), icon=":material/help:",
                  query_params={"ask": "why_first"})  # fmt: skip
 
 
 def next_tokens(session: Session) -> None:
-    """A decoder's five most likely next tokens after the sentence, with their probabilities."""
-    if (last := make.shown(session)) is None or last.run.next_tokens is None:
+    """A decoder's five most likely next tokens after the sentence, with their probabilities; an encoder-decoder's
+    translation, a token at a time, with its alignment first (and its decoder's next tokens after the target)."""
+    if (last := make.shown(session)) is not None and last.pair is not None:
+        translation_room.translation(session, last)
+    if last is None or last.run.next_tokens is None:
         return
     st.subheader(t("real.next_tokens"))
     shown = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥"})  # as the tokens are labelled (models.readable)
@@ -164,4 +213,4 @@ def next_tokens(session: Session) -> None:
     table = pd.DataFrame(rows, columns=[t("real.token"), t("real.probability")])
     probability = st.column_config.ProgressColumn(t("real.probability"), format="percent", min_value=0, max_value=1)
     st.dataframe(table, hide_index=True, column_config={t("real.probability"): probability}, key="next_tokens")
-    st.caption(t("real.next_tokens_help"))
+    st.caption(t("real.next_tokens_help" if last.pair is None else "real.next_tokens_target"))

@@ -151,7 +151,8 @@ def patch(model, clean_ids, corrupt_ids, layer: int) -> Patching:
 @dataclass(frozen=True)
 class Whole:
     """Every head of every layer on a sentence: weights (layers, heads, n, n) and each head's kind (None: one
-    token, no kind), with a causal model's induction scores from the probe."""
+    token, no kind), with a causal model's induction scores from the probe. An encoder-decoder's cross-attention:
+    (layers, heads, n_target, n_source), no kinds (they measure a sentence's rows over its own tokens)."""
 
     weights: torch.Tensor
     kinds: tuple[tuple[Kind, ...], ...] | None  # [layer][head]
@@ -218,6 +219,23 @@ def whole(model, run, scores: torch.Tensor | None = None) -> Whole:
     causal = model.spec.causal
     found = [kinds(every[layer], causal, None if scores is None else scores[layer]) for layer in range(len(every))]
     return Whole(every, None if found[0] is None else tuple(map(tuple, found)), causal)
+
+
+def parts(model, pair) -> dict[str, Whole]:
+    """An encoder-decoder's three attentions on a pair's sentences (seq2seq.PairRun), each its own Whole: the
+    encoder's self-attention (source × source), the decoder's causal self-attention (target × target), its
+    cross-attention (target × source), from one pass of each stack."""
+    family, device = model.spec.family, model.device
+    with torch.inference_mode():
+        encoded, memory = family.encode(model, torch.tensor(pair.source.ids, device=device))
+        decoded = family.decode(model, memory, torch.tensor(pair.target.ids, device=device))
+    out = {}
+    for part, every, causal in (("encoder", encoded.weights, False), ("decoder", decoded.own.weights, True)):
+        every = every.cpu()
+        found = [kinds(every[layer], causal) for layer in range(len(every))]
+        out[part] = Whole(every, None if found[0] is None else tuple(map(tuple, found)), causal)
+    out["cross"] = Whole(decoded.cross.weights.cpu(), None, False)
+    return out
 
 
 def order(whole: Whole, by: str) -> list[list[int]]:

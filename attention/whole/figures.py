@@ -31,24 +31,25 @@ def strip(n: int) -> int:
     return max(1, n // 6)
 
 
-def origin(n: int, layer: int, column: int) -> tuple[int, int]:
-    """The pixel (row, column) of a tile's first weight."""
-    return layer * (strip(n) + n + GAP) + strip(n), column * (n + GAP)
+def origin(n: int, layer: int, column: int, across: int | None = None) -> tuple[int, int]:
+    """The pixel (row, column) of a tile's first weight, a tile n rows high and `across` wide (None: n, a sentence
+    over itself; a cross-attention's: the source's tokens)."""
+    return layer * (strip(n) + n + GAP) + strip(n), column * ((n if across is None else across) + GAP)
 
 
 def grid(whole: Whole, ordered: list[list[int]]) -> np.ndarray:
     """Every head's weights (float32) in its tile, layer by layer, heads in the order given; NaN in the gaps and the
     strips, and where a causal mask hides a key."""
-    layers, heads, n, _ = whole.weights.shape
-    top = origin(n, layers, 0)[0] - strip(n)
+    layers, heads, m, n = whole.weights.shape
+    top = origin(m, layers, 0)[0] - strip(m)
     out = np.full((top - GAP, heads * (n + GAP) - GAP), np.nan, np.float32)
     weights = whole.weights.numpy().astype(np.float32, copy=True)
     if whole.causal:
         weights[..., np.triu_indices(n, 1)[0], np.triu_indices(n, 1)[1]] = np.nan
     for layer in range(layers):
         for column, head in enumerate(ordered[layer]):
-            row, col = origin(n, layer, column)
-            out[row : row + n, col : col + n] = weights[layer, head]
+            row, col = origin(m, layer, column, n)
+            out[row : row + m, col : col + n] = weights[layer, head]
     return out
 
 
@@ -74,12 +75,12 @@ def indices(whole: Whole, ordered: list[list[int]]) -> np.ndarray:
     out = np.full(z.shape, 255, np.uint8)
     seen = ~np.isnan(z)
     out[seen] = np.rint(np.clip(z[seen], 0, 1) * (SHADES - 1)).astype(np.uint8)
-    n = whole.weights.shape[-1]
+    m, n = whole.weights.shape[-2:]
     if whole.kinds is not None:
         for layer, found in enumerate(whole.kinds):
             for column, head in enumerate(ordered[layer]):
-                row, col = origin(n, layer, column)
-                out[row - strip(n) : row, col : col + n] = SHADES + KINDS.index(found[head].name)
+                row, col = origin(m, layer, column, n)
+                out[row - strip(m) : row, col : col + n] = SHADES + KINDS.index(found[head].name)
     return out
 
 
@@ -95,8 +96,8 @@ def label(lang: str, whole: Whole, layer: int, head: int) -> str:
 def view(whole: Whole, ordered: list[list[int]], by: str, lang: str = "en", shown: tuple[int, int] | None = None):
     """Every head's map at once, layers down and heads across (by kind: each layer's heads grouped by kind); the
     head shown (layer, head, from 0) outlined."""
-    layers, heads, n, _ = whole.weights.shape
-    band, width = strip(n) + n + GAP, n + GAP
+    layers, heads, m, n = whole.weights.shape
+    band, width = strip(m) + m + GAP, n + GAP
     image = go.Image(
         source=_png(indices(whole, ordered), _palette()), x0=0.5 / width - 0.5, dx=1 / width,
         y0=0.5 / band - 0.5, dy=1 / band, hoverinfo="skip",
@@ -164,7 +165,8 @@ def table(whole: Whole, lang: str = "en") -> pd.DataFrame:
 
 def summary(whole: Whole, lang: str = "en") -> str:
     """The figure in one sentence for screen readers: its size and how many heads are of each kind."""
-    layers, heads, n, _ = whole.weights.shape
-    said = text(lang, "whole.summary", layers=layers, heads=heads, n=n)
+    layers, heads, m, n = whole.weights.shape
+    said = text(lang, "whole.summary", layers=layers, heads=heads, n=n) if m == n else text(
+        lang, "whole.summary_cross", layers=layers, heads=heads, m=m, n=n)  # fmt: skip
     kinds = ", ".join(f"{name}: {count}" for _, name, count in legend(lang, whole))
     return f"{said} {kinds}" if kinds else said

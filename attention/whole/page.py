@@ -1,5 +1,6 @@
 """The model view's page: every head of the model on the sentence at once, sorted and coloured by kind, a click
-that opens one; then, in a causal model, what switching heads off or patching them does to the next token."""
+that opens one (an encoder-decoder's three attentions apart); then, in a causal model, what switching heads off or
+patching them does to the next token."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import streamlit as st
 
 from ..app import frame, tab
 from ..app.language import t
-from . import ablation_room, room
+from . import ablation_room, parts_room, room
 
 
 def whole() -> None:
@@ -21,6 +22,9 @@ def whole() -> None:
         room.no_model(s)
         return
     last, model = found
+    if last.pair is not None:  # an encoder-decoder: its three attentions apart
+        parts_room.draw(s, last, model)
+        return
     every = room.whole(s, last, model)
     layers, heads, n, _ = every.weights.shape
     st.caption(t("whole.what", model=model.spec.title, layers=layers, heads=heads, all=layers * heads, n=n))

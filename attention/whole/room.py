@@ -13,7 +13,7 @@ from ..app.origins import make
 from ..app.session import Session
 from ..app.text import plain
 from ..base.case import CaseError
-from ..base.i18n import render, text
+from ..base.i18n import msg, render, text
 from ..models.model import Model
 from ..show.heatmap import heatmap
 from . import compute, figures
@@ -39,6 +39,12 @@ def whole(session: Session, last, model: Model) -> Whole:
     scores = compute.induction_scores(model)  # kept per loaded model: a new sentence or session reuses them
     key = ("whole", last.choice.model, last.run.sentence)
     return session.derived.get(key, lambda: compute.whole(model, last.run, scores))
+
+
+def parts(session: Session, last, model: Model) -> dict[str, Whole]:
+    """An encoder-decoder's three attentions on its source and target, kept while the model and sentences are."""
+    key = ("whole parts", last.choice.model, last.choice.sentence, last.choice.target)
+    return session.derived.get(key, lambda: compute.parts(model, last.pair))
 
 
 def token(model: Model, i: int) -> str:
@@ -71,35 +77,40 @@ def radio(where, session: Session, view: Looking, name: str, options: tuple[str,
                 on_change=lambda: view.choose(**{name: labels[st.session_state[key]]}))  # fmt: skip
 
 
-def grid(session: Session, last, found: Whole, view: Looking) -> None:
-    """Every head's map at once; a click opens the head (or its layer) and goes to the walkthrough."""
+def grid(session: Session, last, found: Whole, view: Looking, part: str | None = None) -> None:
+    """Every head's map at once (of an encoder-decoder's part); a click opens the head (or its layer) and goes to
+    the walkthrough."""
     ordered = compute.order(found, view.sort)
     c = last.choice
-    open_head = (c.layer - 1, c.head - 1) if c.head > 0 and session.origin is last else None  # as the model made it
-    key = ("whole figure", c.model, last.run.sentence, view.sort, session.lang, open_head)
+    here = session.origin is last and c.part == part  # as the model made it, in this part
+    open_head = (c.layer - 1, c.head - 1) if c.head > 0 and here else None
+    key = ("whole figure", c.model, c.sentence, c.target, part, view.sort, session.lang, open_head)
     fig = session.derived.get(key, lambda: figures.view(found, ordered, view.sort, session.lang, open_head))
     summary = figures.summary(found, session.lang)
+    chart = CHART if part is None else f"{CHART}_{part}"
     box = st.container(gap=None)  # the chart and the component that hears its clicks, together
-    box.plotly_chart(fig, key=CHART, width="stretch", alt=summary,
+    box.plotly_chart(fig, key=chart, width="stretch", alt=summary,
                      config={"displayModeBar": False, "scrollZoom": False})  # fmt: skip
     with box:
-        picked = clicks.hook(CHART)
+        picked = clicks.hook(chart)
     if picked is not None and (head := figures.head_at(ordered, picked)) is not None:
         layer, h = head
-        make.choose_model(session, session.loader, layer=layer + 1, head=0 if view.opens == "layer" else h + 1)
+        opened = {"layer": layer + 1, "head": 0 if view.opens == "layer" else h + 1}
+        make.choose_model(session, session.loader, **opened, **({} if part is None else {"part": part}))
         session.go_to("softmax")  # the weights the map showed
         st.switch_page("pages/walkthrough.py")
 
 
-def legend(session: Session, found: Whole) -> None:
-    """The kinds' colours (the strip above each map), each with its count, and how they were measured."""
+def legend(session: Session, found: Whole, how: bool = True) -> None:
+    """The kinds' colours (the strip above each map), each with its count, and (`how`) how they were measured."""
     rows = figures.legend(session.lang, found)
     if not rows:
         return
     chips = " ".join(f'<span style="color:{colour}">■</span>&nbsp;{plain(name)}&nbsp;({count})'
                      for colour, name, count in rows)  # fmt: skip
     st.markdown(chips, unsafe_allow_html=True)
-    st.caption(t("whole.kinds_how", n=found.weights.shape[-1]))
+    if how:
+        st.caption(t("whole.kinds_how", n=found.weights.shape[-1]))
 
 
 def text_version(session: Session, found: Whole) -> None:
@@ -184,6 +195,10 @@ def ask(session: Session) -> None:
     st.page_link("pages/whole.py", label=t("whole.link"), icon=":material/apps:")
     top = last.run.next_tokens[0][0].translate(READABLE) if last.run.next_tokens else None
     st.markdown(f"**{t('whole.ask_header')}**")
-    for key, question in questions(s.layers, s.heads, last.choice.layer, s.causal, top).items():
+    found = questions(s.layers, s.heads, last.choice.layer, s.causal, top)
+    if s.decoder_layers:  # an encoder-decoder: the grids by kind; taking the first token away is the encoder's alone
+        found = {"first": msg("whole.question.first_parts")} | (
+            {"why_first": found["why_first"]} if last.choice.part == "encoder" else {})  # fmt: skip
+    for key, question in found.items():
         label = plain(render(session.lang, question))
         st.page_link("pages/whole.py", label=label, icon=":material/help:", query_params={ASK: key})

@@ -11,11 +11,13 @@ from ... import models
 from ...base import files, presets
 from ...base.case import CaseError
 from ...base.i18n import LANGUAGES, clip, excerpt, msg
-from ...models import ModelMissing
+from ...models import Model, ModelMissing, Run
+from ...models.generate import MAX_NEW_TOKENS
+from ...models.seq2seq import PairRun, Translation, translate
 from ..session import Session
 from . import PRESETS
 from .given import Article, File, Link, Random
-from .model import Choice, Loader, ModelHead, allowed
+from .model import Choice, Loader, ModelHead, allowed, layers, made_case, paired
 from .origin import Origin
 
 
@@ -108,10 +110,11 @@ def forget_gone_model(session: Session) -> None:
 
 
 def choose_model(session: Session, loader: Loader, **changes: object) -> None:
-    """A new model, sentence, layer or head: the head's case becomes the session's. A new model starts on its
-    default head; a bad value is refused with a notice, a sentence the model cannot read keeps the last valid case
-    with the error, and a model that cannot be loaded here (not installed, broken, past the budget) says why and
-    changes nothing."""
+    """A new model, sentence, layer or head (an encoder-decoder's part or target): the head's case becomes the
+    session's. A new model starts on its default head; a bad value is refused with a notice, a sentence the model
+    cannot read keeps the last valid case with the error, and a model that cannot be loaded here (not installed,
+    broken, past the budget) says why and changes nothing. A new part keeps the layer where it has it (else its
+    last); a target of None is the model's own translation."""
     last = shown(session)
     base = last.choice if last is not None else Choice.default()
     model = changes.get("model", base.model)
@@ -119,24 +122,32 @@ def choose_model(session: Session, loader: Loader, **changes: object) -> None:
     if model != base.model and (problem := models.problem(model)) is not None:
         session.notices.append(problem)
         return
+    start = base if model == base.model else Choice.default(model, base.sentence)  # the sentence stays
+    part = changes.get("part", start.part)
+    part = part if allowed("part", part, model) else start.part  # (the part's own refusal is said below)
     accepted = {}
     for name, value in changes.items():
-        if allowed(name, value, model):
+        if allowed(name, value, model, part):
             accepted[name] = value
         else:
             session.notices.append(msg("notice.control_refused", name=name, value=excerpt(value)))
-    if accepted.get("model", base.model) != base.model:
-        fresh = Choice.default(accepted["model"], accepted.get("sentence", base.sentence))
-        choice = replace(fresh, **{k: v for k, v in accepted.items() if k in ("layer", "head")})
-    else:
-        choice = replace(base, **accepted)
+    choice = replace(start, **accepted)
+    choice = replace(choice, layer=min(choice.layer, layers(models.spec(model), choice.part)))
     error = show(session, loader, choice)
-    if error is not None:  # the sentence as typed is kept, with why; the case stays the last valid one
-        session.refuse(error, replace(last, typed=choice.sentence) if last is not None else None)
+    if error is not None:  # the sentences as typed are kept, with why; the case stays the last valid one
+        typed = {"typed": choice.sentence, "typed_target": choice.target} if last is not None else {}
+        session.refuse(error, replace(last, **typed) if last is not None else None)
+
+
+def translated(session: Session, model: Model, source: str) -> Translation:
+    """The model's greedy translation of the source (an encoder-decoder's), kept while the model and source are;
+    CaseError for a source it cannot read."""
+    key = ("translation", model.spec.name, source)
+    return session.derived.get(key, lambda: translate(model, source, MAX_NEW_TOKENS))
 
 
 def show(session: Session, loader: Loader, choice: Choice) -> CaseError | None:
-    """The choice's head as the session's case (its run kept while the model and sentence stay); the error of a
+    """The choice's head as the session's case (its run kept while the model and sentences stay); the error of a
     sentence the model cannot read, which changes nothing."""
     last = shown(session)
     try:
@@ -147,20 +158,40 @@ def show(session: Session, loader: Loader, choice: Choice) -> CaseError | None:
     except CaseError as e:  # its files do not match their config: said, and the case stays
         session.notices.append(msg("notice.model_refused", model=models.title(choice.model), error=e.message))
         return None
-    same = last is not None and (last.choice.model, last.run.sentence) == (choice.model, choice.sentence)
     try:
-        run = last.run if same else model.run(choice.sentence)
+        run, pair = _runs(session, model, choice, last)
     except CaseError as e:
         return e
-    layer, head = choice.layer - 1, choice.head - 1
-    case = models.layer_case(model, run, layer) if head < 0 else models.head_case(model, run, layer, head)
-    session.load(case, ModelHead(case, choice, run, choice.sentence), checked=True)
+    case = made_case(model, choice, run, pair)
+    session.load(case, ModelHead(case, choice, run, choice.sentence, pair, choice.target), checked=True)
     return None
 
 
+def _runs(session: Session, model: Model, choice: Choice, last: ModelHead | None) -> tuple[Run, PairRun | None]:
+    """The choice's sentence through the model (an encoder-decoder's source and target, and its part's run), the
+    last ones again while the model and sentences are the same."""
+    if choice.part is None:
+        same = last is not None and last.pair is None and (last.choice.model, last.run.sentence) == (
+            choice.model, choice.sentence)  # fmt: skip
+        return (last.run if same else model.run(choice.sentence)), None
+    same = last is not None and last.pair is not None and (last.choice.model, last.choice.sentence,
+                                                           last.choice.target) == (choice.model, choice.sentence,
+                                                                                   choice.target)  # fmt: skip
+    if same:
+        return last.pair.run(choice.part), last.pair
+    if choice.target is None:  # the model's own translation: its pair as generated, token for token (its text
+        # read again could be cut otherwise, or lose the special tokens it decodes to nothing)
+        model.tokenize(choice.sentence)  # (a source it cannot read is said as the sentence's error)
+        made = translated(session, model, choice.sentence)  # (one token at least: its end, at the worst)
+        return made.pair.run(choice.part), made.pair
+    pair = paired(model, choice.sentence, choice.target)
+    return pair.run(choice.part), pair
+
+
 def open_model(session: Session, params: Mapping[str, str | None]) -> bool:
-    """A link's model view (?model=…&text=…&layer=…&head=…): True when it had one. A bad part is said and the
-    model's default is used for it (a sentence it cannot read too: its example sentence)."""
+    """A link's model view (?model=…&text=…&layer=…&head=…, an encoder-decoder's &part=…&target_text=…): True when it
+    had one. A bad part is said and the model's default is used for it (a sentence it cannot read too: its example
+    sentence; a target: its own translation)."""
     name = params.get("model")
     if not name:
         return False
@@ -170,22 +201,43 @@ def open_model(session: Session, params: Mapping[str, str | None]) -> bool:
     if (problem := models.problem(name)) is not None:  # offered, but its heads cannot open: said, article stays
         session.notices.append(problem)
         return True
-    spec = models.spec(name)
+    spec, start = models.spec(name), Choice.default(name, params.get("text") or None)
+    chosen = _link_part(session, params, name, start)
     numbers = {}
     for part in ("layer", "head"):
         value = params.get(part)
         if value is None:
             continue
         number = int(value) if value.isascii() and value.isdigit() and len(value) < 4 else None
-        if number is not None and allowed(part, number, name):
+        if number is not None and allowed(part, number, name, chosen.get("part", start.part)):
             numbers[part] = number
         else:
-            bounds = (1, spec.layers) if part == "layer" else (0, spec.heads)
-            session.notices.append(msg("notice.bad_model_part", part=part, value=excerpt(value), low=bounds[0],
-                                       limit=bounds[1]))  # fmt: skip
+            limit = layers(spec, chosen.get("part", start.part)) if part == "layer" else spec.heads
+            session.notices.append(msg("notice.bad_model_part", part=part, value=excerpt(value),
+                                       low=int(part == "layer"), limit=limit))  # fmt: skip
     session.controls = replace(session.controls, preset="real")
-    error = show(session, session.loader, replace(Choice.default(name, params.get("text") or None), **numbers))
+    choice = replace(start, **chosen, **numbers)
+    choice = replace(choice, layer=min(choice.layer, layers(spec, choice.part)))
+    error = show(session, session.loader, choice)
+    if error is not None and getattr(error.where, "key", None) == "where.target":  # its own translation instead
+        session.notices.append(msg("notice.bad_target", problem=error.problem))
+        error = show(session, session.loader, replace(choice, target=None))
     if error is not None:  # too long, too many tokens, empty: said, and the model's own sentence instead
         session.notices.append(msg("notice.bad_sentence", problem=error.problem))
-        show(session, session.loader, replace(Choice.default(name), **numbers))
+        show(session, session.loader, replace(Choice.default(name), **chosen, **numbers))
     return True
+
+
+def _link_part(session: Session, params: Mapping[str, str | None], name: str, start: Choice) -> dict[str, object]:
+    """A link's part and target of an encoder-decoder, each one the model cannot take said (and left out)."""
+    chosen = {}
+    for key, said in (("part", "part"), ("target", "target_text")):
+        value = params.get(said)
+        if value is None:
+            continue
+        value = value[: models.MAX_SENTENCE_CHARS + 1] if key == "target" else value
+        if allowed(key, value, name):
+            chosen[key] = value
+        else:
+            session.notices.append(msg("notice.control_refused", name=key, value=excerpt(value)))
+    return chosen

@@ -230,22 +230,6 @@ def test_the_sidebar_switch_with_a_causal_mask_says_why_and_stays_off(at):
     assert any("Cross-attention was not turned on." in w.value for w in at.warning)
 
 
-# Pages that fail on a cross case in this worktree by another helper's part (the forward page's charts and
-# questions: show/, teach.py, explain; backward/; tiles): each named with what fails (see the report)
-OTHERS = {
-    "overview": "teach.seen_cell reshapes the weights n × n",
-    "walkthrough": "show/tables.py: axis.key_token is no catalogue key yet",
-    "broadcasting": "show/describe.py: x_kv's token labels",
-    "one_query": "show/describe.py: x_kv's token labels",
-    "variants": "teach.variants adds a causal mask",
-    "multi_head": "show/describe.py: x_kv's token labels",
-    "explain": "explain_room.cell_picker: key labels",
-    "backward": "backward/compute.py: keys from x",
-    "tiles": "show/describe.py and tiles' keys from x",
-    "exercise": "teach.most_looked_at reshapes the weights n × n",
-    "decoding": "decoding says a cross case cannot be decoded (a causal mask)",
-}
-
 
 @pytest.fixture(scope="module")
 def cross_app():
@@ -255,9 +239,7 @@ def cross_app():
     return app.run()
 
 
-@pytest.mark.parametrize(
-    "page", [pytest.param(p, marks=pytest.mark.xfail(reason=OTHERS[p])) if p in OTHERS else p for p in PAGES]
-)
+@pytest.mark.parametrize("page", PAGES)
 def test_every_page_renders_a_cross_case(cross_app, page):
     app = cross_app.switch_page(f"pages/{page}.py").run()
     assert not app.exception, app.exception

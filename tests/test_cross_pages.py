@@ -117,7 +117,6 @@ def test_explain_names_the_key_from_the_source_sentence(cross_at):
     assert f"x_kv row 2 ({SOURCE[1]})" in code  # the picker starts on the second row (Input 2's, in the article)
 
 
-@pytest.mark.xfail(reason="the backward pass's gradient (backward/: its own branch) takes no x_kv yet", strict=False)
 def test_the_explain_page_runs_whole_on_a_cross_case(cross_at):
     assert not explain_keys(cross_at).exception
 

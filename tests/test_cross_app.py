@@ -268,3 +268,12 @@ def test_a_models_bias_column_of_ones_is_in_the_new_source_rows_too():
     make.choose(s, n_kv=0)
     make.choose(s, n_kv=3)  # the rows set aside come back as they were; the new one gets its one
     assert [row[-1] for row in s.case.x_kv] == [1.0, 1.0, 1.0]
+
+
+def test_the_variants_page_turns_off_the_one_sentence_switches_for_a_cross_case(cross_app):
+    """The window, ALiBi, T5's bias, partial rotary and NoPE place a key by its distance within one sentence: their
+    switches are disabled, with the reason; the softcap, sinks and the latent still apply."""
+    app = cross_app.switch_page("pages/variants.py").run()
+    disabled = {v: app.toggle(key=f"variants_{v}").disabled for v in ("window", "alibi", "nope", "softcap", "sinks")}
+    assert disabled == {"window": True, "alibi": True, "nope": True, "softcap": False, "sinks": False}
+    assert any("Cross-attention is on" in c.value for c in app.caption)

@@ -15,7 +15,7 @@ from ..exercise.state import hiding
 from ..models import room as models_room
 from ..show.heatmap import heatmap, labels
 from ..show.tables import table
-from . import compute, explain_room, figures, room, script, steps, variants_room
+from . import compute, explain_room, figures, modern_room, room, script, steps, variants_room
 from .compute import Trace
 
 
@@ -241,5 +241,5 @@ def variants() -> None:
     st.header(t("variants.header"))
     st.write(t("variants.intro"))
     variants_room.departures(trace)
-    variants_room.modern(tab.current(), trace)
+    modern_room.modern(tab.current(), trace)
     variants_room.explorer()

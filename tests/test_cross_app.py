@@ -230,7 +230,6 @@ def test_the_sidebar_switch_with_a_causal_mask_says_why_and_stays_off(at):
     assert any("Cross-attention was not turned on." in w.value for w in at.warning)
 
 
-
 @pytest.fixture(scope="module")
 def cross_app():
     """The app opened from a link to a 2-head cross case: 3 target tokens, 5 source tokens."""

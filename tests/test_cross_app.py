@@ -19,6 +19,8 @@ from attention.app.session import Session
 from attention.base import files, presets
 from attention.base.case import MAX_N, CaseError, Widths, case_to_dict, head_counts, parse_case, with_options
 from attention.base.files import case_to_link
+from attention.exercise.compute import Blank
+from attention.exercise.state import label
 from attention.forward.compute import attend
 from attention.forward.oracle import check
 from tests.apptest import APP, MASKED_CASE, PAGES, component_data, current_trace, edit, session
@@ -276,3 +278,12 @@ def test_the_variants_page_turns_off_the_one_sentence_switches_for_a_cross_case(
     disabled = {v: app.toggle(key=f"variants_{v}").disabled for v in ("window", "alibi", "nope", "softcap", "sinks")}
     assert disabled == {"window": True, "alibi": True, "nope": True, "softcap": False, "sinks": False}
     assert any("Cross-attention is on" in c.value for c in app.caption)
+
+
+def test_an_exercise_names_a_source_tokens_key_and_score_in_words():
+    """A blank in a cross case's keys or scores is named by the source sentence's token (x_kv's labels)."""
+    trace, source, target = attend(CROSS), CROSS.tokens_kv, CROSS.tokens
+    assert label(trace, Blank("keys", (0, 1, 0))) == f"head 1: number 1 of {source[1]}'s key"
+    assert (
+        label(trace, Blank("scores", (1, 0, 4))) == f"head 2: the scaled score of query {target[0]} on key {source[4]}"
+    )

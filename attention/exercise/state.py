@@ -175,6 +175,7 @@ CELL_WORDS = {
     "token": "token",
     "query": "query",
     "key": "key",
+    "key token": "token",  # cross-attention's keys and values: the source sentence's tokens
     "query dim": "dim",
     "key dim": "dim",
     "value dim": "dim",

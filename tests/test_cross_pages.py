@@ -30,15 +30,11 @@ def cross_case(heads: int = 1):
 
 @pytest.fixture
 def cross_at():
-    """The app on the cross case, on the walkthrough. The case comes in through a link (the `case` parameter); while
-    the session's inputs keep no x_kv (the Inputs page's editor for it lands apart), it is set as the session's case,
-    as a loaded file's case is."""
-    case = cross_case(heads=2)
+    """The app on the cross case, opened by a link (the `case` parameter), on the walkthrough."""
     at = AppTest.from_file(APP, default_timeout=60)
-    at.query_params["case"] = case_to_link(case)
+    at.query_params["case"] = case_to_link(cross_case(heads=2))
     at.run()
-    if not session(at).case.cross:
-        session(at).case = case
+    assert not at.exception and session(at).case == cross_case(heads=2)
     at.switch_page("pages/walkthrough.py").run()
     assert not at.exception and session(at).case.cross
     return at
@@ -171,3 +167,14 @@ def test_the_trace_file_holds_x_kv_and_its_tokens_in_step_1():
     assert "n = 3, n_kv = 5," in attend(case).heading()
     own = trace_to_dict(attend(random_case(3, 4, 4, 4, seed=3)))["steps"][0]  # self-attention: x alone
     assert "tokens_kv" not in own and "x_kv" not in own["tensors"]
+
+
+def test_the_overview_shows_which_source_token_each_target_token_looks_at(cross_at):
+    """The first head's weights, target tokens down and source tokens across, and the sentence naming the most looked-at
+    source token; a self-attention case's overview has no such chart."""
+    cross_at.switch_page("pages/overview.py").run()
+    spec = specs(cross_at)["weights · head 1"]
+    assert axes(spec)[:2] == (list(TOKENS), list(SOURCE))
+    assert any("looks most at" in c.value for c in cross_at.caption)
+    plain = AppTest.from_file(APP, default_timeout=60).run()
+    assert not [s for s in plain.subheader if "source token" in s.value] and not plain.exception

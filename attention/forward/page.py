@@ -15,7 +15,7 @@ from ..exercise.state import hiding
 from ..models import room as models_room
 from ..show.heatmap import heatmap, labels
 from ..show.tables import table
-from . import compute, explain_room, figures, modern_room, room, script, steps, variants_room
+from . import compute, explain_room, figures, modern_room, room, script, steps, teach, variants_room
 from .compute import Trace
 
 
@@ -43,9 +43,21 @@ def overview() -> None:
         charts.chart(charts.figure(figures.tensor_heatmap, trace, "outputs"), "chart_outputs", shows=("outputs", None))
         if trace.case.options.weights_override is not None:
             st.caption(t("overview.rounded"))
+        if trace.case.cross and tab.current().origin.title() is None:  # a model's: its translation's, under it
+            alignment(trace)
         models_room.next_tokens(tab.current())
     models_room.heads(tab.current())
     models_room.sink(tab.current(), trace)
+
+
+def alignment(trace: Trace) -> None:
+    """A cross case's weights, the first head's: which source token each target token looks at, and why."""
+    st.subheader(t("overview.alignment"))
+    head = 0 if trace.has_head("weights") else None
+    title = "weights" if head is None else f"weights · {t('picker.head_n', head=1)}"
+    figure = charts.figure(figures.tensor_heatmap, trace, "weights", head, title)
+    charts.chart(figure, "chart_alignment", shows=("weights", head))
+    st.caption(plain(" ".join(teach.cross_whys(trace, "softmax", lang()))))
 
 
 def walkthrough() -> None:

@@ -19,10 +19,9 @@ import torch
 from attention import attend, models
 from attention.base.case import CaseError, rotary_dims
 from attention.base.i18n import render
-from attention.base.numbers import size_text
 from attention.base.tolerance import within
 from attention.forward.compute import rope_theta, tolerance
-from attention.models import offered, sources
+from attention.models import sources
 from attention.models.deepseek import rope_fraction
 from attention.models.generate import generate
 from tests.test_families import (  # noqa: F401 (vocabulary and tokenizers: the fixtures the tokenizers come from)
@@ -38,6 +37,7 @@ from tests.test_families import (  # noqa: F401 (vocabulary and tokenizers: the 
     vocabulary,
     weights_tolerance,
 )
+from tests.test_offered import refused_past_budget_then_opened
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is made here; nothing from a hub
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -313,36 +313,6 @@ def test_a_mixture_of_experts_past_the_budget_is_refused_with_both_numbers_befor
     experts = sum(p.numel() for name, p in hf.named_parameters() if ".experts." in name)
     size = 4 * parameters  # float32 bytes, every expert's
     limit = size - 4 * experts // 2  # past the model with the 2 experts a token uses, short of all 8
-    monkeypatch.setenv("ATTENTION_MODELS", str(tmp_path / "shelf"))
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))  # not this machine's cache
-    monkeypatch.setenv("ATTENTION_MODEL_BUDGET", str(limit))
-    monkeypatch.setattr(offered, "_loaded", type(offered._loaded)())
-    models._offers.cache_clear()
-    reads = []
-
-    def read(file, *_):
-        reads.append(file)
-        raise AssertionError("the model was read")
-
-    id = "local:tiny-deepseek"
-    with monkeypatch.context() as m:
-        m.setattr(sources, "_safetensors_names", read)
-        m.setattr(sources, "_safetensors", read)
-        assert models.offers()[id].float32_bytes == size  # from the file's header alone
-        with pytest.raises(CaseError) as e:
-            models.loaded(id)
-        refused = (f"needs {size_text(size)} of float32 weights, more than this server's budget of "
-                   f"{size_text(limit)} (ATTENTION_MODEL_BUDGET)")  # fmt: skip
-        assert str(e.value) == f"{id}: {refused}" and size_text(size) != size_text(limit) and not reads
-        assert (
-            render("en", models.problem(id))
-            == f"tiny-deepseek cannot be opened: {refused}. The case shown stays as it was."
-        )
-        line = render("en", models.label(id))
-        assert line.startswith(f"tiny-deepseek · deepseek_v3 · {LINE} · 3 layers × 4 heads") and line.endswith(
-            f"{size_text(size)} in float32, past this server's budget"
-        )
-    monkeypatch.setenv("ATTENTION_MODEL_BUDGET", str(size))  # within it: it opens
-    assert models.problem(id) is None and "past" not in render("en", models.label(id))
-    assert models.loaded(id).nbytes == size and math.isfinite(models.loaded(id).run(SENTENCE).next_tokens[0][1])
-    models._offers.cache_clear()
+    line = f"tiny-deepseek · deepseek_v3 · {LINE} · 3 layers × 4 heads"
+    model = refused_past_budget_then_opened(monkeypatch, tmp_path, "tiny-deepseek", size, limit, line)
+    assert math.isfinite(model.run(SENTENCE).next_tokens[0][1])

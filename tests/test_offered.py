@@ -124,9 +124,20 @@ def test_a_mixture_of_experts_past_the_budget_is_refused_with_both_numbers_befor
     parameters, experts = tiny_gpt_oss(tmp_path / "shelf" / "tiny-gpt-oss")
     size = 4 * parameters  # float32 bytes, every expert's
     limit = size - 4 * experts // 2  # past the model without its experts and with the 2 a token uses, short of all 8
+    model = refused_past_budget_then_opened(
+        monkeypatch, tmp_path, "tiny-gpt-oss", size, limit, "tiny-gpt-oss · gpt_oss"
+    )
+    assert model.run("The cat sat").tokens == ("[CLS]", "the", "cat", "sat", "[SEP]")
+
+
+def refused_past_budget_then_opened(monkeypatch, tmp_path, name: str, size: int, limit: int, line: str):
+    """The model tmp_path/shelf/NAME of `size` float32 bytes, offered under a budget of `limit` (less): refused
+    before a file is read, with both numbers in the message and in the picker's line (which starts with `line`);
+    then, within the budget, opened and returned."""
     monkeypatch.setenv("ATTENTION_MODELS", str(tmp_path / "shelf"))
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))  # not this machine's cache
     monkeypatch.setenv("ATTENTION_MODEL_BUDGET", str(limit))
+    monkeypatch.setattr(offered, "_loaded", type(offered._loaded)())
     models._offers.cache_clear()
     reads = []
 
@@ -134,7 +145,7 @@ def test_a_mixture_of_experts_past_the_budget_is_refused_with_both_numbers_befor
         reads.append(file)
         raise AssertionError("the model was read")
 
-    id = "local:tiny-gpt-oss"
+    id = f"local:{name}"
     with monkeypatch.context() as m:
         m.setattr(sources, "_safetensors_names", read)
         m.setattr(sources, "_safetensors", read)
@@ -145,18 +156,16 @@ def test_a_mixture_of_experts_past_the_budget_is_refused_with_both_numbers_befor
                    f"{size_text(limit)} (ATTENTION_MODEL_BUDGET)")  # fmt: skip
         assert str(e.value) == f"{id}: {refused}" and size_text(size) != size_text(limit) and not reads
         assert (
-            render("en", models.problem(id))
-            == f"tiny-gpt-oss cannot be opened: {refused}. The case shown stays as it was."
+            render("en", models.problem(id)) == f"{name} cannot be opened: {refused}. The case shown stays as it was."
         )
-        line = render("en", models.label(id))
-        assert line.startswith("tiny-gpt-oss · gpt_oss") and line.endswith(
-            f"2 layers × 2 heads · {size_text(size)} in float32, past this server's budget"
-        )
+        said = render("en", models.label(id))
+        assert said.startswith(line) and said.endswith(f"{size_text(size)} in float32, past this server's budget")
     monkeypatch.setenv("ATTENTION_MODEL_BUDGET", str(size))  # within it: it opens
     assert models.problem(id) is None and "past" not in render("en", models.label(id))
     model = models.loaded(id)
-    assert model.nbytes == size and model.run("The cat sat").tokens == ("[CLS]", "the", "cat", "sat", "[SEP]")
+    assert model.nbytes == size
     models._offers.cache_clear()
+    return model
 
 
 def test_two_models_stay_loaded_and_the_least_recently_used_goes(made, tmp_path):

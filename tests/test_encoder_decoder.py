@@ -5,7 +5,6 @@ cross-attention through the eight steps, the passes layer by layer, every logit,
 the caches and its alignment; a wrong source row fails the check; the picker's line; a config the app cannot read."""
 
 import json
-import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,8 +20,6 @@ from attention.models import sources
 from attention.models.seq2seq import PARTS, pair_run, part_case, translate
 from tests.test_families import carried, chain_terms, weights_tolerance
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is made here; nothing from a hub
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 

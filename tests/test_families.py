@@ -4,7 +4,6 @@ own loader; every layer's every head's weights and outputs, the logits, the gree
 cache; and a broken folder or file a message naming it."""
 
 import json
-import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -28,12 +27,12 @@ from attention.forward.compute import rope_theta, scale_factor, tolerance
 from attention.models import sources
 from attention.models.generate import _stop_ids, generate
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is made here; nothing from a hub
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
-pytestmark = pytest.mark.skipif(
+# the random models' tokenizers come from the shipped ones: every family's test file is skipped without them
+NEEDS_TOKENIZERS = pytest.mark.skipif(
     models.missing("smollm2") or models.missing("minilm"), reason="the shipped models' tokenizers (model packages)"
 )
+pytestmark = NEEDS_TOKENIZERS
 SENTENCE = "The cat sat on the mat because it was tired"
 SMALL = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64}
 # family: (transformers' classes, config, tokenizer); sizes chosen so each path is taken: grouped-query attention,

@@ -4,7 +4,6 @@ transformers and opened through the app's own loader; every head's case (its win
 pass, the logits and the greedy tokens with and without the cache; the picker's line saying the family's attention."""
 
 import json
-import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -19,6 +18,7 @@ from attention.forward.compute import tolerance
 from attention.models import sources
 from attention.models.llama import nope_layers, sliding_windows
 from tests.test_families import (  # noqa: F401 (vocabulary and tokenizers: the fixtures the tokenizers come from)
+    NEEDS_TOKENIZERS,
     SENTENCE,
     SMALL,
     carried,
@@ -32,12 +32,8 @@ from tests.test_families import (  # noqa: F401 (vocabulary and tokenizers: the 
     weights_tolerance,
 )
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is made here; nothing from a hub
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
-pytestmark = pytest.mark.skipif(
-    models.missing("smollm2") or models.missing("minilm"), reason="the shipped models' tokenizers (model packages)"
-)
+pytestmark = NEEDS_TOKENIZERS
 SMOL = {**SMALL, "num_hidden_layers": 4, "pad_token_id": None, "bos_token_id": 1, "eos_token_id": 2}  # in its vocab
 WINDOW = 3  # the sentence has 11 tokens: most queries see fewer keys than causal attention would let them
 # name: (transformers' classes, config, the picker's line in English)

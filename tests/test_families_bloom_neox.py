@@ -4,7 +4,6 @@ its first dims), the forward pass, the logits and the greedy tokens with and wit
 saying the family's attention."""
 
 import json
-import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +19,7 @@ from attention.forward.compute import rope_theta, tolerance
 from attention.models import sources
 from attention.whole import compute as whole
 from tests.test_families import (  # noqa: F401 (vocabulary and tokenizers: the fixtures the tokenizers come from)
+    NEEDS_TOKENIZERS,
     SENTENCE,
     carried,
     chain_terms,
@@ -31,12 +31,8 @@ from tests.test_families import (  # noqa: F401 (vocabulary and tokenizers: the 
     weights_tolerance,
 )
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is made here; nothing from a hub
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
-pytestmark = pytest.mark.skipif(
-    models.missing("smollm2") or models.missing("minilm"), reason="the shipped models' tokenizers (model packages)"
-)
+pytestmark = NEEDS_TOKENIZERS
 TOKENS = {"pad_token_id": None, "bos_token_id": 1, "eos_token_id": 2}  # within the byte vocabulary
 BLOOM = ("self_attention", "self_attention.dense")  # what a block's attention reads, its heads side by side
 NEOX = ("attention", "attention.dense")

@@ -8,7 +8,6 @@ wider than a case, and a model past the budget refused before a weight is read."
 
 import json
 import math
-import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -25,6 +24,7 @@ from attention.models import sources
 from attention.models.deepseek import rope_fraction
 from attention.models.generate import generate
 from tests.test_families import (  # noqa: F401 (vocabulary and tokenizers: the fixtures the tokenizers come from)
+    NEEDS_TOKENIZERS,
     NEW_TOKENS,
     SENTENCE,
     carried,
@@ -39,12 +39,8 @@ from tests.test_families import (  # noqa: F401 (vocabulary and tokenizers: the 
 )
 from tests.test_offered import refused_past_budget_then_opened
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is made here; nothing from a hub
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
-pytestmark = pytest.mark.skipif(
-    models.missing("smollm2") or models.missing("minilm"), reason="the shipped models' tokenizers (model packages)"
-)
+pytestmark = NEEDS_TOKENIZERS
 # 3 layers (the first dense), 4 heads of 6 + 4 query dims (the rotary 4 first in a head's case: 0.4 of it) and 5 value
 # dims, a latent of 8; 8 experts of 16 (2 a token) and a shared one; no low-rank queries (DeepSeek-V2-Lite's way)
 DS = {"hidden_size": 32, "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 4,

@@ -4,7 +4,6 @@ norms and two RoPEs, made here with transformers and opened through the app's ow
 forward pass, the logits and the greedy tokens with and without the cache; the picker's line."""
 
 import json
-import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -19,6 +18,7 @@ from attention.forward.compute import tolerance
 from attention.models import sources
 from attention.models.gemma import _windows
 from tests.test_families import (  # noqa: F401 (vocabulary and tokenizers: the fixtures the tokenizers come from)
+    NEEDS_TOKENIZERS,
     SENTENCE,
     SMALL,
     carried,
@@ -32,12 +32,8 @@ from tests.test_families import (  # noqa: F401 (vocabulary and tokenizers: the 
     weights_tolerance,
 )
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is made here; nothing from a hub
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
-pytestmark = pytest.mark.skipif(
-    models.missing("smollm2") or models.missing("minilm"), reason="the shipped models' tokenizers (model packages)"
-)
+pytestmark = NEEDS_TOKENIZERS
 WINDOW = 3  # the sentence has 11 tokens: most queries see fewer keys than causal attention would let them
 # 4 layers, head_dim 8, grouped-query attention; a query_pre_attn_scalar that is not head_dim (the scale matters);
 # tokens 1 and 2 the vocabulary's own (Gemma's defaults are 2 and 1)

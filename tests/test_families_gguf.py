@@ -6,7 +6,6 @@ greedy tokens with and without the cache; each convention of the converter matte
 
 import json
 import math
-import os
 import shutil
 from dataclasses import fields, replace
 from pathlib import Path
@@ -21,6 +20,7 @@ from attention.forward.compute import tolerance
 from attention.models import offered, sources
 from attention.models.generate import generate
 from tests.test_families import (  # noqa: F401 (vocabulary and tokenizers: the fixtures the tokenizers come from)
+    NEEDS_TOKENIZERS,
     NEW_TOKENS,
     SENTENCE,
     SMALL,
@@ -36,13 +36,9 @@ from tests.test_families import (  # noqa: F401 (vocabulary and tokenizers: the 
     written,
 )
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is made here; nothing from a hub
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
 gguf = pytest.importorskip("gguf")
-pytestmark = pytest.mark.skipif(
-    models.missing("smollm2") or models.missing("minilm"), reason="the shipped models' tokenizers (model packages)"
-)
+pytestmark = NEEDS_TOKENIZERS
 WINDOW = 3  # the sentence has 11 tokens: most queries see fewer keys than causal attention would let them
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16, "rope_theta": 1e4}
 # Gemma: query_pre_attn_scalar = head_dim, which llama.cpp assumes (its files do not say); tokens 1 and 2 the

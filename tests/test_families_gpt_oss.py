@@ -5,7 +5,6 @@ the logits, the greedy tokens with and without the cache, the whole-model view; 
 
 import json
 import math
-import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -21,6 +20,7 @@ from attention.forward.compute import rope_theta, tolerance
 from attention.models import sources
 from attention.models.gpt_oss import _windows
 from tests.test_families import (  # noqa: F401 (vocabulary and tokenizers: the fixtures the tokenizers come from)
+    NEEDS_TOKENIZERS,
     SENTENCE,
     SMALL,
     carried,
@@ -34,12 +34,8 @@ from tests.test_families import (  # noqa: F401 (vocabulary and tokenizers: the 
     weights_tolerance,
 )
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is made here; nothing from a hub
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
-pytestmark = pytest.mark.skipif(
-    models.missing("smollm2") or models.missing("minilm"), reason="the shipped models' tokenizers (model packages)"
-)
+pytestmark = NEEDS_TOKENIZERS
 WINDOW = 3  # the sentence has 11 tokens: most queries see fewer keys than causal attention would let them
 # 3 layers (sliding, full, sliding by GptOssConfig's default layer_types), head_dim 8, grouped-query attention,
 # 4 experts of which each token takes 2, a SwiGLU limit that the random weights pass (the clamp matters)

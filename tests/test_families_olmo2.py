@@ -4,7 +4,6 @@ and the MLP, none before), made here with transformers and opened through the ap
 and without the cache; the picker's line; and a per-head norm in its place is caught."""
 
 import json
-import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -19,6 +18,7 @@ from attention.forward import compute
 from attention.forward.compute import tolerance
 from attention.models import sources
 from tests.test_families import (  # noqa: F401 (vocabulary and tokenizers: the fixtures the tokenizers come from)
+    NEEDS_TOKENIZERS,
     SENTENCE,
     SMALL,
     carried,
@@ -31,12 +31,8 @@ from tests.test_families import (  # noqa: F401 (vocabulary and tokenizers: the 
     vocabulary,
 )
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is made here; nothing from a hub
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
-pytestmark = pytest.mark.skipif(
-    models.missing("smollm2") or models.missing("minilm"), reason="the shipped models' tokenizers (model packages)"
-)
+pytestmark = NEEDS_TOKENIZERS
 # 2 layers, width 32, 4 query heads sharing 2 key/value heads: q_norm has 32 numbers, k_norm 16
 # (tokens 1 and 2 the vocabulary's own; OLMo 2's defaults are others)
 OLMO2 = {**SMALL, "num_key_value_heads": 2, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}

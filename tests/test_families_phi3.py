@@ -5,7 +5,6 @@ forward pass, the logits and the greedy tokens with and without the cache, the w
 
 import json
 import math
-import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +19,7 @@ from attention.base.tolerance import within
 from attention.forward.compute import rope_theta, tolerance
 from attention.models import sources
 from tests.test_families import (  # noqa: F401 (vocabulary and tokenizers: the fixtures the tokenizers come from)
+    NEEDS_TOKENIZERS,
     SENTENCE,
     carried,
     chain_terms,
@@ -32,12 +32,8 @@ from tests.test_families import (  # noqa: F401 (vocabulary and tokenizers: the 
     weights_tolerance,
 )
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is made here; nothing from a hub
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
-pytestmark = pytest.mark.skipif(
-    models.missing("smollm2") or models.missing("minilm"), reason="the shipped models' tokenizers (model packages)"
-)
+pytestmark = NEEDS_TOKENIZERS
 WINDOW = 3  # the sentence has 11 tokens: most queries see fewer keys than causal attention would let them
 # head_dim 16, grouped-query attention; tokens 1 and 2 the vocabulary's own (Phi-3's defaults are past it)
 PHI3 = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,

@@ -1,8 +1,6 @@
 """SmolLM2 generating with the app's own forward pass and its per-layer KV cache, against the same forward pass
 without a cache and against transformers' greedy `generate` on the same GGUF file; the Decoding page generating."""
 
-import os
-
 import pytest
 import torch
 from streamlit.testing.v1 import AppTest
@@ -14,8 +12,6 @@ from attention.decoding.state import DecodingView
 from attention.models.generate import generate
 from tests.apptest import APP, session
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # transformers reads the package's file; nothing from a hub
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 MISSING = models.missing("smollm2")
 pytestmark = [
     pytest.mark.skipif(MISSING is not None, reason=f"not installed: {MISSING} ({models.INSTALL})"),

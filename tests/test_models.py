@@ -2,7 +2,6 @@
 
 import hashlib
 import json
-import os
 
 import pytest
 import torch
@@ -11,9 +10,6 @@ from attention import attend, case_to_dict, models, parse_case
 from attention.base.case import CaseError, with_options
 from attention.base.i18n import render
 from attention.forward.compute import scale_factor
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # transformers reads the packages' files; nothing from a hub
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 SMOL_MISSING, MINI_MISSING = models.missing("smollm2"), models.missing("minilm")
 needs_smollm2 = pytest.mark.skipif(SMOL_MISSING is not None, reason=f"not installed: {SMOL_MISSING} ({models.INSTALL})")

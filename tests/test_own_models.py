@@ -24,11 +24,9 @@ from attention.forward.steps import step_names
 from attention.models import offered
 from attention.models.script import real_script
 from tests.apptest import APP, current_trace, session
-from tests.test_families import FAMILIES, gguf_pair, make, tokenizers, vocabulary  # noqa: F401 (fixtures)
+from tests.test_families import FAMILIES, NEEDS_TOKENIZERS, gguf_pair, make, tokenizers, vocabulary  # noqa: F401 (fixtures)
 
-pytestmark = pytest.mark.skipif(
-    models.missing("smollm2") or models.missing("minilm"), reason="the shipped models' tokenizers (model packages)"
-)
+pytestmark = NEEDS_TOKENIZERS
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ("llama", "gpt2", "bert", "qwen3")
 

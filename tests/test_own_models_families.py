@@ -5,7 +5,6 @@ layer 2, every page draws without an error, the walkthrough steps through every 
 own output and carries the family's option (a window, a softcap, sinks, ALiBi's slopes, partial rotary, no RoPE, the
 q/k norm over the width, a latent)."""
 
-import os
 from collections import OrderedDict
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from attention.base.case import Case, Options, with_options
 from attention.forward import teach
 from attention.models import offered
 from tests.apptest import APP, PAGES, charts, current_trace, session
-from tests.test_families import SENTENCE, make, tokenizers, vocabulary  # noqa: F401 (fixtures)
+from tests.test_families import NEEDS_TOKENIZERS, SENTENCE, make, tokenizers, vocabulary  # noqa: F401 (fixtures)
 from tests.test_families_2026 import FAMILIES as MODERN
 from tests.test_families_bloom_neox import FAMILIES as BLOOM_NEOX
 from tests.test_families_deepseek import DS
@@ -30,12 +29,8 @@ from tests.test_families_olmo2 import OLMO2
 from tests.test_families_phi3 import FAMILIES as PHI3
 from tests.test_variants_page import assert_beside_plain
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is made here; nothing from a hub
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
-pytestmark = pytest.mark.skipif(
-    models.missing("smollm2") or models.missing("minilm"), reason="the shipped models' tokenizers (model packages)"
-)
+pytestmark = NEEDS_TOKENIZERS
 WINDOW = 3  # the default sentence has 11 tokens: most of layer 2's queries see fewer keys than causal attention lets
 LAYER = 2  # the layer a visitor picks (counted from 1): each family's option is on it
 TWO = {"num_hidden_layers": 2}

@@ -3,7 +3,6 @@ transformers with the same heads changed through a hook on its attention output 
 head's map and its order by kind on constructed weights whose kind is known."""
 
 import json
-import os
 
 import numpy as np
 import pytest
@@ -21,7 +20,6 @@ from tests.apptest import APP, session
 from tests.test_families import FAMILIES, SENTENCE, carried, chain_terms, make, tokenizers, vocabulary  # noqa: F401
 from tests.test_models import hf_smol  # noqa: F401
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
 CAUSAL = ("llama", "gpt2")  # the two ways heads reach the output projection: o_proj (Llama) and c_proj (GPT-2)
 needs_models = pytest.mark.skipif(

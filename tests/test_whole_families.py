@@ -4,18 +4,15 @@ DeepSeek V2 and V3 (windows that leave keys out, ALiBi, partial rotary, sinks, N
 experts), heads switched off or patched in our forward pass and in transformers' through a pre-hook on its attention
 output projection, within the one rule."""
 
-import os
-
 import pytest
 import torch
 
-from attention import models
 from attention.base.tolerance import within
 from attention.models import sources
 from attention.models.kinds import KINDS, kinds
 from attention.whole import compute
 from tests.test_families import FAMILIES as OURS
-from tests.test_families import SENTENCE, carried, chain_terms, make, tokenizers, vocabulary  # noqa: F401
+from tests.test_families import NEEDS_TOKENIZERS, SENTENCE, carried, chain_terms, make, tokenizers, vocabulary  # noqa: F401
 from tests.test_families_2026 import FAMILIES as MODERN
 from tests.test_families_bloom_neox import FAMILIES as BLOOM_NEOX
 from tests.test_families_deepseek import DS
@@ -24,12 +21,8 @@ from tests.test_families_gemma import FAMILIES as GEMMA
 from tests.test_families_gpt_oss import GPT_OSS
 from tests.test_families_phi3 import FAMILIES as PHI3
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is made here; nothing from a hub
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
-pytestmark = pytest.mark.skipif(
-    models.missing("smollm2") or models.missing("minilm"), reason="the shipped models' tokenizers (model packages)"
-)
+pytestmark = NEEDS_TOKENIZERS
 THREE = {"num_hidden_layers": 3}  # the families' own files' sizes, cut to 3 layers where they have more
 # model_type: (transformers' classes, config), each family's test file's own model; a window of 3 on the 11-token
 # sentence wherever the family has one (Gemma 2's layers 0 and 2, Gemma 3's 0 and 2, Phi-3's every layer, gpt-oss's

@@ -12,12 +12,10 @@ from attention.base.i18n import render
 from attention.base.record import compare
 from attention.forward.compute import tolerance
 from attention.models import sources
-from tests.test_families import randomized, tokenizers, vocabulary  # noqa: F401 (fixtures)
+from tests.test_families import NEEDS_TOKENIZERS, randomized, tokenizers, vocabulary  # noqa: F401 (fixtures)
 
 transformers = pytest.importorskip("transformers")
-pytestmark = pytest.mark.skipif(
-    models.missing("smollm2") or models.missing("minilm"), reason="the shipped models' tokenizers (model packages)"
-)
+pytestmark = NEEDS_TOKENIZERS
 
 
 def test_a_768_wide_gpt2_opens_head_by_head_and_refuses_its_whole_layer(tokenizers, tmp_path):  # noqa: F811

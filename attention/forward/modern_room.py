@@ -44,8 +44,6 @@ def plain_case(session: Session, case: Case) -> Case:
     """Plain attention on the case's numbers: every option of today's models off (a latent's keys and values the
     person's own again, latent.plain_case); after NoPE, RoPE on again."""
     case, off = plain_keys(session, case), dict(teach.PLAIN)
-    if case.options.w_latent is not None:  # a model's latent head (its inputs hold no keys of their own): W_DKV W_UK
-        case = presets.without_latent(case)
     if nope(session):  # RoPE as the controls make it (the case's own base, positions and frequencies)
         rope = choices.options(replace(session.controls, rope=True, rope_fraction=1.0), session.inputs)
         off |= {name: rope[name] for name in ("rope_base", "positions", "rope_frequencies")}

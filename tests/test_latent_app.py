@@ -16,6 +16,7 @@ from attention.app.session import Session
 from attention.base import presets
 from attention.base.case import CaseError, case_to_dict, parse_case, with_options
 from attention.base.files import case_to_link
+from attention.forward import steps
 from attention.forward.compute import attend
 from attention.forward.oracle import check
 from tests.apptest import APP, PAGES, component_data, current_trace, edit, session
@@ -226,3 +227,17 @@ def test_every_page_renders_with_a_latent(latent_app, page):
 def test_the_editors_name_w_dkv_as_the_sidebar_does():
     assert grid.shown_name("w_latent") == "Latent W_DKV" and grid.shown_name("latent_norm") == "latent norm weights"
     assert "w_latent" in editors.GRIDS and "latent_norm" in editors.GRIDS
+
+
+def test_a_formula_too_wide_for_the_page_is_broken_into_lines_at_its_separators():
+    """Step 3 of a latent case (four parts, one of them words) goes on two lines, each part whole; a short formula and
+    a separator inside braces stay as they are."""
+    case = parse_case(with_latent(case_to_dict(presets.random_case(4, 6, 6, 6, seed=2)), random.Random(2), norm=True))
+    wide = steps.formula("qkv", case)
+    broken = steps.lines(wide)
+    rows = broken.removeprefix(r"\begin{gathered}").removesuffix(r"\end{gathered}").split(r" \\ ")
+    assert broken != wide and len(rows) == 2
+    assert all(any(part.strip(" ,") in row for row in rows) for part in wide.split(r",\quad"))
+    assert steps.lines(r"Q = X W_Q,\quad K = X W_K") == r"Q = X W_Q,\quad K = X W_K"
+    inside = r"\text{" + "x" * 100 + r",\quad y}"
+    assert steps.lines(inside) == inside

@@ -71,7 +71,7 @@ def _walkthrough(trace: Trace) -> None:
 
     st.header(t("walkthrough.header", number=step.label, title=t(f"step.{step.name}.title")))
     st.write(t(f"step.{step.name}.explanation"))
-    st.latex(steps.formula(step.name, trace.case, lang()))  # its words in the reader's language
+    st.latex(steps.lines(steps.formula(step.name, trace.case, lang())))  # its words in the reader's language
     for number, why in enumerate(traces.whys(tab.current(), trace, step.name, lang())):  # the step's, its options'
         st.markdown(f"**{t('why.label')}** · {prose(why)}" if number == 0 else prose(why))
     st.code(script.shown(trace.case, step.name), language="python", wrap_lines=True)  # the reader's code

@@ -3,6 +3,7 @@ tensor is made from, and their formulas."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
@@ -90,6 +91,7 @@ NORMED = {f"{m}{after}": (f"{m}_unnormed",) for m in ("queries", "keys") for aft
 
 # The article's step titles and a line on each, in English (the CLI, trace files); pages show the catalogue's
 # step.<name>.title / step.<name>.explanation in the reader's language.
+FORMULA_WIDTH = 70  # the characters of a formula that fit the page's column at its usual width, roughly
 TITLES = {name: text("en", f"step.{name}.title") for name in (*STEP_NAMES, NORM, ROPE)}
 EXPLANATIONS = {name: text("en", f"step.{name}.explanation") for name in (*STEP_NAMES, NORM, ROPE)}
 
@@ -153,6 +155,32 @@ def step(case: Case, name: str, tensors: Mapping, device: str, seconds: float, n
         reads[tensor] = parents
     return Step(number(name), name, LABELS[name], TITLES[name], EXPLANATIONS[name], formula(name, case), tensors,
                 MappingProxyType(reads), device, seconds, notes)  # fmt: skip
+
+
+def lines(formula: str, width: int = FORMULA_WIDTH) -> str:
+    """A formula too wide for the page (about `width` characters as read) broken into lines at its top-level
+    ",\\quad" separators, centred one under another: KaTeX does not wrap, and a clipped formula hides its last part."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(formula):
+        depth += {"{": 1, "}": -1}.get(c, 0)
+        if depth == 0 and formula.startswith(r",\quad", i):
+            parts.append(formula[start:i] + ",")
+            start = i + len(r",\quad")
+    parts.append(formula[start:])
+    if _read(formula) <= width or len(parts) == 1:
+        return formula
+    rows, row = [], ""
+    for part in parts:  # as many parts a row as fit
+        if row and _read(row + part) > width:
+            rows.append(row)
+            row = ""
+        row += (r"\quad " if row else "") + part
+    return r"\begin{gathered}" + r" \\ ".join([*rows, row]) + r"\end{gathered}"
+
+
+def _read(formula: str) -> int:
+    """Roughly how many characters the eye reads in a formula: its commands and braces left out."""
+    return len(re.sub(r"\\[a-zA-Z]+|[{}^_ ]", "", formula))
 
 
 def formula(name: str, case: Case, lang: str = "en") -> str:

@@ -266,7 +266,7 @@ def core_modules() -> list[str]:
         if parts[-1] == "__init__":
             continue
         capability_core = parts[1] != "app" and parts[-1] in CORE_MODULES  # the frame (app/) is never the core
-        if parts[1] == "base" or (parts[1] == "models" and parts[-1] != "room") or capability_core:
+        if parts[1] == "base" or (parts[1] == "models" and not parts[-1].endswith("room")) or capability_core:
             found.append(".".join(parts))
     return found
 

@@ -187,8 +187,8 @@ def main() -> None:
             scaled = ", Llama 3.2's scaled RoPE" if family == "llama" else ""
             spec = sources.spec_at(folder)
             line = models.family_line(spec)  # its attention in the picker's words
-            # OLMo 2's q/k norm spans the heads: a head's case is its layer's (models.head_case), every head's steps
-            whole = f"; a head's case is its layer's, all {spec.heads} heads: its q/k norm spans them"
+            # OLMo 2's q/k norm spans the heads: a head's case is that head with the others' share (models.head_case)
+            whole = f"; a head's case is one head, with the other {spec.heads - 1} heads' share of its q/k norm"
             rows.append((f"{line} (random, {SIZES['num_hidden_layers']} layers{scaled}, safetensors"
                          f"{whole if spec.norm_width else ''})", folder, model_class))  # fmt: skip
         table = []

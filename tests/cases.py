@@ -4,6 +4,14 @@ so that a norm applied to the wrong side or left out shows)."""
 QK_NORM = {"q_norm": (1.5, 0.5, -1.0, 2.0), "k_norm": (0.8, 1.2, 1.0, -0.6)}
 
 
+def olmo_head(n: int) -> dict:
+    """OLMo 2's head of width 4 cut from a layer of 4 query heads and 2 key/value heads: QK_NORM's γ as the head's
+    own, over the width, with each token's share of the other heads' sums of squares (norm_rest; made-up numbers,
+    one 0, so that a share read from the wrong token or left out shows)."""
+    rest = {"q": [float((3 * i) % 7) + 0.5 * (i > 0) for i in range(n)], "k": [(5 * i) % 4 + 0.25 for i in range(n)]}
+    return {**QK_NORM, "norm_width": True, "norm_rest": rest | {"q_width": 16, "k_width": 8}}
+
+
 def with_latent(case: dict, rng, norm: bool | None = None) -> dict:
     """A case file made multi-head latent attention (DeepSeek's MLA): random W_DKV (d_in, d_c) and W_UK, W_UV of
     d_c rows in place of w_key and w_value (their widths kept), and where the case has partial rotary, DeepSeek's

@@ -25,7 +25,7 @@ from attention.base.tolerance import within
 from attention.forward.compute import softmax_with_sink
 from attention.forward.files import trace_to_dict
 from attention.forward.teach import with_options
-from tests.cases import QK_NORM, with_keys_sentence, with_latent
+from tests.cases import QK_NORM, olmo_head, with_keys_sentence, with_latent
 
 W_OUT = [[0.5, -1.0, 0.25], [1.5, 0.0, -0.5], [-2.0, 1.0, 0.75], [0.1, 0.2, -0.3]]  # (d_v = 4, d_out = 3)
 BLOCKED_ROW = [[1, 0, 1], [0, 0, 0], [1, 1, 1]]  # query 2 may attend to nothing
@@ -82,6 +82,9 @@ CASES = {
         dtype="float64",
         **QK_NORM,
         norm_eps=0.01,
+    ),
+    "OLMo 2's head with the other heads' share of its norm (norm_rest), RoPE, causal": random_case(
+        n=5, d_k=4, d_v=4, seed=14, rope_base=500.0, mask="causal", **olmo_head(5)
     ),
     "n = 24, bigger": random_case(n=24, d_in=8, d_k=8, d_v=8, seed=8, heads=2, temperature=2.0),
     # today's options (issue 38): each changes step 4 or 5 (or RoPE's dims), and the backward pass with them

@@ -45,7 +45,7 @@ from attention.forward.compute import tolerance
 from attention.forward.oracle import flex_outputs
 from attention.models import SMOLLM2
 from tests.apptest import APP, charts, session
-from tests.cases import QK_NORM, with_keys_sentence, with_latent
+from tests.cases import QK_NORM, olmo_head, with_keys_sentence, with_latent
 
 
 def latent_case(seed: int, norm: bool | None = None, **options):
@@ -81,6 +81,9 @@ CASES = {
         rope_base=100.0,
         mask="causal",
         **QK_NORM,
+    ),
+    "OLMo 2's head (norm_rest), RoPE": random_case(
+        n=6, d_k=4, d_v=4, seed=12, rope_base=100.0, mask="causal", **olmo_head(6)
     ),
     "n = 40, 8 heads sharing 2": random_case(n=40, d_in=16, d_k=32, d_v=32, seed=8, heads=8, kv_heads=2),
     "MLA: latent with its norm, decoupled RoPE key, grouped": latent_case(

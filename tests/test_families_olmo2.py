@@ -1,7 +1,8 @@
 """OLMo 2 against transformers (the oracle): random tiny models (q/k norms over the width, norms after the attention
-and the MLP, none before), made here with transformers and opened through the app's own loader; every layer's case
-(every head: a head's q and k are normed with every other's), the forward pass, the logits and the greedy tokens with
-and without the cache; the picker's line; and a per-head norm in its place is caught."""
+and the MLP, none before), made here with transformers and opened through the app's own loader; every head's case
+(one head wide, with the other heads' share of its norm: norm_rest) and every layer's case (every head), the forward
+pass, the logits and the greedy tokens with and without the cache; the picker's line; and a per-head norm in its
+place is caught."""
 
 import json
 import shutil
@@ -60,27 +61,37 @@ def test_the_spec_and_the_picker_line(pair):
     assert "整宽" in render("zh", models.family_line(s))
 
 
-def test_every_layers_case_equals_transformers(pair):
-    """A head's case is its layer's (every head, norm_width): its outputs as transformers' heads side by side and as
-    the model's own, within the one rule; its weights as transformers' output_attentions."""
+def test_every_heads_case_is_one_head_and_equals_transformers(pair):
+    """A head's case is that head alone (its d_head columns, its γ, and norm_rest: what the layer's other heads add to
+    each token's norm, from the model's own q and k): its outputs are transformers' head and the model's own within
+    the one rule, and the layer's case's head; the layer's case (every head) is transformers' heads side by side, its
+    weights transformers' output_attentions."""
     model, hf = pair
+    s, d = model.spec, model.spec.head_dim
     ids, _ = model.tokenize(SENTENCE)
     hf_x, hf_heads, out = seen(hf, ids)
     own = model.run(SENTENCE)
-    run = replace(own, inputs=torch.stack([hf_x[layer] for layer in range(model.spec.layers)]))
-    terms = chain_terms(model.spec, len(ids))
-    for layer in range(model.spec.layers):
-        for head in (0, 3):  # the chosen head opens its layer's case
+    run = replace(own, inputs=torch.stack([hf_x[layer] for layer in range(s.layers)]))
+    terms = chain_terms(s, len(ids))
+    for layer in range(s.layers):
+        whole = models.layer_case(model, run, layer)
+        whole_trace = attend(whole)
+        assert within(whole_trace.outputs, hf_heads[layer], tolerance(whole, whole_trace.__getitem__, projected=True))
+        assert within(whole_trace["weights"], out.attentions[layer][0], carried(torch.ones(1), terms)), layer
+        for head in range(s.heads):
             case = models.head_case(model, run, layer, head)
-            assert case == models.layer_case(model, run, layer) and case.options.norm_width
-            assert len(case.options.q_norm) == 32 and len(case.options.k_norm) == 16
-        trace = attend(case)
-        assert within(trace.outputs, hf_heads[layer], tolerance(case, trace.__getitem__, projected=True)), layer
-        mine = models.head_case(model, own, layer, 1)  # on the model's own inputs: its own heads' outputs
-        mine_trace = attend(mine)
-        own_heads = own.head_outputs[layer].transpose(0, 1).flatten(1)
-        assert within(mine_trace.outputs, own_heads, tolerance(mine, mine_trace.__getitem__, projected=True))
-        assert within(trace["weights"], out.attentions[layer][0], carried(torch.ones(1), terms)), layer
+            o = case.options
+            assert (o.heads, case.d_k, len(case.w_key[0]), len(o.q_norm), len(o.k_norm)) == (1, d, d, d, d)
+            assert (o.norm_rest.q_width, o.norm_rest.k_width, len(o.norm_rest.q)) == (32, 16, len(ids))
+            trace = attend(case)
+            theirs = hf_heads[layer][:, head * d : (head + 1) * d]
+            assert within(trace.outputs, theirs, tolerance(case, trace.__getitem__, projected=True)), (layer, head)
+            assert within(trace.outputs, whole_trace["head_outputs"][head], tolerance(case, trace.__getitem__))
+            assert within(trace["weights"], out.attentions[layer][0, head], carried(torch.ones(1), terms))
+            mine = models.head_case(model, own, layer, head)  # on the model's own inputs: its own head's output
+            mine_trace = attend(mine)
+            assert within(mine_trace.outputs, own.head_outputs[layer, head],
+                          tolerance(mine, mine_trace.__getitem__, projected=True))  # fmt: skip
 
 
 def test_the_forward_pass_equals_transformers_layer_by_layer_and_in_its_logits(pair):
@@ -103,16 +114,17 @@ def test_the_whole_models_weights_are_its_forward_pass(pair):
     torch.testing.assert_close(whole.weights(model, run), own)
 
 
-def per_head(m: torch.Tensor, gamma: torch.Tensor, eps: float) -> torch.Tensor:
-    """The deliberate bug: each head's row over its own root mean square (Qwen3's), with γ's blocks of the width."""
+def per_head(m: torch.Tensor, gamma: torch.Tensor, eps: float, rest=None) -> torch.Tensor:
+    """The deliberate bug: each head's row over its own root mean square (Qwen3's), with γ's blocks of the width
+    (and a head's case's norm_rest left out)."""
     if gamma.numel() != m.shape[-1]:
         gamma = gamma.reshape(-1, 1, m.shape[-1]).repeat_interleave(m.shape[0] * m.shape[-1] // gamma.numel(), 0)
     return m * torch.rsqrt(m.pow(2).mean(-1, keepdim=True) + eps) * gamma
 
 
 def test_a_per_head_norm_is_caught(pair, monkeypatch):
-    """The core's norm and the adapter's made per head: the layer's case, the logits and the tokens leave
-    transformers'."""
+    """The core's norm and the adapter's made per head: the layer's case, a head's case, the logits and the tokens
+    leave transformers'."""
     from attention.models import llama
 
     model, hf = pair
@@ -125,6 +137,10 @@ def test_a_per_head_norm_is_caught(pair, monkeypatch):
     case = models.layer_case(model, run, 0)
     trace = attend(case)
     assert not within(trace.outputs, hf_heads[0], tolerance(case, trace.__getitem__, projected=True))
+    d = model.spec.head_dim
+    head = models.head_case(model, run, 0, 1)
+    head_trace = attend(head)
+    assert not within(head_trace.outputs, hf_heads[0][:, d : 2 * d], tolerance(head, head_trace.__getitem__))
     with torch.inference_mode():
         logits = model.spec.family.forward(model, torch.tensor(ids)).logits
     assert not within(logits[0], out.logits[0, -1], carried(out.logits[0, -1], chain_terms(model.spec, len(ids))))

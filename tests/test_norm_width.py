@@ -4,6 +4,7 @@ projection, then SDPA); the gradients equal autograd's; decoding and the tiles e
 says its mean runs over every head; the four exported scripts run and assert; and Qwen3's per-head norm in its place
 is caught."""
 
+import json
 import subprocess
 import sys
 
@@ -15,7 +16,7 @@ from attention.backward.compute import backward
 from attention.backward.compute import check as backward_check
 from attention.backward.loss import Loss
 from attention.backward.script import to_backward_script
-from attention.base.case import CaseError, with_options
+from attention.base.case import CaseError, case_to_dict, parse_case, with_options
 from attention.base.explain import explain
 from attention.base.presets import random_case
 from attention.base.record import compare
@@ -100,7 +101,7 @@ def test_the_oracle_itself_catches_a_per_head_norm(monkeypatch):
     case = width_case("4 heads, 2 kv heads, causal, sqrt_dk", 3)
     assert oracle_check(attend(case)).agrees
 
-    def per_head(m, gamma, eps):  # the bug: each head's row over its own root mean square
+    def per_head(m, gamma, eps, rest=None):  # the bug: each head's row over its own root mean square
         gamma = gamma.reshape(-1, 1, m.shape[-1]).repeat_interleave(m.shape[0] * m.shape[-1] // gamma.numel(), dim=0)
         return m * torch.rsqrt(m.pow(2).mean(-1, keepdim=True) + eps) * gamma
 
@@ -162,3 +163,117 @@ def test_the_four_scripts_run_and_assert(name, tmp_path):
         path.write_text(source, encoding="utf-8")
         done = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, (kind, done.stderr[-2000:])
+
+
+def head_of(layer, head: int):
+    """One head of a layer case cut out as OLMo 2's head case is made (models.head_case): its columns of W_Q, its
+    key/value head's of W_K and W_V, its γ, and each token's sum of squares of q (k) in the other heads (norm_rest,
+    float64 from the layer's own q = x W_Q)."""
+    o = layer.options
+    h, g, d = o.heads, o.kv_heads or o.heads, layer.d_head
+    kv, d_v = head // (h // g), layer.d_v // g
+    x, w_q, w_k = (torch.tensor(m, dtype=torch.float64) for m in (layer.x, layer.w_query, layer.w_key))
+    rests = []
+    for m, first in ((x @ w_q, head * d), (x @ w_k, kv * d)):
+        others = torch.cat((m[:, :first], m[:, first + d :]), dim=-1)
+        rests.append(others.pow(2).sum(-1).tolist())
+    options = {k: v for k, v in case_to_dict(layer)["options"].items() if k not in ("heads", "kv_heads", "alibi")}
+    widths = {"q_width": layer.d_k, "k_width": len(layer.w_key[0])}
+    options |= {"q_norm": o.q_norm[head * d : (head + 1) * d], "k_norm": o.k_norm[kv * d : (kv + 1) * d],
+                "norm_rest": {"q": rests[0], "k": rests[1], **widths}}  # fmt: skip
+    if o.alibi is not None:
+        options["alibi"] = o.alibi[head : head + 1]
+    columns = lambda m, first, width: [row[first : first + width] for row in m]  # noqa: E731
+    return parse_case({"format": "attention-case/2", "tokens": list(layer.tokens), "x": case_to_dict(layer)["x"],
+                       "w_query": columns(layer.w_query, head * d, d), "w_key": columns(layer.w_key, kv * d, d),
+                       "w_value": columns(layer.w_value, kv * d_v, d_v), "options": options})  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("name", [s for s in SHAPES if s != "one head"])
+def test_a_head_with_the_rest_equals_that_head_of_its_layer(name, seed):
+    """Every head of a random layer (grouped keys too) cut out with norm_rest: its outputs are the layer's head's
+    within the one rule, and its own oracle (F.rms_norm of a row as wide as the layer's) agrees."""
+    layer = width_case(name, seed)
+    whole = attend(layer)
+    for head in range(layer.options.heads):
+        case = head_of(layer, head)
+        assert case.options.heads == 1 and case.d_k == layer.d_head  # one head wide
+        trace = attend(case)
+        theirs = whole["head_outputs"][head]
+        checked = compare("the layer's head", trace.outputs, theirs, tolerance(case, trace.__getitem__))
+        assert checked.agrees, (head, checked)
+        assert oracle_check(trace).agrees
+        # without the rest (the norm over this head alone) the same head is another computation: the check fails
+        alone = attend(with_options(case, norm_rest=None))
+        assert not compare("the layer's head", alone.outputs, theirs, tolerance(case, trace.__getitem__)).agrees
+
+
+def test_a_wrong_rest_changes_the_outputs_and_is_caught():
+    layer = width_case("4 heads, 2 kv heads, causal, sqrt_dk", 3)
+    case, theirs = head_of(layer, 1), attend(layer)["head_outputs"][1]
+    r = case.options.norm_rest
+    for wrong in ({"q": [2 * v for v in r.q]}, {"k": [0.0] * len(r.k)}, {"q_width": r.q_width + 4}):
+        other = attend(with_options(case, norm_rest=r.as_dict() | wrong))
+        assert not compare("the layer's head", other.outputs, theirs, tolerance(case, attend(case).__getitem__)).agrees
+
+
+def test_the_rest_flows_through_every_capability(tmp_path):
+    """A head with norm_rest: backward equals autograd (the rest held fixed), decoding and the tiles equal the trace,
+    the file and a link carry it, and the four exported scripts compute the norm with it and assert."""
+    layer = width_case("4 heads, 2 kv heads, causal, sqrt_dk", 5, rope_base=100.0)
+    case = head_of(layer, 2)
+    trace = attend(case)
+    target = torch.randn(trace.outputs.shape, generator=torch.Generator().manual_seed(5)).tolist()
+    for loss in (Loss(target=target), Loss(cell=(1, 1))):
+        assert backward_check(backward(trace, loss)).agrees
+    assert decode(case).agrees
+    run = tiled(case, 4, 3)
+    assert compare("tiles", run.outputs, trace.outputs, tolerance(case, trace.__getitem__)).agrees
+    assert parse_case(json.loads(json.dumps(case_to_dict(case)))) == case
+    scripts = {"forward": to_script(case), "backward": to_backward_script(case, Loss(target=target)),
+               "decoding": decoding_script(case), "tiles": tiles_script(case, 4, 3)}  # fmt: skip
+    for kind, source in scripts.items():
+        assert "rest_q = (torch.tensor(" in source or kind == "tiles", kind
+        path = tmp_path / f"{kind}.py"
+        path.write_text(source, encoding="utf-8")
+        done = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, (kind, done.stderr[-2000:])
+
+
+def test_a_cross_case_head_takes_a_rest_per_key_token():
+    case = width_case("2 heads, RoPE", 2, rope_base=None)
+    head = head_of(case, 1)
+    data = case_to_dict(head) | {"x_kv": [[0.5, -1.0, 2.0, 0.0, 1.0]] * 3, "format": "attention-case/2"}
+    data["options"]["norm_rest"]["k"] = [1.0, 2.0, 3.0]  # the source's 3 tokens
+    cross = parse_case(data)
+    trace = attend(cross)
+    assert oracle_check(trace).agrees and decode(cross).agrees
+    data["options"]["norm_rest"]["k"] = [1.0] * 6  # x's count, not the source's
+    with pytest.raises(CaseError, match="must hold 3 numbers, one per token"):
+        parse_case(data)
+
+
+def test_bad_rests_are_messages_naming_the_place():
+    case = head_of(width_case("4 heads, 2 kv heads, causal, sqrt_dk", 1), 0)
+    good = case.options.norm_rest.as_dict()
+    place = "the other heads' share of the q/k norm"
+    bad = {
+        "must be an object with q": [1.0, 2.0],
+        "must be an object with q ": {"q": good["q"], "k": good["k"]},
+        f"{place}, q: must hold 7 numbers, one per token \\(6 given\\)": good | {"q": good["q"][:6]},
+        f"{place}, k, row 2 \\(Input 2\\): -1 is negative": good | {"k": [1.0, -1.0, *good["k"][2:]]},
+        f"{place}, q, row 1 \\(Input 1\\): .*NaN": good | {"q": [float("nan"), *good["q"][1:]]},
+        f"{place}, q, row 3 \\(Input 3\\): .*infinite": good | {"q": [1.0, 1.0, float("inf"), *good["q"][3:]]},
+        f"{place}, q_width: must be a whole number from 2": good | {"q_width": 1},
+        f"{place}, k_width: must be a whole number from 2 .* not 2.5": good | {"k_width": 2.5},
+        f"{place}, k, row 1 \\(Input 1\\): is [0-9.]+, but the width 2 is this case's own": good | {"k_width": 2},
+        f"{place}, k_width: must be a whole number": good | {"k_width": True},
+    }
+    for problem, rest in bad.items():
+        with pytest.raises(CaseError, match=problem):
+            with_options(case, norm_rest=rest)
+    with pytest.raises(CaseError, match=f"{place}: needs the q/k norm over the width"):
+        with_options(case, norm_width=None, norm_rest=good)
+    with pytest.raises(CaseError, match=f"{place}: needs the q/k norm over the width"):
+        with_options(case, q_norm=None, k_norm=None, norm_rest=good)

@@ -77,7 +77,7 @@ def carries(family: str, options: Options) -> bool:
         "gpt_neox": o.rope_fraction == 0.25,
         "phi3": o.rope_fraction == 0.5 and o.window == WINDOW,
         "gpt_oss": o.window == WINDOW and o.sinks is not None and o.bias,
-        "olmo2": o.norm_width and o.q_norm is not None,
+        "olmo2": o.norm_width and o.q_norm is not None and o.heads == 1 and o.norm_rest is not None,  # one head
         "smollm3": o.rope_base is None and o.alibi is None,
         "mistral": o.window == WINDOW,
         "qwen2": o.window == WINDOW,

@@ -20,7 +20,7 @@ from attention.base.record import compare
 from attention.forward.compute import tolerance
 from attention.forward.script import shown, to_script
 from attention.forward.steps import TITLES, step_names
-from tests.cases import QK_NORM, with_keys_sentence, with_latent
+from tests.cases import QK_NORM, olmo_head, with_keys_sentence, with_latent
 from tests.test_cross import cross_case
 
 ARTICLE_OUTPUTS = [[2.0, 7.0, 1.5], [2.0, 8.0, 0.0], [2.0, 7.8, 0.3]]
@@ -66,6 +66,9 @@ CASES = {
         rope_base=500.0,
         mask="causal",
         **QK_NORM,
+    ),
+    "OLMo 2's head (norm_rest), RoPE, causal": random_case(
+        n=5, d_k=4, d_v=4, seed=12, rope_base=500.0, mask="causal", **olmo_head(5)
     ),
     # Labels straight into the dataclass: to_script must be safe even for a case that skipped validation
     "hostile labels": replace(random_case(n=len(HOSTILE), seed=5), tokens=HOSTILE),

@@ -35,7 +35,7 @@ from attention.tiles.compute import check, check_blocks, default_block, estimate
 from attention.tiles.script import tiles_text, to_script
 from attention.tiles.state import Tiling, default_blocks, first_rescale, link
 from tests.apptest import APP, charts, session
-from tests.cases import QK_NORM, with_keys_sentence, with_latent
+from tests.cases import QK_NORM, olmo_head, with_keys_sentence, with_latent
 
 BLOCKED = [[1, 0, 1, 0, 0], [0, 0, 0, 0, 0], [1, 1, 1, 0, 0], [0, 0, 0, 0, 0], [1, 1, 1, 1, 1]]  # rows 2, 4: nothing
 CASES = {
@@ -64,6 +64,9 @@ CASES = {
         rope_base=500.0,
         mask="causal",
         **QK_NORM,
+    ),
+    "OLMo 2's head (norm_rest), RoPE": random_case(
+        n=7, d_k=4, d_v=4, seed=12, rope_base=500.0, mask="causal", **olmo_head(7)
     ),
     "big scores (exp would overflow without the running maximum)": random_case(n=6, seed=8, scale=60.0),
     "MLA: latent with its norm, decoupled RoPE key, grouped, causal": parse_case(

@@ -21,6 +21,7 @@ from ..base.case import (
     MIN_SCALE,
     MIN_TEMPERATURE,
     Case,
+    NormRest,
     rotary_dims,
 )
 
@@ -134,9 +135,8 @@ class Inputs:
     w_out: Grid | None = None
     mask: Grid | None = None  # an explicit 0/1 matrix (a loaded case's)
     rounded: Grid | None = None  # the article's rounded softmax (the case's weights_override)
-    # A real model's attention (attention/models/), which no widget sets: kept as a loaded case (a file, a link)
-    # had them, else a check of the inputs would drop them. RoPE's base, positions and scaled frequencies; grouped
-    # key/value heads; Qwen3's q/k norm.
+    # A real model's attention (attention/models/), which no widget sets: kept as a loaded case (a file, a link) had
+    # them, else a check of the inputs would drop them: RoPE's base, positions, frequencies; grouped heads; q/k norms
     rope_base: float | None = None
     positions: tuple[int, ...] | None = None
     rope_frequencies: tuple[float, ...] | None = None
@@ -145,6 +145,7 @@ class Inputs:
     k_norm: tuple[float, ...] | None = None
     norm_eps: float = 1e-6
     norm_width: bool = False  # OLMo 2's q/k norm over every head's dims, not each head's
+    norm_rest: NormRest | None = None  # and a head cut from its layer: the other heads' share of each token's norm
     bias: bool = False  # x's last column brings in the weights' biases (a model's): its label says so
     # a loaded case's own ALiBi slopes and sink logits, one per head (a control turns each on or off)
     alibi: tuple[float, ...] | None = None
@@ -170,7 +171,7 @@ class Inputs:
             w_out=o.w_out, mask=o.mask if isinstance(o.mask, tuple) else None, rounded=o.weights_override,
             rope_base=o.rope_base, positions=o.positions, rope_frequencies=o.rope_frequencies, kv_heads=o.kv_heads,
             bias=o.bias, q_norm=o.q_norm, k_norm=o.k_norm, norm_eps=o.norm_eps, alibi=o.alibi, sinks=o.sinks,
-            relative_bias=o.relative_bias, norm_width=o.norm_width,
+            relative_bias=o.relative_bias, norm_width=o.norm_width, norm_rest=o.norm_rest,
             relative_max_distance=o.relative_max_distance if o.relative_bias is not None else None,
             relative_bidirectional=o.relative_bidirectional, w_latent=o.w_latent,
             latent_norm=None if o.latent_norm is None else (o.latent_norm,), x_kv=case.x_kv, tokens_kv=case.tokens_kv,
@@ -201,10 +202,9 @@ class Inputs:
         w_out, w_latent = grids["options"]["w_out"], grids["options"]["w_latent"]
         kept = {} if c.n != len(self.x) else {"rounded": self.rounded, "mask": self.mask, "positions": self.positions}
         kept |= {"rope_base": self.rope_base, "kv_heads": self.kv_heads, "bias": self.bias and c.d_in == len(self.x[0])}
-        kept |= {"norm_eps": self.norm_eps, "norm_width": self.norm_width, "alibi": self.alibi, "sinks": self.sinks}
-        kept |= {name: getattr(self, name) for name in RELATIVE}
+        kept |= {name: getattr(self, name) for name in ("norm_eps", "norm_width", "alibi", "sinks", *RELATIVE)}
         if c.d_k == len(self.w_query[0]):  # a pair's frequency, a dim's norm weight each: the same head widths
-            kept |= {"rope_frequencies": self.rope_frequencies, "q_norm": self.q_norm, "k_norm": self.k_norm}
+            kept |= {name: getattr(self, name) for name in ("rope_frequencies", "q_norm", "k_norm", "norm_rest")}
         same = (c.d_in, c.d_k, c.d_v) == (len(self.x[0]), len(self.w_query[0]), len(self.w_value[0]))
         kept |= {"latent_norm": self.latent_norm, "plain": self.plain if same else None}  # plain: as wide as they were
         kept |= {"set_aside": self.set_aside, "tokens_kv": None if self.x_kv is None else tuple(grids["tokens_kv"])}
@@ -237,6 +237,7 @@ def options(c: Controls, i: Inputs) -> dict:
         "k_norm": i.k_norm,
         "norm_eps": i.norm_eps,
         "norm_width": i.norm_width,
+        "norm_rest": i.norm_rest if i.norm_rest and i.norm_rest.fits(c.n, c.n_kv or c.n) else None,
         "w_latent": i.w_latent,  # made by latent.py as the controls' latent width asks
         "latent_norm": i.latent_norm and i.latent_norm[0],
         "window": c.window or None,

@@ -10,10 +10,11 @@ import torch
 
 from ..base.case import Case
 from ..base.record import Check, Record, Recorder, Step, compare, worst
-from ..base.tolerance import gradient_tolerance, norm_axes
+from ..base.tolerance import gradient_tolerance, mean_square, norm_axes
 from ..forward.compute import (
     Trace,
     buckets_of,
+    norm_rests,
     option_tensors,
     position_bias,
     positions,
@@ -198,8 +199,9 @@ def _back_through_step_3(trace: Trace, d_queries, d_keys, record) -> tuple[torch
         d_queries, d_keys = rope(d_queries, -t, theta), rope(d_keys, -t, theta)
         record(ROPE, d_queries_unrotated=d_queries, d_keys_unrotated=d_keys)
     if o.q_norm is not None:  # step 3a back: through each row's (or token's, over the width) root mean square and γ
-        d_queries = rms_norm_back(d_queries, trace["queries_unnormed"], o.q_norm, o.norm_eps)
-        d_keys = rms_norm_back(d_keys, trace["keys_unnormed"], o.k_norm, o.norm_eps)
+        rest_q, rest_k = norm_rests(o)  # the other heads' share (norm_rest): a constant of the case, held fixed
+        d_queries = rms_norm_back(d_queries, trace["queries_unnormed"], o.q_norm, o.norm_eps, rest_q)
+        d_keys = rms_norm_back(d_keys, trace["keys_unnormed"], o.k_norm, o.norm_eps, rest_k)
         record(NORM, d_queries_unnormed=d_queries, d_keys_unnormed=d_keys)
     return d_queries, d_keys
 
@@ -249,14 +251,19 @@ def latent_back(trace: Trace, d_keys: torch.Tensor, d_values: torch.Tensor) -> d
     return tensors
 
 
-def rms_norm_back(d_y: torch.Tensor, u: torch.Tensor, gamma, eps: float) -> torch.Tensor:
+def rms_norm_back(d_y: torch.Tensor, u: torch.Tensor, gamma, eps: float, rest=None) -> torch.Tensor:
     """y = γ ⊙ u / r, r = √(mean(u²) + ε), back: du = (g − û · mean(g ⊙ û)) / r with g = γ ⊙ dy and û = u / r (the
     part of g along û is what lengthening u would change, and the norm takes it away); the means over a row, or
-    with the norm over the width over a token's rows of every head (norm_axes)."""
-    gamma, axes = norm_axes(u, torch.tensor(gamma, dtype=d_y.dtype))
-    r_inv = torch.rsqrt(u.pow(2).mean(axes, keepdim=True) + eps)  # (…, 1)
+    with the norm over the width over a token's rows of every head (norm_axes). With the other heads' share (rest,
+    norm_rest's: held fixed, a constant of the case) r takes it in and the mean runs over the layer's width: own /
+    width of it."""
+    gamma = torch.tensor(gamma, dtype=d_y.dtype)
+    own = gamma.numel()
+    gamma, axes = norm_axes(u, gamma)
+    r_inv = torch.rsqrt(mean_square(u, axes, own, rest) + eps)  # (…, 1)
     g, unit = d_y * gamma, u * r_inv
-    return r_inv * (g - unit * (g * unit).mean(axes, keepdim=True))
+    share = 1.0 if rest is None else own / rest[1]
+    return r_inv * (g - share * unit * (g * unit).mean(axes, keepdim=True))
 
 
 def autograd(case: Case, loss: Loss) -> dict[str, torch.Tensor]:
@@ -357,7 +364,7 @@ def tolerances(result: Backward) -> dict[str, torch.Tensor]:
     multiplier = options["scale"] / options["temperature"]
     norm, x_kv = None, trace["x_kv"] if case.cross else None  # cross-attention: keys and values from x_kv
     if o.q_norm is not None:  # step 3's queries and keys, before the norm
-        norm = (trace["queries_unnormed"], trace["keys_unnormed"], o.q_norm, o.k_norm, o.norm_eps)
+        norm = (trace["queries_unnormed"], trace["keys_unnormed"], o.q_norm, o.k_norm, o.norm_eps, norm_rests(o))
     return gradient_tolerance(*tensors, trace["weights_exact"], result["d_outputs"], multiplier,
                               case.d_rot if o.rope_base is not None else 0, w_out, result.loss.cell is None, norm,
                               x_kv=x_kv, **tolerance_options(trace))  # fmt: skip

@@ -136,15 +136,19 @@ def _rope(case: Case, loss: Loss) -> list[str]:
 def _norm(case: Case, loss: Loss) -> list[str]:
     axes = norm_axes_code(case)  # a row's dims, or a token's of every head (the norm over the width)
     return [
-        "def norm_back(d, t, gamma):  # y = γ ⊙ t / r back to t: the part along t / r, which the norm undoes, removed",
+        "def norm_back(d, t, gamma, rest=None):  # y = γ ⊙ t / r back to t: the part along t / r (the norm undoes it)",
+        "    own, share = gamma.numel(), 1.0  # removed; the other heads' share (rest) held fixed: own / width",
         *(WIDTH_GAMMA if width_norm(case) else []),
-        f"    r_inv = torch.rsqrt(t.pow(2).mean({axes}, keepdim=True) + norm_eps)",
+        f"    mean = t.pow(2).mean({axes}, keepdim=True)",
+        "    if rest is not None:",
+        "        mean, share = (mean * own + rest[0].reshape(-1, 1)) / rest[1], own / rest[1]",
+        "    r_inv = torch.rsqrt(mean + norm_eps)",
         "    g, unit = d * gamma, t * r_inv",
-        f"    return r_inv * (g - unit * (g * unit).mean({axes}, keepdim=True))",
+        f"    return r_inv * (g - share * unit * (g * unit).mean({axes}, keepdim=True))",
         "",
         "",
-        "d_queries = norm_back(d_queries, queries_unnormed, gamma_q)",
-        "d_keys = norm_back(d_keys, keys_unnormed, gamma_k)",
+        "d_queries = norm_back(d_queries, queries_unnormed, gamma_q, rest_q)",
+        "d_keys = norm_back(d_keys, keys_unnormed, gamma_k, rest_k)",
     ]
 
 
@@ -238,7 +242,7 @@ def _check(case: Case, loss: Loss) -> list[str]:
         f"k, v = (t.unflatten(-1, ({g}, -1)).transpose(0, 1).repeat_interleave({h // g}, dim=0) for t in (k, v))",
     ]
     if o.q_norm is not None:
-        lines.append("q, k = rms_norm(q, gamma_q), rms_norm(k, gamma_k)")
+        lines.append("q, k = rms_norm(q, gamma_q, rest_q), rms_norm(k, gamma_k, rest_k)")
     if o.rope_base is not None:
         lines.append("q, k = rope(q), rope(k)")
     lines += _check_weights(case)
@@ -251,7 +255,7 @@ def _check(case: Case, loss: Loss) -> list[str]:
         lines.append("(0.5 * ((out - target) ** 2).sum()).backward()")
     multiplier, turned = scale_factor(case) / o.temperature, case.d_rot if o.rope_base is not None else 0
     w_out, target = "w_out" if o.w_out is not None else "None", loss.cell is None
-    norm = ", (queries_unnormed, keys_unnormed, gamma_q, gamma_k, norm_eps)" if o.q_norm is not None else ""
+    norm = ", (queries_unnormed, keys_unnormed, gamma_q, gamma_k, norm_eps, (rest_q, rest_k))" * (o.q_norm is not None)
     options = "".join(f", {name}={value}" for name, value in _tolerance_options(case).items())
     mine = ", ".join(f'"{grad}": {grad}' for _, grad, _ in leaves)
     return [

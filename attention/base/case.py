@@ -58,6 +58,26 @@ class CaseError(ValueError):
 
 
 @dataclass(frozen=True)
+class NormRest:
+    """The layer's other heads' share of OLMo 2's norm over the width, for a case that holds only some of its heads:
+    a token's root mean square is √((Σ its own q² + rest) / width + ε), so one head's case is exact and small."""
+
+    q: tuple[float, ...]  # (n,): each token's sum of squares of its query numbers in the other heads, before the norm
+    k: tuple[float, ...]  # (n_kv,): each key token's sum of squares of its key numbers in the other key/value heads
+    q_width: int  # D_Q: the layer's whole query width (every head's dims), what the queries' mean divides by
+    k_width: int  # D_K: the layer's whole key width (every key/value head's dims)
+
+    def as_dict(self) -> dict:
+        return {"q": list(self.q), "k": list(self.k), "q_width": self.q_width, "k_width": self.k_width}
+
+    def fits(self, n: int, n_kv: int) -> bool:
+        """Still the share of these tokens: a number per query and key token. A token more or fewer (the sidebar's
+        n or n_kv) and it no longer says what those tokens' other heads add: the app drops it then (the norm runs
+        over the heads the case holds, docs/options.md), as it drops RoPE's positions."""
+        return len(self.q) == n and len(self.k) == n_kv
+
+
+@dataclass(frozen=True)
 class Options:
     """How steps 4-8 run. The defaults are the article's: unscaled scores, exact softmax, one head, no mask."""
 
@@ -84,6 +104,9 @@ class Options:
     # OLMo 2's q/k norm over the width: a token's whole query (key) projection, every head's dims at once, RMS-normed
     # before the split into heads; q_norm then has d_k numbers and k_norm w_key's width. False: Qwen3's, per head
     norm_width: bool = False
+    # OLMo 2's head cut from its layer: what the layer's other heads add to each token's mean (with norm_width); None:
+    # the case holds every head the norm runs over
+    norm_rest: NormRest | None = None
     # The attention of the models people run today (the Variants page); None: the plain attention of the article.
     # Token i's place is its index i here (RoPE's positions are RoPE's alone).
     window: int | None = None  # sliding window (Mistral, Gemma 2/3, gpt-oss): query i sees keys i − window < j ≤ i
@@ -310,6 +333,8 @@ def case_to_dict(case: Case) -> dict:
 
 
 def _lists(value):
+    if isinstance(value, NormRest):
+        return value.as_dict()
     if not isinstance(value, tuple):
         return value
     return [list(row) if isinstance(row, tuple) else row for row in value]  # a matrix, or positions
@@ -422,7 +447,7 @@ def _options(value: object, n: int, widths: Widths, tokens: tuple[str, ...], n_k
     for key in value:
         _known_option(key)
     o = Options(**value)
-    n_kv = n if n_kv is None else _cross_options(o, n_kv)
+    key_tokens, n_kv = (tokens, n) if n_kv is None else (None, _cross_options(o, n_kv))  # a cross case's: by place
 
     if o.scale not in ("none", "sqrt_dk"):
         if isinstance(o.scale, str):
@@ -472,6 +497,7 @@ def _options(value: object, n: int, widths: Widths, tokens: tuple[str, ...], n_k
     rope_base, positions = _rope(o.rope_base, o.positions, n, d_rot, tokens)
     modern |= {"rope_base": rope_base, "positions": positions, "rope_frequencies": _frequencies(o.rope_frequencies,
                rope_base, d_rot)} | _norms(o, widths, heads)  # fmt: skip
+    modern["norm_rest"] = _norm_rest(o.norm_rest, modern, widths, (n, n_kv), (tokens, key_tokens))
     return replace(o, temperature=temperature, mask=mask, w_out=w_out, weights_override=override, kv_heads=kv_heads,
                    bias=_flag(o.bias, _at("bias")), **modern)  # fmt: skip
 
@@ -612,6 +638,49 @@ def _norms(o: Options, widths: Widths, heads: int) -> dict:
             tuple(_number(v, partial(msg, "where.norm_weight", name=where, dim=i + 1)) for i, v in enumerate(weights))
         )
     return {"q_norm": out[0], "k_norm": out[1], "norm_eps": eps, "norm_width": width}
+
+
+MAX_REST = MAX_WIDE_D * MAX_ABS**2  # a token's sum of squares over a layer's other heads, every number within MAX_ABS
+MAX_REST_WIDTH = 1 << 16  # a layer's query (key) width: 2,048 in OLMo 2 1B, 5,120 in its 32B
+
+
+def _norm_rest(value: object, norms: dict, widths: Widths, counts: tuple[int, int], labels: tuple) -> NormRest | None:
+    """The other heads' share of the norm over the width: with norm_width and its weights, a sum of squares ≥ 0 per
+    token (n for the queries, n_kv for the keys) and the layer's widths, each at least the case's own."""
+    if value is None:
+        return None
+    where = _at("norm_rest")
+    if not norms["norm_width"] or norms["q_norm"] is None:
+        raise CaseError(where, msg("error.norm_rest_width"))
+    if isinstance(value, NormRest):
+        value = value.as_dict()
+    if not isinstance(value, dict) or set(value) != {"q", "k", "q_width", "k_width"}:
+        raise CaseError(where, msg("error.norm_rest_object"))
+    sums, sizes = [], []
+    for part, count, own, tokens in zip(("q", "k"), counts, (widths.d_k, widths.d_key), labels, strict=True):
+        at = msg("where.norm_rest_part", name=where, part=part)
+        size = value[f"{part}_width"]
+        if isinstance(size, bool) or not isinstance(size, int) or not own <= size <= MAX_REST_WIDTH:
+            width_at = msg("where.norm_rest_part", name=where, part=f"{part}_width")
+            raise CaseError(width_at, msg("error.norm_rest_width_range", low=own, high=MAX_REST_WIDTH,
+                                          value=excerpt(size)))  # fmt: skip
+        given = value[part]
+        if not isinstance(given, list | tuple) or len(given) != count:
+            raise CaseError(at, msg("error.norm_rest_count", count=count, given=_kind(given) if not isinstance(
+                given, list | tuple) else len(given)))  # fmt: skip
+        row = []
+        for i, v in enumerate(given):
+            place = (partial(msg, "where.row_token", name=at, row=i + 1, token=tokens[i]) if tokens
+                     else partial(msg, "where.row", name=at, row=i + 1))  # fmt: skip
+            number = _number(v, place, MAX_REST)
+            if number < 0:
+                raise CaseError(place, msg("error.norm_rest_negative", value=number))
+            if number and size == own:  # one key/value head (multi-query): the key has no other heads
+                raise CaseError(place, msg("error.norm_rest_no_others", value=number, width=size))
+            row.append(number)
+        sums.append(tuple(row))
+        sizes.append(size)
+    return NormRest(sums[0], sums[1], sizes[0], sizes[1])
 
 
 def _bounded(value: object, option: str, low: float, high: float) -> float:

@@ -48,17 +48,30 @@ def norm_axes(m: torch.Tensor, gamma: torch.Tensor) -> tuple[torch.Tensor, tuple
     return gamma.repeat_interleave(m.shape[0] // gamma.shape[0], dim=0), (0, -1)
 
 
-def normed_error(error: torch.Tensor, m: torch.Tensor, gamma, norm_eps: float, dtype: torch.dtype) -> torch.Tensor:
+def mean_square(u: torch.Tensor, axes: tuple[int, ...], own: int, rest=None) -> torch.Tensor:
+    """A q/k norm's mean of squares over axes (norm_axes); with the layer's other heads (rest: each token's sum of
+    their squares (n,) and the layer's width, norm_rest's), (Σ the own `own` numbers' squares + rest) / width."""
+    mean = u.pow(2).mean(axes, keepdim=True)
+    if rest is None:
+        return mean
+    sums, width = rest
+    return (mean * own + torch.as_tensor(sums, dtype=u.dtype, device=u.device).reshape(-1, 1)) / width
+
+
+def normed_error(error: torch.Tensor, m: torch.Tensor, gamma, norm_eps: float, dtype: torch.dtype, rest=None):
     """A q/k norm's y = γ ⊙ u / r, r = √(mean(u²) + ε), of rows u (…, d) (or a token's rows of every head, norm_axes)
     with errors `error`: u's error carried to first order (each number's own, and through r every other's), and the
     norm's own rounding (a mean of K squares, K = the numbers in it, a repeated key head's too; the root and two
-    products)."""
+    products). rest: the layer's other heads' share (mean_square): one more term, held exact, and a mean over the
+    layer's width (each own number's pull on r shrinks by own / width)."""
     u, g = m.detach().cpu().double(), torch.as_tensor(gamma, dtype=torch.float64).abs()
+    own = g.numel()
     g, axes = norm_axes(u, g)
-    r = (u.pow(2).mean(axes, keepdim=True) + norm_eps).sqrt()
+    r = (mean_square(u, axes, own, rest) + norm_eps).sqrt()
     count = math.prod(u.shape[a] for a in axes)  # the numbers in each mean (a key/value head's repeats too)
-    through = g * (error / r + u.abs() * (u.abs() * error).sum(axes, keepdim=True) / (count * r**3))
-    return through + (rounding(count, dtype) + 4 * torch.finfo(dtype).eps) * g * u.abs() / r
+    share = 1.0 if rest is None else own / rest[1]
+    through = g * (error / r + share * u.abs() * (u.abs() * error).sum(axes, keepdim=True) / (count * r**3))
+    return through + (rounding(count + (rest is not None), dtype) + 4 * torch.finfo(dtype).eps) * g * u.abs() / r
 
 
 def latent_error(x, latent, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -88,10 +101,10 @@ def attention_tolerance(
     their own ways (projected), the projections' rounding.
 
     queries, keys, values and weights as the eight steps make them ((h, n, d) or one head's (n, d)); the first n_q
-    queries of x; rope: how many of a head's dims RoPE turned (True: all; 0: none); norm: a q/k norm's (queries,
-    keys before it, γ_Q, γ_K, ε), or None; scores: step 4's scores where something came after the scale (ALiBi's
-    bias added, a softcap's tanh: each rounds a score once more, a few eps of it; the tanh's slope ≤ 1 carries the
-    rest), else None; latent: multi-head latent attention's (W_DKV, the latent before its norm, γ or None, ε), keys
+    queries of x; rope: how many of a head's dims RoPE turned (True: all; 0: none); norm: a q/k norm's (queries, keys
+    before it, γ_Q, γ_K, ε, norm_rest's shares), or None; scores: step 4's scores where something came after the scale
+    (ALiBi's bias added, a softcap's tanh: each rounds a score once more, a few eps of it; the tanh's slope ≤ 1 carries
+    the rest), else None; latent: multi-head latent attention's (W_DKV, the latent before its norm, γ or None, ε), keys
     and values then made from the latent; x_kv: cross-attention's other sentence (None: x). Float64, on the CPU."""
     dtype, eps = queries.dtype, torch.finfo(queries.dtype).eps
     q, k, v = (t.detach().cpu().double() for t in (queries, keys, values))
@@ -106,11 +119,11 @@ def attention_tolerance(
     e_k = heads_of(product_error(read, w_key, dtype) + e_read @ w_key.abs(), h, k.shape[-1]) * projected
     e_v = heads_of(product_error(read, w_value, dtype) + e_read @ w_value.abs(), h, v.shape[-1]) * projected
     if norm is not None:  # step 3a: each row over its root mean square, times γ
-        unnormed_q, unnormed_k, gamma_q, gamma_k, norm_eps = norm
+        unnormed_q, unnormed_k, gamma_q, gamma_k, norm_eps, (rest_q, rest_k) = norm  # rest: the others' (norm_rest)
         unnormed_q, unnormed_k = (t if t.dim() == 3 else t[None] for t in (unnormed_q, unnormed_k))
         e_q, e_k = (
-            normed_error(e_q, unnormed_q, gamma_q, norm_eps, dtype),
-            normed_error(e_k, unnormed_k, gamma_k, norm_eps, dtype),
+            normed_error(e_q, unnormed_q, gamma_q, norm_eps, dtype, rest_q),
+            normed_error(e_k, unnormed_k, gamma_k, norm_eps, dtype, rest_k),
         )
     if rope:
         e_q, e_k = turned_error(e_q, q, dtype, rope), turned_error(e_k, k, dtype, rope)
@@ -145,19 +158,19 @@ def gradient_tolerance(
     x, w_query, w_key, w_value, queries, keys, values, weights, softmax, d_outputs, multiplier, rope, w_out, target,
     norm=None, scores=None, softcap=None, sink=None, buckets=None, latent=None, x_kv=None,
 ):  # fmt: skip
-    """How far two float computations of the leaves' gradients may be apart, number by number: the backward pass run
-    on absolute values (each sum's Σ|terms|, carried through the chain) times √K · eps, K every term summed on the
-    way, and the weights' error from the scores' rounding carried the same way. target: the loss compares every
-    output with a target, so d_outputs = outputs − target carries the outputs' rounding; rope: how many of a head's
-    dims RoPE turned (True: all; 0 or False: none); norm: a q/k norm's (queries, keys before it, γ_Q, γ_K, ε), or
-    None; scores: step 4's scores before any cap (scores_uncapped with a softcap, else the scores) where ALiBi's
-    bias or a softcap came after the scale, else None; softcap: the cap; sink: step 5's weights_sink (h?, n_q, 1)
-    where the case has sink logits; buckets: T5's bucket of each pair (n, n) and its table's width, where the case
-    has its bias (its gradient sums each bucket's dU); latent: multi-head latent attention's (W_DKV, the latent
-    before its norm, γ or None, ε), keys and values then made from the latent (w_key, w_value its W_UK, W_UV), and
-    W_DKV's and γ's gradients too (latent_back_errors); x_kv: cross-attention's other sentence (n_k, d_in), which
-    keys and values (or the latent) were made from, and its own gradient d_x_kv (None: x made them, and d_x has
-    their share). {d_x: …, d_w_query: …, d_sinks: …}."""
+    """How far two float computations of the leaves' gradients may be apart, number by number: the backward pass run on
+    absolute values (each sum's Σ|terms|, carried through the chain) times √K · eps, K every term summed on the way, and
+    the weights' error from the scores' rounding carried the same way. target: the loss compares every output with a
+    target, so d_outputs = outputs − target carries the outputs' rounding; rope: how many of a head's dims RoPE turned
+    (True: all; 0 or False: none); norm: a q/k norm's (queries, keys before it, γ_Q, γ_K, ε, norm_rest's shares), or
+    None; scores: step 4's scores before any cap (scores_uncapped with a softcap, else the scores) where ALiBi's bias or
+    a softcap came after the scale, else None; softcap: the cap; sink: step 5's weights_sink (h?, n_q, 1) where the case
+    has sink logits; buckets: T5's bucket of each pair (n, n) and its table's width, where the case has its bias (its
+    gradient sums each bucket's dU); latent: multi-head latent attention's (W_DKV, the latent before its norm, γ or
+    None, ε), keys and values then made from the latent (w_key, w_value its W_UK, W_UV), and W_DKV's and γ's gradients
+    too (latent_back_errors); x_kv: cross-attention's other sentence (n_k, d_in), which keys and values (or the latent)
+    were made from, and its own gradient d_x_kv (None: x made them, and d_x has their share). {d_x: …, d_w_query: …,
+    d_sinks: …}."""
     dtype = queries.dtype
     q, k, v, a, s = (t.detach().cpu().to(dtype) for t in (queries, keys, values, weights, softmax))
     q, k, v, a, s = (t if t.dim() == 3 else t[None] for t in (q, k, v, a, s))  # (h, n, d): in the run's dtype
@@ -264,32 +277,37 @@ def both_of_pair(m: torch.Tensor, d_rot: int | bool | None = None) -> torch.Tens
 
 
 def normed_back_errors(d_q, d_k, q, k, v, s, d_h, multiplier, rope, norm, r):
-    """dQ's and dK's errors (h, n, d) back through a q/k norm (norm: queries and keys before it, γ_Q, γ_K, ε). Its
-    backward du = (g − û · mean(g ⊙ û)) / r_u, g = γ ⊙ dy, û = u / r_u, carries dy's error, and rounds its sums: r
+    """dQ's and dK's errors (h, n, d) back through a q/k norm (norm: queries and keys before it, γ_Q, γ_K, ε, shares).
+    Its backward du = (g − û · mean(g ⊙ û)) / r_u, g = γ ⊙ dy, û = u / r_u, carries dy's error, and rounds its sums: r
     (the chain's rounding per unit) times its terms' size, from |dS| = |A (dA − Σ_k A_ik dA_ik)| times the scale."""
     sizes = []
     for i in range(q.shape[0]):  # a head at a time
         d_a = d_h[i].double() @ v[i].double().mT
         size_s = (s[i].double() * (d_a - (s[i].double() * d_a).sum(-1, keepdim=True))).abs() * abs(multiplier)
         sizes.append((size_s @ k[i].abs().double(), size_s.T @ q[i].abs().double()))
-    out = []
-    for error, size, m, gamma in zip(
-        (d_q, d_k), map(torch.stack, zip(*sizes, strict=True)), norm[:2], norm[2:4], strict=True
+    out, rests = [], norm[5]  # the other heads' share of each token's norm (norm_rest), held fixed
+    for error, size, m, gamma, rest in zip(
+        (d_q, d_k), map(torch.stack, zip(*sizes, strict=True)), norm[:2], norm[2:4], rests, strict=True
     ):
         u = m.detach().cpu().double()
         u = u if u.dim() == 3 else u[None]
         size = both_of_pair(size, rope) if rope else size
-        out.append(normed_back(error, u, gamma, norm[4]) + r * normed_back(size, u, gamma, norm[4]))  # carried, own
+        carried, own = normed_back(error, u, gamma, norm[4], rest), normed_back(size, u, gamma, norm[4], rest)
+        out.append(carried + r * own)
     return out
 
 
-def normed_back(d: torch.Tensor, u: torch.Tensor, gamma, norm_eps: float) -> torch.Tensor:
+def normed_back(d: torch.Tensor, u: torch.Tensor, gamma, norm_eps: float, rest=None) -> torch.Tensor:
     """An RMS norm's backward du = (g − û · mean(g ⊙ û)) / r_u, g = γ ⊙ dy, û = u / r_u, on absolute values: dy's
-    error (or size) d carried to du, float64; the means over a row, or a token's rows of every head (norm_axes)."""
-    g, axes = norm_axes(u, torch.as_tensor(gamma, dtype=torch.float64).abs())
-    root = (u.pow(2).mean(axes, keepdim=True) + norm_eps).sqrt()
+    error (or size) d carried to du, float64; the means over a row, or a token's rows of every head (norm_axes); with
+    the other heads' share (rest, held fixed) r_u takes it in and the mean's pull shrinks by own / width."""
+    gamma = torch.as_tensor(gamma, dtype=torch.float64).abs()
+    own = gamma.numel()
+    g, axes = norm_axes(u, gamma)
+    root = (mean_square(u, axes, own, rest) + norm_eps).sqrt()
     unit = u.abs() / root
-    return (g * d + unit * (g * d * unit).mean(axes, keepdim=True)) / root
+    share = 1.0 if rest is None else own / rest[1]
+    return (g * d + share * unit * (g * d * unit).mean(axes, keepdim=True)) / root
 
 
 def latent_back_errors(x, d_k, d_v, w_key, w_value, latent) -> tuple[dict[str, torch.Tensor], torch.Tensor]:

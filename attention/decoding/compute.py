@@ -18,6 +18,7 @@ from ..forward.compute import (
     Trace,
     attend,
     latent_of,
+    norm_rests,
     option_tensors,
     position_bias,
     positions,
@@ -241,7 +242,8 @@ def decode(case: Case, causal: Trace | None = None) -> Decoding:
         x_t = x[t : t + 1]  # (1, d_in): token t alone
         q_t = (x_t @ w["w_query"]).view(h, 1, -1)  # (h, 1, d_head): only token t's query is computed
         q_t, row, held, first = _cache_step(case, x_t, q_t, held, w, at, theta, t)  # appended (and evicted)
-        q_t, made = _from_latent(case, q_t, held, w, at[first : t + 1], theta)  # MLA: keys, values from the cache
+        at_rows = (slice(t, t + 1), slice(first, t + 1))  # the query's and the cached keys' tokens (their norm_rest)
+        q_t, made = _from_latent(case, q_t, held, w, at[first : t + 1], theta, at_rows)  # MLA: from the cache
         tensors = {"x_t": x_t, "q_t": q_t, **source, **row, **held, **made}
         keys, values = (tensors[k] for k in (("k_from_latent", "v_from_latent") if made else ("k_cache", "v_cache")))
         cached = range(case.n_kv) if case.cross else range(first, t + 1)
@@ -264,8 +266,8 @@ def _cache_step(case: Case, x_t: Tensor, q_t: Tensor, held: dict[str, Tensor], w
     and the oldest token it holds: token t's key and value (or latent) appended, a window evicting the oldest.
     Cross-attention's cache is the source's, as it was: nothing added, nothing evicted."""
     if case.cross:  # no RoPE (the case refuses it): a query and a source key are not in one sentence
-        return _query_normed(case, q_t, w), {}, held, 0
-    q_t, row = _token_row(case, x_t, q_t, w, at[t : t + 1], theta)  # k_t and v_t, or the latent c_t
+        return _query_normed(case, q_t, w, t), {}, held, 0
+    q_t, row = _token_row(case, x_t, q_t, w, at[t : t + 1], theta, t)  # k_t and v_t, or the latent c_t
     held = {k: _appended(cache, row[CACHED[k]], case.options.window) for k, cache in held.items()}
     return q_t, row, held, t + 1 - next(iter(held.values())).shape[-2]  # the oldest cached: 0, or t − window + 1
 
@@ -282,17 +284,18 @@ def _source_cache(case: Case, x_kv: Tensor, w: dict[str, Tensor]) -> dict[str, T
     values = (x_kv @ w["w_value"]).unflatten(-1, (g, -1)).transpose(0, 1)  # (g, n_kv, d_v/g)
     if case.options.k_norm is not None:  # step 3a, once: a cached key is never normed again
         keys = rms_norm(keys, torch.tensor(case.options.k_norm, dtype=keys.dtype, device=keys.device),
-                        case.options.norm_eps)  # fmt: skip
+                        case.options.norm_eps, norm_rests(case.options)[1])  # fmt: skip
     return {"k_cache": keys, "v_cache": values}
 
 
-def _query_normed(case: Case, q_t: Tensor, w: dict[str, Tensor]) -> Tensor:
+def _query_normed(case: Case, q_t: Tensor, w: dict[str, Tensor], t: int) -> Tensor:
     """Cross-attention's query t, normed where the case has a q/k norm (with a latent, later, with the keys made
     from the cache: _from_latent)."""
     o = case.options
     if o.q_norm is None or "w_latent" in w:
         return q_t
-    return rms_norm(q_t, torch.tensor(o.q_norm, dtype=q_t.dtype, device=q_t.device), o.norm_eps)
+    rest = norm_rests(o, slice(t, t + 1))[0]  # token t's own row of the other heads' share, where the case has it
+    return rms_norm(q_t, torch.tensor(o.q_norm, dtype=q_t.dtype, device=q_t.device), o.norm_eps, rest)
 
 
 def _weights(case: Case, dtype: torch.dtype, device: torch.device) -> dict[str, Tensor]:
@@ -314,7 +317,8 @@ def _empty_cache(case: Case, w: dict[str, Tensor]) -> dict[str, Tensor]:
             "v_cache": w["w_value"].new_empty(g, 0, w["w_value"].shape[1] // g)}  # fmt: skip
 
 
-def _token_row(case: Case, x_t: Tensor, q_t: Tensor, w: dict[str, Tensor], at_t: Tensor, theta: Tensor | None):
+def _token_row(case: Case, x_t: Tensor, q_t: Tensor, w: dict[str, Tensor], at_t: Tensor, theta: Tensor | None,
+               t: int):  # fmt: skip
     """What token t adds to the cache, with its query: its key and value (normed and turned once, at its own
     position: a cached key is never turned again), or with a latent its c_t = x_t W_DKV (normed where the case has
     the latent's norm; its query is normed and turned with the keys made from the cache, _from_latent)."""
@@ -323,7 +327,8 @@ def _token_row(case: Case, x_t: Tensor, q_t: Tensor, w: dict[str, Tensor], at_t:
         _, latent = latent_of(o, x_t, w["w_latent"])  # (1, d_c): {"latent_unnormed"?, "latent"}
         return q_t, {f"{name}_t": tensor for name, tensor in latent.items()}
     k_t, v_t = (x_t @ w["w_key"]).view(g, 1, -1), (x_t @ w["w_value"]).view(g, 1, -1)  # (g, 1, d): its key and value
-    q_t, k_t = qk_normed(o, q_t, k_t)  # a q/k norm: each head's row (or, over the width, every head's), as whole
+    # a q/k norm: each head's row (or, over the width, every head's, with token t's row of norm_rest), as whole
+    q_t, k_t = qk_normed(o, q_t, k_t, (slice(t, t + 1), slice(t, t + 1)))
     if theta is not None:
         q_t, k_t = rope(q_t, at_t, theta), rope(k_t, at_t, theta)
     return q_t, {"k_t": k_t, "v_t": v_t}
@@ -337,7 +342,7 @@ def _appended(cache: Tensor, row: Tensor, window: int | None) -> Tensor:
 
 
 def _from_latent(case: Case, q_t: Tensor, held: dict[str, Tensor], w: dict[str, Tensor], at: Tensor,
-                 theta: Tensor | None) -> tuple[Tensor, dict[str, Tensor]]:  # fmt: skip
+                 theta: Tensor | None, rows: tuple) -> tuple[Tensor, dict[str, Tensor]]:  # fmt: skip
     """Multi-head latent attention's keys and values of the cached tokens, made from the latent cache C (c, d_c) at
     this step: C W_UK (a q/k norm, then RoPE at each token's own position, with q_t's) and C W_UV, (g, c, d) each;
     q_t as it is and nothing for a plain KV cache. (DeepSeek caches its rotary key already turned; turning the
@@ -347,7 +352,7 @@ def _from_latent(case: Case, q_t: Tensor, held: dict[str, Tensor], w: dict[str, 
     o, g, latent = case.options, case.options.kv_heads or case.options.heads, held["latent_cache"]
     keys = (latent @ w["w_key"]).unflatten(-1, (g, -1)).transpose(0, 1)  # (g, c, d_head)
     values = (latent @ w["w_value"]).unflatten(-1, (g, -1)).transpose(0, 1)  # (g, c, d_v/g)
-    q_t, keys = qk_normed(o, q_t, keys)
+    q_t, keys = qk_normed(o, q_t, keys, rows)  # rows: token t's query, the cached tokens' keys
     if theta is not None:
         q_t, keys = rope(q_t, at[-1:], theta), rope(keys, at, theta)
     return q_t, {"k_from_latent": keys, "v_from_latent": values}

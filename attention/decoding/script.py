@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..base.case import Case
 from ..forward.compute import scale_factor
-from ..forward.script import WIDTH_GAMMA, literal, relative_lines, rule_lines, tolerance_call
+from ..forward.script import literal, relative_lines, rest_lines, rms_norm_lines, rule_lines, tolerance_call
 from .compute import decodable
 
 SCRIPT_ROPE = [  # the exported script's RoPE: the core's rope(), written out
@@ -27,16 +27,20 @@ SCRIPT_ROPE = [  # the exported script's RoPE: the core's rope(), written out
 
 
 def script_norm(case: Case) -> list[str]:
-    """The exported script's q/k norm: the core's rms_norm(), written out (over the width: OLMo 2's)."""
+    """The exported script's q/k norm: the core's rms_norm(), written out (over the width: OLMo 2's, with the
+    other heads' share of a head cut from its layer for the rows' tokens)."""
     return [
-        "def norm(t, gamma):",
+        "def norm(t, gamma, rest=None):",
         '    """The q/k norm: each row (a token\'s rows of every head with norm_width) over its root mean square,',
-        '    times γ; without one (gamma None), t as it is."""',
+        '    times γ; rest: the layer\'s other heads\' share for its tokens (rows_of); without one (gamma None), t."""',
         "    if gamma is None:",
         "        return t",
-        *(WIDTH_GAMMA if case.options.norm_width else []),
-        f"    return t * torch.rsqrt(t.pow(2).mean({'(0, -1)' if case.options.norm_width else -1}, keepdim=True)"
-        " + norm_eps) * gamma",
+        *rms_norm_lines("(0, -1)" if case.options.norm_width else "-1", case.options.norm_width),
+        "",
+        "",
+        "def rows_of(rest, first, end):",
+        '    """norm_rest\'s share for tokens first … end − 1 (None: the case holds every head)."""',
+        "    return None if rest is None else (rest[0][first:end], rest[1])",
         "",
         "",
     ]
@@ -64,8 +68,8 @@ def decoding_script(case: Case) -> str:
         *_latent_whole(case),
         "queries_unnormed = (x @ w_query).unflatten(-1, (H, -1)).transpose(0, 1)  # (H, n, d)",
         f"keys_unnormed = ({_read(case)} @ w_key).unflatten(-1, (G, -1)).transpose(0, 1).repeat_interleave(H // G, 0)",
-        "queries, keys = (rope(norm(m, gamma), POSITIONS) for m, gamma in ((queries_unnormed, gamma_q),",
-        "                                                                (keys_unnormed, gamma_k)))",
+        "queries = rope(norm(queries_unnormed, gamma_q, rest_q), POSITIONS)",
+        "keys = rope(norm(keys_unnormed, gamma_k, rest_k), POSITIONS)",
         f"values = ({_read(case)} @ w_value).unflatten(-1, (G, -1)).transpose(0, 1).repeat_interleave(H // G, 0)",
         *_allowed_lines(case),
         f"scores = options(queries @ keys.mT * MULTIPLIER, {_distance(case)}).masked_fill(~allowed, -torch.inf)",
@@ -184,8 +188,9 @@ def _loop(case: Case) -> list[str]:
         "k_cache, v_cache, outputs = [], [], []",
         "for t in range(n):",
         "    x_t = x[t : t + 1]  # (1, d_in)",
-        "    q_t = rope(norm((x_t @ w_query).view(H, 1, -1), gamma_q), POSITIONS[t : t + 1])  # (H, 1, d)",
-        "    k_t = rope(norm((x_t @ w_key).view(G, 1, -1), gamma_k), POSITIONS[t : t + 1])  # turned once, here",
+        "    q_t = norm((x_t @ w_query).view(H, 1, -1), gamma_q, rows_of(rest_q, t, t + 1))  # (H, 1, d)",
+        "    k_t = norm((x_t @ w_key).view(G, 1, -1), gamma_k, rows_of(rest_k, t, t + 1))  # normed once, here",
+        "    q_t, k_t = rope(q_t, POSITIONS[t : t + 1]), rope(k_t, POSITIONS[t : t + 1])  # turned once, here",
         "    v_t = (x_t @ w_value).view(G, 1, -1)",
         "    k_cache.append(k_t)",
         "    v_cache.append(v_t)",
@@ -202,7 +207,7 @@ def _cross_loop(case: Case) -> list[str]:
     one). The cache is never appended to or evicted from."""
     if case.options.w_latent is None:
         made = [
-            "k_cache = norm((x_kv @ w_key).unflatten(-1, (G, -1)).transpose(0, 1), gamma_k)  # (G, n_kv, d): made once",
+            "k_cache = norm((x_kv @ w_key).unflatten(-1, (G, -1)).transpose(0, 1), gamma_k, rest_k)  # made once",
             "v_cache = (x_kv @ w_value).unflatten(-1, (G, -1)).transpose(0, 1)  # (G, n_kv, d_v/G)",
         ]
         read = ["    keys_t, values_t = k_cache, v_cache  # the whole source, the same at every step"]
@@ -211,7 +216,7 @@ def _cross_loop(case: Case) -> list[str]:
         read = [
             "    keys_t = (latent_cache @ w_key).unflatten(-1, (G, -1)).transpose(0, 1)  # (G, n_kv, d): C W_UK",
             "    values_t = (latent_cache @ w_value).unflatten(-1, (G, -1)).transpose(0, 1)  # (G, n_kv, d_v/G)",
-            "    keys_t = norm(keys_t, gamma_k)",
+            "    keys_t = norm(keys_t, gamma_k, rest_k)",
         ]
     return [
         "# Decoding: the source's keys and values made once from x_kv (an encoder-decoder's: from the encoder's",
@@ -220,7 +225,7 @@ def _cross_loop(case: Case) -> list[str]:
         "outputs = []",
         "for t in range(n):",
         "    x_t = x[t : t + 1]  # (1, d_in)",
-        "    q_t = norm((x_t @ w_query).view(H, 1, -1), gamma_q)  # (H, 1, d): no RoPE across two sentences",
+        "    q_t = norm((x_t @ w_query).view(H, 1, -1), gamma_q, rows_of(rest_q, t, t + 1))  # (H, 1, d): no RoPE",
         *read,
         "    assert keys_t.shape[1] == len(x_kv)  # the cache holds the source's n_kv keys, never more or fewer",
         "    scores_t = (q_t.view(G, H // G, -1) @ keys_t.mT * MULTIPLIER).view(H, 1, -1)  # (H, 1, n_kv)",
@@ -263,8 +268,10 @@ def _latent_loop(case: Case) -> list[str]:
         "    cached = torch.cat(latent_cache)  # (cached, d_c): the cache",
         "    keys_t = (cached @ w_key).unflatten(-1, (G, -1)).transpose(0, 1)  # (G, cached, d): C W_UK",
         "    values_t = (cached @ w_value).unflatten(-1, (G, -1)).transpose(0, 1)  # (G, cached, d_v/G): C W_UV",
-        "    q_t = rope(norm((x_t @ w_query).view(H, 1, -1), gamma_q), POSITIONS[t : t + 1])  # (H, 1, d)",
-        "    keys_t = rope(norm(keys_t, gamma_k), POSITIONS[first : t + 1])  # each at its own token's position",
+        "    q_t = norm((x_t @ w_query).view(H, 1, -1), gamma_q, rows_of(rest_q, t, t + 1))  # (H, 1, d)",
+        "    q_t = rope(q_t, POSITIONS[t : t + 1])",
+        "    keys_t = norm(keys_t, gamma_k, rows_of(rest_k, first, t + 1))",
+        "    keys_t = rope(keys_t, POSITIONS[first : t + 1])  # each at its own token's position",
         *ATTEND_T,
     ]
 
@@ -328,6 +335,7 @@ def _constants(case: Case) -> list[str]:
         " norm over it); None: no norm",
         f"gamma_k = {gamma_k}",
         f"norm_eps = {o.norm_eps!r}",
+        *rest_lines(case),
     ]
 
 

@@ -16,7 +16,7 @@ from ..base.case import Case
 from ..base.device import resolve_device, warm_up
 from ..base.i18n import msg
 from ..base.record import Check, Record, Recorder, Step, compare
-from ..base.tolerance import attention_tolerance, norm_axes
+from ..base.tolerance import attention_tolerance, mean_square, norm_axes
 from .steps import AXES, KEY_ROWS, PER_HEAD, step, step_names
 
 # Past these sizes the trace keeps what is looked at, not everything (bench/core.md measured why). Step 6's
@@ -336,20 +336,33 @@ def named(o, step: str, **tensors: Tensor) -> dict[str, Tensor]:
     return {name + suffix: tensor for name, tensor in tensors.items()}
 
 
-def rms_norm(m: Tensor, gamma: Tensor, eps: float) -> Tensor:
+def rms_norm(m: Tensor, gamma: Tensor, eps: float, rest=None) -> Tensor:
     """Each row of (…, d) divided by its root mean square √(mean(m²) + ε), then times γ (d,), as Qwen3's q/k norm;
-    with γ of every head's dims, a token's rows of every head (h, n, d) at once, as OLMo 2's (norm_axes)."""
+    with γ of every head's dims, a token's rows of every head (h, n, d) at once, as OLMo 2's (norm_axes); with rest
+    (each row's sum of squares in the layer's other heads (n,), and the layer's width), √((Σ m² + rest) / width + ε)."""
+    own = gamma.numel()
     gamma, axes = norm_axes(m, gamma)
-    return m * torch.rsqrt(m.pow(2).mean(axes, keepdim=True) + eps) * gamma
+    return m * torch.rsqrt(mean_square(m, axes, own, rest) + eps) * gamma
 
 
-def qk_normed(o, queries: Tensor, keys: Tensor) -> tuple[Tensor, Tensor]:
+def norm_rests(o, q_rows: slice | range = slice(None), k_rows: slice | range = slice(None)) -> tuple:
+    """The layer's other heads' share of the norm over the width (norm_rest) for these query and key rows, as
+    rms_norm takes it: (sums, width) for the queries and the keys; (None, None) for a case without it."""
+    r = o.norm_rest
+    if r is None:
+        return None, None
+    return (r.q[q_rows], r.q_width), (r.k[k_rows], r.k_width)
+
+
+def qk_normed(o, queries: Tensor, keys: Tensor, rows: tuple = (slice(None), slice(None))) -> tuple[Tensor, Tensor]:
     """Step 3a where the case has it: each head's queries and keys (…, d_head) RMS-normed, times γ_Q and γ_K; with
-    norm_width, a token's queries (keys) of every head at once."""
+    norm_width, a token's queries (keys) of every head at once, and the other heads' share where the case has it
+    (rows: which tokens' the queries and keys are, for decoding's rows)."""
     if o.q_norm is None:
         return queries, keys
     gamma_q, gamma_k = (torch.tensor(w, dtype=queries.dtype, device=queries.device) for w in (o.q_norm, o.k_norm))
-    return rms_norm(queries, gamma_q, o.norm_eps), rms_norm(keys, gamma_k, o.norm_eps)
+    rest_q, rest_k = norm_rests(o, *rows)
+    return rms_norm(queries, gamma_q, o.norm_eps, rest_q), rms_norm(keys, gamma_k, o.norm_eps, rest_k)
 
 
 def positions(case: Case) -> Tensor:
@@ -483,7 +496,8 @@ def tolerance(case: Case, tensor: Callable[[str], Tensor], rows: int | None = No
     queries, weights = queries[..., :rows, :], weights[..., :rows, :]
     norm = None
     if o.q_norm is not None:  # step 3's queries and keys, before the norm
-        norm = (tensor("queries_unnormed")[..., :rows, :], tensor("keys_unnormed"), o.q_norm, o.k_norm, o.norm_eps)
+        norm = (tensor("queries_unnormed")[..., :rows, :], tensor("keys_unnormed"), o.q_norm, o.k_norm, o.norm_eps,
+                norm_rests(o, slice(rows)))  # fmt: skip
     rope = case.d_rot if o.rope_base is not None else 0  # how many of a head's dims RoPE turned
     scores = tensor("scores")[..., :rows, :] if o.biased or o.softcap is not None else None
     latent = None

@@ -204,15 +204,22 @@ def normalization(c: Context, tensor: str, head: int | None, index: tuple[int, .
         group = o.heads // (o.kv_heads or o.heads) if kind == "keys" else 1
         before, at = every[::group].flatten().tolist(), head // group * every.shape[-1] + col
     d, u, gamma = len(before), before[at], (o.q_norm if kind == "queries" else o.k_norm)[at]
-    mean = math.fsum(b * b for b in before) / d
+    rest = o.norm_rest  # a head cut from its layer: the other heads' share of the token's sum, over the layer's width
+    share, over = (0.0, d) if rest is None else ((rest.q, rest.q_width) if letter == "q" else (rest.k, rest.k_width))
+    share = share if rest is None else share[i]
+    mean = (math.fsum(b * b for b in before) + share) / over
     root = math.sqrt(mean + o.norm_eps)
     value = c.view(tensor, head)[i, col].item()
     token = _row_token(c, tensor, i)  # a key's: the keys' sentence's token
     title = msg("explain.norm.title", tensor=tensor, at=place(head, token, str(col + 1)), token=token)
     root_line = msg("explain.norm.root_width" if width else "explain.norm.root", token=token, letter=letter, d=d,
                     mean=approx(mean), eps=approx(o.norm_eps), root=approx(root))  # fmt: skip
+    if rest is not None:  # where the rest comes from, and the mean over the layer's width it makes
+        root_line = msg("explain.norm.root_rest", token=token, letter=letter, d=d, rest=approx(share), width=over,
+                        mean=approx(mean), eps=approx(o.norm_eps), root=approx(root))  # fmt: skip
     expression = f"{factor(c.num(gamma))}·{factor(c.num(u))} / {approx(root)}"
-    end, warning = c.ending(tensor, gamma * u / root, value, c.tol(4 * math.sqrt(d) + 8, value))  # d squares summed
+    terms = d + (rest is not None)  # d squares summed, and the other heads' share
+    end, warning = c.ending(tensor, gamma * u / root, value, c.tol(4 * math.sqrt(terms) + 8, value))
     lhs = prefixed(head, f"{letter}{sub(i, col)}")
     lines = (root_line, msg("explain.equation", lhs=lhs, expression=expression, end=end), *warning)
     return Derivation(title, lines, {f"{kind}_unnormed": ((i,), None), tensor: ((i,), (col,))}, head)

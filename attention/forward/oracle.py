@@ -11,7 +11,7 @@ from torch.nn.attention.flex_attention import AuxRequest, create_block_mask, fle
 
 from ..base.case import MODERN, Case
 from ..base.record import Check, compare
-from .compute import Trace, buckets_of, scale_factor, tolerance
+from .compute import Trace, buckets_of, norm_rests, scale_factor, tolerance
 
 CHUNK_CELLS = 1 << 22  # weights nn.MultiheadAttention makes at once (16 MiB in float32), a block of queries at a time
 
@@ -33,7 +33,8 @@ def projected(case: Case) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     k, v = (read @ torch.tensor(w, dtype=dtype) for w in (case.w_key, case.w_value))
     gamma_q, gamma_k = (None if w is None else torch.tensor(w, dtype=dtype) for w in (o.q_norm, o.k_norm))
     if gamma_q is not None and o.norm_width:  # OLMo 2's q/k norm: torch's RMSNorm of the whole projection, unsplit
-        q, k = F.rms_norm(q, (q.shape[-1],), gamma_q, o.norm_eps), F.rms_norm(k, (k.shape[-1],), gamma_k, o.norm_eps)
+        rest_q, rest_k = norm_rests(o)  # a head cut from its layer: the other heads' share (norm_rest), or None
+        q, k = _layer_normed(q, gamma_q, o.norm_eps, rest_q), _layer_normed(k, gamma_k, o.norm_eps, rest_k)
     q = q.unflatten(-1, (h, -1)).transpose(0, 1)  # (h, n, d/h)
     k, v = (m.unflatten(-1, (g, -1)).transpose(0, 1) for m in (k, v))  # (g, n, d/h): g = h without grouping
     if gamma_q is not None and not o.norm_width:  # Qwen3's q/k norm: torch's own RMSNorm, a head's row at a time
@@ -41,6 +42,20 @@ def projected(case: Case) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     if o.rope_base is not None:
         q, k = _rotate_complex(q, case), _rotate_complex(k, case)
     return q, k, v
+
+
+def _layer_normed(m: torch.Tensor, gamma: torch.Tensor, eps: float, rest) -> torch.Tensor:
+    """torch's RMSNorm of a token's whole projection m (n, d); with the other heads' share (sums, the layer's width)
+    as a row as wide as the layer's: m's numbers, one number whose square is the rest, zeros for the others' other
+    dims; m's own columns of it."""
+    if rest is None:
+        return F.rms_norm(m, (m.shape[-1],), gamma, eps)
+    sums, width = rest
+    n, d = m.shape
+    other = torch.tensor(sums, dtype=m.dtype).sqrt()[:, None]  # (n, 1): its square is the other heads' sum
+    other = other if width > d else other[:, :0]  # no other heads (a multi-query key): nothing, the rest is 0
+    row = torch.cat((m, other, m.new_zeros(n, width - d - other.shape[1])), dim=-1)  # (n, width): the layer's row
+    return F.rms_norm(row, (width,), torch.cat((gamma, gamma.new_ones(width - d))), eps)[:, :d]
 
 
 def fused_outputs(case: Case) -> torch.Tensor:

@@ -40,7 +40,8 @@ def modern(case: Case) -> bool:
     return any(getattr(case.options, name) is not None for name in MODERN)
 
 
-RULE = (rule.rounding, rule.product_error, rule.heads_of, rule.turned_error, rule.norm_axes, rule.normed_error,
+RULE = (rule.rounding, rule.product_error, rule.heads_of, rule.turned_error, rule.norm_axes, rule.mean_square,
+        rule.normed_error,
         rule.latent_error, rule.attention_tolerance, rule.within)  # fmt: skip
 
 
@@ -69,7 +70,7 @@ def tolerance_call(case: Case, projected: bool = False, scores: str | None = Non
     o = case.options
     multiplier, turned = scale_factor(case) / o.temperature, o.rope_base is not None
     w_out = "w_out" if o.w_out is not None else "None"
-    norm = ", (queries_unnormed, keys_unnormed, gamma_q, gamma_k, norm_eps)" if o.q_norm is not None else ""
+    norm = ", (queries_unnormed, keys_unnormed, gamma_q, gamma_k, norm_eps, (rest_q, rest_k))" * (o.q_norm is not None)
     scores = f", scores={scores}" if scores is not None and (o.biased or o.softcap is not None) else ""
     latent = f", latent={latent_argument(case)}" if o.w_latent is not None else ""
     x_kv = ", x_kv=x_kv" if case.cross else ""  # cross-attention: keys and values were made from x_kv's rows
@@ -385,7 +386,10 @@ def _latent_lines(case: Case) -> list[str]:
 
 def _norm(case: Case) -> list[str]:
     what = ["# Qwen3's q/k norm: each head's query (and key) of a token divided by its root mean square"]
-    if width_norm(case):
+    if case.options.norm_rest is not None:  # OLMo 2's head cut from its layer
+        what = ["# OLMo 2's q/k norm over the width, for heads cut from their layer: a token's query (and key) divided",
+                "# by the root mean square of the layer's whole row, the other heads' share given"]  # fmt: skip
+    elif width_norm(case):
         what = ["# OLMo 2's q/k norm over the width: a token's query (and key) of every head divided by one root",
                 "# mean square, as the model norms the whole projection before splitting it into heads"]  # fmt: skip
     return [
@@ -393,7 +397,7 @@ def _norm(case: Case) -> list[str]:
         "# √(mean(q²) + ε), then each dim times the model's weight γ for it (γ_Q for queries, γ_K for keys)",
         *norm_lines(case),
         "queries_unnormed, keys_unnormed = queries, keys  # step 3's, which the check's tolerance reads",
-        "queries, keys = rms_norm(queries, gamma_q), rms_norm(keys, gamma_k)",
+        "queries, keys = rms_norm(queries, gamma_q, rest_q), rms_norm(keys, gamma_k, rest_k)",
         'print("queries after the norm:\\n", queries)',
         'print("keys after the norm:\\n", keys)',
     ]
@@ -424,13 +428,40 @@ def norm_lines(case: Case) -> list[str]:
         f"gamma_q = torch.tensor({list(o.q_norm)!r}, dtype=torch.{o.dtype})  # {shape}",
         f"gamma_k = torch.tensor({list(o.k_norm)!r}, dtype=torch.{o.dtype})  # γ_K",
         f"norm_eps = {o.norm_eps!r}",
+        *rest_lines(case),
         "",
         "",
-        "def rms_norm(t, gamma):",
+        "def rms_norm(t, gamma, rest=None):",
+        *rms_norm_lines(norm_axes_code(case), width),
+        "",
+        "",
+    ]
+
+
+def rms_norm_lines(axes: str, width: bool) -> list[str]:
+    """The body of a script's q/k norm of rows t with weights gamma and the other heads' share rest (or None)."""
+    return [
+        "    own = gamma.numel()  # the numbers of a token's sum of squares that this case holds",
         *(WIDTH_GAMMA if width else []),
-        f"    return t * torch.rsqrt(t.pow(2).mean({norm_axes_code(case)}, keepdim=True) + norm_eps) * gamma",
-        "",
-        "",
+        f"    mean = t.pow(2).mean({axes}, keepdim=True)",
+        "    if rest is not None:  # a head cut from its layer: the other heads' sums join, over the layer's width",
+        "        mean = (mean * own + rest[0].reshape(-1, 1)) / rest[1]",
+        "    return t * torch.rsqrt(mean + norm_eps) * gamma",
+    ]
+
+
+def rest_lines(case: Case) -> list[str]:
+    """norm_rest as the script's rest_q and rest_k: (each token's sum of squares in the layer's other heads, the
+    layer's width), or None."""
+    o = case.options
+    if o.norm_rest is None:
+        return ["rest_q = rest_k = None  # the case holds every head the norm runs over"]
+    r = o.norm_rest
+    return [
+        "# A head cut from its layer: each token's sum of squares of its query (key) numbers in the layer's other",
+        "# heads, before the norm, and the layer's whole width, which the mean divides by",
+        f"rest_q = (torch.tensor({list(r.q)!r}, dtype=torch.{o.dtype}), {r.q_width})",
+        f"rest_k = (torch.tensor({list(r.k)!r}, dtype=torch.{o.dtype}), {r.k_width})",
     ]
 
 

@@ -167,7 +167,7 @@ def lines(formula: str, width: int = FORMULA_WIDTH) -> str:
             parts.append(formula[start:i] + ",")
             start = i + len(r",\quad")
     parts.append(formula[start:])
-    if _read(formula) <= width or len(parts) == 1:
+    if _read(formula) <= width or len(parts) == 1 or formula.startswith(r"\begin"):  # already in lines: as it is
         return formula
     rows, row = [], ""
     for part in parts:  # as many parts a row as fit
@@ -181,6 +181,21 @@ def lines(formula: str, width: int = FORMULA_WIDTH) -> str:
 def _read(formula: str) -> int:
     """Roughly how many characters the eye reads in a formula: its commands and braces left out."""
     return len(re.sub(r"\\[a-zA-Z]+|[{}^_ ]", "", formula))
+
+
+def _rest_formula(case: Case, words, eps: str) -> str:
+    """OLMo 2's norm of a case that holds some of its layer's heads: the root over the layer's width D, with ρ, the
+    other heads' share of the token's sum of squares (norm_rest), and, a line each below, where ρ_Q and ρ_K come from
+    (one line would run past the page)."""
+    o, r = case.options, case.options.norm_rest
+    g = o.kv_heads or o.heads
+    sums = r"\textstyle\sum_{c,\,\text{head}} q_c^2" if o.heads > 1 else r"\textstyle\sum_c q_c^2"
+    root = rf"\sqrt{{\tfrac{{1}}{{{r.q_width}}} \left({sums} + \rho_Q\right) + \varepsilon}}"
+    others = words("norm_rest", heads=r.q_width // case.d_head - o.heads, width=r.q_width)
+    keys = words("norm_rest_keys", heads=r.k_width // case.d_head - g, width=r.k_width)
+    likewise = rf"k\ {words('likewise')}\ (\gamma_K, \rho_K)"
+    norm = rf"q \leftarrow \gamma_Q \odot \frac{{q}}{{{root}}},\quad {likewise},\quad \varepsilon = {eps}"
+    return rf"\begin{{gathered}} {norm} \\ \rho_Q: {others} \\ \rho_K: {keys} \end{{gathered}}"
 
 
 def formula(name: str, case: Case, lang: str = "en") -> str:
@@ -207,6 +222,8 @@ def formula(name: str, case: Case, lang: str = "en") -> str:
             # over every key/value head's: w_key's width)
             root = rf"\sqrt{{\tfrac{{1}}{{{case.d_k}}} \textstyle\sum_{{c,\,\text{{head}}}} q_c^2 + \varepsilon}}"
             over = rf",\quad {words('every_head', d=case.d_k)}\ (k: {len(case.w_key[0])})"
+        if o.norm_rest is not None:  # a head cut from its layer: the other heads' share ρ joins, over the layer's width
+            return _rest_formula(case, words, eps)
         likewise = rf"k\ {words('likewise')}\ (\gamma_K)"
         return rf"q \leftarrow \gamma_Q \odot \frac{{q}}{{{root}}},\quad {likewise}{over},\quad \varepsilon = {eps}"
     if name == ROPE:  # the rotation R_t turns pair p of a query or key at position t by the angle t·θ_p

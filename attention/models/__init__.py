@@ -27,7 +27,6 @@ from .model import (
     head_weights,
     latent_too_wide,
     layer_case,
-    layer_too_wide,
 )
 from .shipped import INSTALL, MINILM, SMOLLM2, SPECS, ModelMissing, files, install_message, load, missing
 
@@ -80,8 +79,6 @@ def problem(id: str) -> Message | None:
     try:
         found = spec(id)  # a broken one: the file and what is wrong with it
         offering.check_budget(offers()[id])  # both numbers
-        if found.norm_width and (wide := layer_too_wide(found)) is not None:  # OLMo 2's head is its whole layer
-            raise CaseError(found.title, wide)
         if found.latent is not None and (wide := latent_too_wide(found)) is not None:  # W_Q or W_DKV past a case
             raise CaseError(found.title, wide)
     except CaseError as e:

@@ -314,27 +314,42 @@ def _options(model: Model, layer: int, heads: int = 1, head: int | None = None) 
 
 def head_case(model: Model, run: Run, layer: int, head: int) -> Case:
     """One head of one layer (0-based) on the run's sentence, as a case: x, the head's weights, the model's options.
-    A model whose q/k norm runs over the width (OLMo 2) norms a head's q and k with every other head's: its head's
-    case is the layer's (every head; the pages show the chosen one)."""
-    if model.spec.norm_width:
-        if (problem := layer_too_wide(model.spec)) is not None:
-            raise CaseError(model.spec.title, problem)
-        return layer_case(model, run, layer)
+    A model whose q/k norm runs over the width (OLMo 2) norms a head's q and k with every other head's: its case is
+    the one head with the other heads' share of each token's norm (norm_rest, from the model's own q and k)."""
     if model.spec.latent is not None and (problem := latent_too_wide(model.spec)) is not None:
         raise CaseError(model.spec.title, problem)
-    return _as_case(
-        run.tokens, _x(model, run, layer), head_weights(model, layer, head), _options(model, layer, head=head)
-    )
+    x, weights, options = _x(model, run, layer), head_weights(model, layer, head), _options(model, layer, head=head)
+    if model.spec.norm_width:
+        options |= _norm_rest(model, x, layer, head)
+    return _as_case(run.tokens, x, weights, options)
+
+
+def _norm_rest(model: Model, x: torch.Tensor, layer: int, head: int) -> dict:
+    """OLMo 2's norm over the width for one head: the head's own γ_Q and γ_K (its key/value head's), and what the
+    layer's other heads add to each token's sum of squares, from the model's own q = x W_Q and k = x W_K of every
+    head (before the norm), with the layer's widths the mean divides by."""
+    s, d = model.spec, model.spec.head_dim
+    layer_weights, (gamma_q, gamma_k) = head_weights(model, layer), s.family.norms(model.weights, layer)
+    own = (head * d, head // (s.heads // s.kv_heads) * d)  # the first column of its query head, its key/value head
+    rest, widths = [], []
+    for m, first in zip((x @ layer_weights["w_query"], x @ layer_weights["w_key"]), own, strict=True):  # (n, width)
+        others = torch.cat((m[:, :first], m[:, first + d :]), dim=-1).double()  # every other head's dims
+        rest.append(tuple(others.pow(2).sum(-1).tolist()))  # (n,): each token's sum of their squares
+        widths.append(m.shape[-1])
+    gammas = (tuple(gamma[first : first + d].tolist()) for gamma, first in zip((gamma_q, gamma_k), own, strict=True))
+    return {**dict(zip(("q_norm", "k_norm"), gammas, strict=True)),
+            "norm_rest": {"q": rest[0], "k": rest[1], "q_width": widths[0], "k_width": widths[1]}}  # fmt: skip
 
 
 def layer_too_wide(spec: Spec) -> Message | None:
-    """Why a layer of the model cannot be one case (W_Q alone past the case's limit), said for a model whose head is
-    its layer (OLMo 2's norm over the width) in its own words; None when it fits."""
+    """Why a layer of the model cannot be one case (W_Q alone past the case's limit): the whole model's and the
+    multi-head pages' case, and a picker's "every head"; a head opens alone at any width (OLMo 2's too, with
+    norm_rest). None when it fits."""
     numbers = (spec.width + spec.bias) * spec.heads * spec.head_dim
     if numbers <= MAX_WIDE_CELLS:
         return None
     said = {"numbers": f"{spec.width + spec.bias:,} × {spec.heads * spec.head_dim:,}", "limit": f"{MAX_WIDE_CELLS:,}"}
-    return msg("error.norm_width_too_wide" if spec.norm_width else "error.layer_too_wide", **said)
+    return msg("error.layer_too_wide", **said)
 
 
 def latent_too_wide(spec: Spec, heads: int = 1) -> Message | None:

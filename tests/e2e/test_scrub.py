@@ -19,7 +19,7 @@ from attention.base import tolerance as rule
 from attention.base.case import MODERN, Case, case_to_dict, parse_case, with_options
 from attention.base.files import case_to_link
 from attention.base.presets import ARTICLE_ROUNDED_WEIGHTS, random_case
-from attention.forward.compute import ROUNDED_WITHIN, Trace, scale_factor
+from attention.forward.compute import ROUNDED_WITHIN, Trace, norm_rests, scale_factor
 from tests.cases import QK_NORM, with_latent
 from tests.e2e.test_browser import cell, heatmaps, open_page, wait_ready
 from tests.test_cross import cross_case
@@ -43,6 +43,8 @@ RUN = """(kase) => {
 }"""
 MASK = [[1, 0, 1, 1], [0, 0, 0, 0], [1, 1, 0, 1], [0, 1, 1, 1]]  # the second query sees no key: a row of zeros
 LATENT = "DeepSeek's latent with its norm, rotary key, 2 heads"
+OLMO_HEAD = "OLMo 2's head cut from its layer (norm_rest), RoPE"
+OLMO_REST = {"q": (3.5, 0.0, 12.25, 1.0, 7.5, 0.5), "k": (1.0, 2.0, 0.25, 9.0, 4.0, 0.0), "q_width": 16, "k_width": 8}
 # Every option the app has, alone and together: (n, d_in, d_k, d_v, options); d_k a multiple of the heads
 OPTIONS = {
     "article's defaults": (3, 4, 3, 3, {}),
@@ -60,6 +62,8 @@ OPTIONS = {
     "OLMo 2's q/k norm over the width, 4 heads, 2 kv heads, RoPE": (6, 4, 8, 8, {
         "heads": 4, "kv_heads": 2, "rope_base": 500.0, "norm_width": True,
         "q_norm": (*QK_NORM["q_norm"], 0.5, -1.5, 1.0, 0.25), "k_norm": QK_NORM["k_norm"]}),
+    OLMO_HEAD: (6, 4, 4, 4, {
+        "rope_base": 500.0, "norm_width": True, **QK_NORM, "norm_rest": OLMO_REST}),
     "w_out, one head": (5, 4, 4, 3, {"w_out": "random"}),
     "weights override": (3, 4, 3, 3, {"weights_override": ARTICLE_ROUNDED_WEIGHTS}),
     "16 × 16, every option": (16, 16, 16, 16, {"heads": 4, "kv_heads": 1, "rope_base": 10_000.0, "mask": "causal",
@@ -201,11 +205,11 @@ def tolerances(trace: Trace) -> dict[str, torch.Tensor]:
     e_v = rule.heads_of(rule.product_error(read, w_value, F32) + e_read @ w_value.abs(), h, width_v)
     norm = None
     if o.q_norm is not None:  # step 3a: the q/k norm
-        norm = (trace["queries_unnormed"], trace["keys_unnormed"], o.q_norm, o.k_norm, o.norm_eps)
+        norm = (trace["queries_unnormed"], trace["keys_unnormed"], o.q_norm, o.k_norm, o.norm_eps, norm_rests(o))
         out |= {"queries_unnormed": e_q, "keys_unnormed": e_k}
         e_q, e_k = (
-            rule.normed_error(e, m, gamma, o.norm_eps, F32)
-            for e, m, gamma in zip((e_q, e_k), norm[:2], norm[2:4], strict=True)
+            rule.normed_error(e, m, gamma, o.norm_eps, F32, rest)
+            for e, m, gamma, rest in zip((e_q, e_k), norm[:2], norm[2:4], norm[5], strict=True)
         )
     if o.rope_base is not None:  # partial rotary: the first d_rot dims turned, the rest as they were
         out |= {"queries_unrotated": e_q, "keys_unrotated": e_k}
@@ -398,6 +402,8 @@ MODERN_16 = "16 × 16, every modern option"
         (MODERN_16, {"rope_fraction": None}),  # every dim turned
         (MODERN_16, {"relative_max_distance": 13}),  # T5's buckets a token wider
         (MODERN_16, {"relative_bias": ((0.0, -0.5, -1.0, -1.51) * 4,) * 4}),  # one bucket's bias a hundredth off
+        (OLMO_HEAD, {"norm_rest": None}),  # the other heads' share forgotten
+        (OLMO_HEAD, {"norm_rest": OLMO_REST | {"q_width": 20}}),  # the mean over another width
     ],
     ids=str,
 )

@@ -23,6 +23,9 @@ const DEFAULTS = {
   // width: d_k numbers, every head's dims; norm_width needs no flag here, γ's length says it)
   k_norm: null,
   norm_eps: 1e-6, // the norm's ε
+  // OLMo 2's head cut from its layer: {q, k, q_width, k_width}, each token's sum of squares of its query (key) in
+  // the layer's other heads and the layer's widths; the mean of squares is (Σ own + rest) / width. null: none
+  norm_rest: null,
   window: null, // a sliding window: query i sees keys i − window < j ≤ i (causal by itself); null: every key
   softcap: null, // Gemma 2's cap c: scores S → c · tanh(S / c), after the scale and the bias, before the mask
   alibi: null, // ALiBi: one slope m_h per head, scores − m_h (i − j), after the scale and the temperature
@@ -66,8 +69,9 @@ export function attend(kase) {
   if (o.q_norm) {
     // step 3a: norm — each head's query (key) over its root mean square, times γ
     Object.assign(out, { queries_unnormed: queries, keys_unnormed: keys });
-    queries = rmsNorm(queries, o.q_norm, o.norm_eps);
-    keys = rmsNorm(keys, o.k_norm, o.norm_eps);
+    const rest = o.norm_rest; // the other heads' share of each token's sum of squares, where the case has it
+    queries = rmsNorm(queries, o.q_norm, o.norm_eps, rest && { sums: rest.q, width: rest.q_width });
+    keys = rmsNorm(keys, o.k_norm, o.norm_eps, rest && { sums: rest.k, width: rest.k_width });
   }
   if (turned) {
     // step 3b: rope — pair p of token i turned by the angle t_i · θ_p (the first d_rot dims)
@@ -263,10 +267,11 @@ function maxGap(a, b) {
   return gap;
 }
 
-function rmsNorm(m, gamma, eps) {
+function rmsNorm(m, gamma, eps, rest) {
   // (h, n, d): each row times 1/√(mean of its squares + ε), then each dim times γ (float32 at each operation); with
   // γ of every head's dims (OLMo 2's norm over the width), a token's rows of every head share one mean, and head i
-  // takes γ's block of its key/value head (γ's blocks g ≤ h, each read by h/g query heads)
+  // takes γ's block of its key/value head (γ's blocks g ≤ h, each read by h/g query heads); with rest ({sums,
+  // width}: a head cut from its layer) the token's sum joins the other heads' and the mean is over the layer's width
   const [h, n, d] = m.shape, out = tensor(m.shape);
   const width = gamma.length !== d, group = width ? h / (gamma.length / d) : 1;
   const rows = (t) => (width ? Array.from({ length: h }, (_, i) => i * n + t) : [t]); // the rows sharing t's mean
@@ -274,7 +279,9 @@ function rmsNorm(m, gamma, eps) {
     let squares = 0;
     for (const row of rows(t))
       for (let c = 0; c < d; c++) squares = Math.fround(squares + Math.fround(m.data[row * d + c] ** 2));
-    const inverse = Math.fround(1 / Math.sqrt(Math.fround(squares / (rows(t).length * d)) + eps));
+    let mean = Math.fround(squares / (rows(t).length * d));
+    if (rest) mean = Math.fround(Math.fround(Math.fround(mean * gamma.length) + rest.sums[t % n]) / rest.width);
+    const inverse = Math.fround(1 / Math.sqrt(mean + eps));
     for (const row of rows(t)) {
       const first = width ? Math.floor(Math.floor(row / n) / group) * d : 0; // γ's block of the row's head
       for (let c = 0; c < d; c++) out.data[row * d + c] = Math.fround(m.data[row * d + c] * inverse) * gamma[first + c];

@@ -6,7 +6,6 @@ the translation's alignment rows are transformers' cross-attentions; the exporte
 
 import html
 import json
-from collections import OrderedDict
 from dataclasses import replace
 
 import numpy as np
@@ -17,13 +16,13 @@ from streamlit.testing.v1 import AppTest
 from attention import models
 from attention.app.origins import ModelHead
 from attention.base.tolerance import within
-from attention.models import offered
 from attention.models.script import real_script
 from attention.models.seq2seq import pair_run
 from attention.whole import compute, figures
-from tests.apptest import APP, charts, current_trace, session
+from tests.apptest import charts, current_trace, session
 from tests.test_encoder_decoder import SOURCE, TARGET, make, seen
 from tests.test_families import carried, chain_terms, weights_tolerance
+from tests.test_own_models import offering, opened, said
 
 FAMILIES = ("bart", "t5")  # BART: a decoder of 3 layers over an encoder of 2; T5: its relative bias, 2 and 2
 NEW_TOKENS = 16  # what the app translates (generate.MAX_NEW_TOKENS)
@@ -38,27 +37,9 @@ def shelf(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def offered_here(shelf, tmp_path, monkeypatch):
-    """The app offers the shelf alone (an empty Hugging Face cache), nothing loaded yet."""
-    monkeypatch.setenv("ATTENTION_MODELS", str(shelf[0]))
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
-    monkeypatch.delenv("ATTENTION_MODEL_BUDGET", raising=False)
-    monkeypatch.setattr(offered, "_loaded", OrderedDict())
+    """The app offers the shelf alone, nothing loaded yet."""
+    yield from offering(shelf[0], tmp_path, monkeypatch)
     models._offers.cache_clear()
-    yield
-    models._offers.cache_clear()
-
-
-def opened(model: str, **params: str) -> AppTest:
-    """The app opened by a link to a model's head."""
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.query_params.update({"model": model, **params})
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
-def said(at: AppTest) -> str:
-    return " ".join(e.value for kind in ("caption", "info", "error", "warning") for e in getattr(at, kind))
 
 
 def param(at: AppTest, name: str) -> str | None:

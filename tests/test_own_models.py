@@ -48,14 +48,19 @@ def shelf(tokenizers, gguf_pair, tmp_path_factory) -> Path:  # noqa: F811
 
 @pytest.fixture(autouse=True)
 def offered_here(shelf, tmp_path, monkeypatch):
-    """The app offers the shelf (and an empty Hugging Face cache: not this machine's), nothing loaded yet."""
-    monkeypatch.setenv("ATTENTION_MODELS", str(shelf))
+    yield from offering(shelf, tmp_path, monkeypatch)
+    models._offers.cache_clear()
+
+
+def offering(folder, tmp_path, monkeypatch):
+    """The app offers the folder's models alone (and an empty Hugging Face cache: not this machine's), nothing
+    loaded yet; a fixture's body (it yields once)."""
+    monkeypatch.setenv("ATTENTION_MODELS", str(folder))
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.delenv("ATTENTION_MODEL_BUDGET", raising=False)
     monkeypatch.setattr(offered, "_loaded", OrderedDict())
     models._offers.cache_clear()
     yield
-    models._offers.cache_clear()
 
 
 def opened(model: str, **params: str) -> AppTest:

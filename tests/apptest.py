@@ -11,6 +11,7 @@ from attention.app import editors, traces, typed
 from attention.app.registry import PAGES as REGISTRY
 from attention.app.session import Session
 from attention.app.tab import KEY
+from attention.base.files import case_to_link
 from attention.forward.compute import Trace
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -26,6 +27,21 @@ MASKED_CASE = {
     "w_value": [[1, 1], [0, 1]],
     "options": {"mask": [[1, 0, 0], [1, 1, 0], [0, 0, 0]], "scale": 0.7, "dtype": "float64"},
 }
+
+
+def linked(case, timeout: int = 60) -> AppTest:
+    """The app opened from a link to the case (its `case` parameter), after its first run."""
+    app = AppTest.from_file(APP, default_timeout=timeout)
+    app.query_params["case"] = case_to_link(case)
+    return app.run()
+
+
+def rendered(app: AppTest, page: str) -> AppTest:
+    """The app switched to pages/PAGE.py, which must run without an exception or an error shown."""
+    app = app.switch_page(f"pages/{page}.py").run()
+    assert not app.exception, app.exception
+    assert not app.error, [e.value for e in app.error]
+    return app
 
 
 def charts(app: AppTest) -> dict[str, np.ndarray]:

@@ -23,7 +23,7 @@ from attention.exercise.compute import Blank
 from attention.exercise.state import label
 from attention.forward.compute import attend
 from attention.forward.oracle import check
-from tests.apptest import APP, MASKED_CASE, PAGES, component_data, current_trace, edit, session
+from tests.apptest import APP, MASKED_CASE, PAGES, component_data, current_trace, edit, linked, rendered, session
 from tests.cases import with_keys_sentence
 
 ARTICLE = presets.article()
@@ -235,17 +235,12 @@ def test_the_sidebar_switch_with_a_causal_mask_says_why_and_stays_off(at):
 @pytest.fixture(scope="module")
 def cross_app():
     """The app opened from a link to a 2-head cross case: 3 target tokens, 5 source tokens."""
-    app = AppTest.from_file(APP, default_timeout=90)
-    app.query_params["case"] = case_to_link(CROSS)
-    return app.run()
+    return linked(CROSS, timeout=90)
 
 
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_renders_a_cross_case(cross_app, page):
-    app = cross_app.switch_page(f"pages/{page}.py").run()
-    assert not app.exception, app.exception
-    assert not app.error, [e.value for e in app.error]
-    assert current_trace(app).case == CROSS
+    assert current_trace(rendered(cross_app, page)).case == CROSS
 
 
 def test_a_cross_case_in_the_session_without_a_check_of_its_numbers_keeps_them():

@@ -19,7 +19,7 @@ from attention.base.files import case_to_link
 from attention.forward import steps
 from attention.forward.compute import attend
 from attention.forward.oracle import check
-from tests.apptest import APP, PAGES, component_data, current_trace, edit, session
+from tests.apptest import APP, PAGES, component_data, current_trace, edit, linked, rendered, session
 from tests.cases import with_latent
 
 ARTICLE = with_options(presets.article(), weights_override=None)  # [W_K | W_V] of rank 4 = d_in
@@ -210,18 +210,12 @@ def test_a_link_carries_the_latent_and_opens_with_the_sidebar_showing_it():
 @pytest.fixture(scope="module")
 def latent_app():
     """The app opened from a link to a 2-head case with DeepSeek's latent, its norm and rotary key."""
-    case = parse_case(with_latent(case_to_dict(ROTARY), random.Random(0), norm=True))
-    app = AppTest.from_file(APP, default_timeout=60)
-    app.query_params["case"] = case_to_link(case)
-    return app.run()
+    return linked(parse_case(with_latent(case_to_dict(ROTARY), random.Random(0), norm=True)))
 
 
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_renders_with_a_latent(latent_app, page):
-    app = latent_app.switch_page(f"pages/{page}.py").run()
-    assert not app.exception, app.exception
-    assert not app.error, [e.value for e in app.error]
-    assert current_trace(app).case.options.latent_norm is not None
+    assert current_trace(rendered(latent_app, page)).case.options.latent_norm is not None
 
 
 def test_the_editors_name_w_dkv_as_the_sidebar_does():

@@ -14,7 +14,7 @@ from attention.base.presets import RELATIVE_MAX_DISTANCE, relative_table
 from attention.base.record import compare
 from attention.forward.compute import attend, tolerance
 from attention.forward.oracle import check, flex_outputs
-from tests.apptest import PAGES, charts, current_trace, session
+from tests.apptest import PAGES, charts, current_trace, linked, rendered, session
 
 
 def modern_case(seed: int) -> dict:
@@ -260,11 +260,6 @@ def test_a_link_carries_every_variant_and_opens_with_the_sidebar_showing_them():
 @pytest.fixture(scope="module")
 def every_option_app():
     """The app opened from a link to a 2-head, 6-token case with every option of today's models on at once."""
-    from streamlit.testing.v1 import AppTest
-
-    from attention.base.files import case_to_link
-    from tests.apptest import APP
-
     options = {
         "window": 3,
         "softcap": 2.0,
@@ -273,17 +268,12 @@ def every_option_app():
         "sinks": [0.5, -1.0],
         "relative_bias": [[0.0, -0.5, -1.0, -1.5] * 2, [1.0, 0.0, -0.5, 0.25] * 2],
     }
-    case = with_options(presets.random_case(6, 4, 8, 8, seed=2), rope_base=100.0, rope_fraction=0.5, **options)
-    app = AppTest.from_file(APP, default_timeout=60)
-    app.query_params["case"] = case_to_link(case)
-    return app.run()
+    return linked(with_options(presets.random_case(6, 4, 8, 8, seed=2), rope_base=100.0, rope_fraction=0.5, **options))
 
 
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_renders_with_every_option_on(every_option_app, page):
-    app = every_option_app.switch_page(f"pages/{page}.py").run()
-    assert not app.exception, app.exception
-    assert not app.error, [e.value for e in app.error]
+    app = rendered(every_option_app, page)
     assert current_trace(app).case.options.window == 3
     if page == "walkthrough":  # every step, each of its tensors drawn
         drawn = set()

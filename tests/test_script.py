@@ -75,6 +75,16 @@ CASES = {
 }
 
 
+def steps_run(case) -> dict:
+    """The names the walkthrough's code blocks of the case make, run in order as a reader pastes them (quietly)."""
+    scope = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec("import math\nimport torch", scope)
+        for name in step_names(case):
+            exec(shown(case, name), scope)
+    return scope
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
     """Every case's script, run once with a bare Python (in parallel: each run imports torch, ~1.5 s)."""
@@ -169,11 +179,7 @@ def test_the_code_each_step_shows_runs_and_gives_the_traces_numbers(seed):
     case = random_case(rng.randint(1, 6), rng.randint(1, 4), 2 * h, 2 * h, seed=seed, **options)
     if seed % 3 == 0:
         case = with_options(case, w_out=[[rng.uniform(-1, 1) for _ in range(3)] for _ in range(2 * h)])
-    scope = {}
-    with contextlib.redirect_stdout(io.StringIO()):
-        exec("import math\nimport torch", scope)
-        for name in step_names(case):
-            exec(shown(case, name), scope)
+    scope = steps_run(case)
     trace = attend(case)
     for name in ("x", "queries", "keys", "values", "scores", "weights", "weighted", "outputs"):
         torch.testing.assert_close(scope[name], trace[name] if name != "outputs" else trace.outputs, msg=name)
@@ -311,11 +317,7 @@ def test_each_option_shows_in_its_step():
 def test_the_code_each_step_shows_makes_the_traces_new_tensors(seed):
     """The walkthrough's blocks of a case with today's options, run in order, make the trace's tensors."""
     case = with_options(modern_case(seed), weights_override=None)
-    scope = {}
-    with contextlib.redirect_stdout(io.StringIO()):
-        exec("import math\nimport torch", scope)
-        for name in step_names(case):
-            exec(shown(case, name), scope)
+    scope = steps_run(case)
     trace = attend(case)
     new = ("position_bias", "weights_sink", "w_latent", "latent_unnormed", "latent")  # today's options' tensors
     names = [name for name in new if name in trace]
@@ -458,11 +460,7 @@ SHOWN_WHOLE = [name for name in CROSS if max(CROSS[name]().d_k, CROSS[name]().d_
 @pytest.mark.parametrize("name", SHOWN_WHOLE)
 def test_the_code_each_step_shows_of_a_cross_case_makes_the_traces_tensors(name):
     case = with_options(CROSS[name](), weights_override=None)
-    scope = {}
-    with contextlib.redirect_stdout(io.StringIO()):
-        exec("import math\nimport torch", scope)
-        for step in step_names(case):
-            exec(shown(case, step), scope)
+    scope = steps_run(case)
     trace = attend(case)
     for tensor in ("x", "x_kv", "queries", "keys", "values", "scores", "weights", "weighted"):
         torch.testing.assert_close(scope[tensor], trace[tensor], msg=tensor)

@@ -726,18 +726,24 @@ def test_the_check_fails_on_a_wrong_latent_gradient(wrong):
     assert not check(Backward(trace, result.loss, result.value, steps)).agrees
 
 
+def caught_when_moved(case, data: dict, cell: tuple[int, int]) -> None:
+    """The case's gradients agree with autograd's, and those of `data` (the case with a number moved) offered as the
+    case's do not, for the default loss and for one output cell's."""
+    from dataclasses import replace
+
+    wrong = attend(parse_case(data))
+    for loss in (default_loss(attend(case)), Loss(cell=cell)):
+        result = backward(wrong, loss)
+        assert check(backward(attend(case), loss)).agrees
+        assert not check(Backward(replace(wrong, case=case), loss, result.value, result.steps)).agrees
+
+
 def test_the_check_fails_on_a_moved_latent_weight():
     """The gradients of a case whose W_DKV (float64) has one number moved by 1e-3, against autograd's without."""
     case = CASES["MLA: a latent without a norm, float64, grouped heads, Qwen3's q/k norm"]
     data = case_to_dict(case)
     data["options"]["w_latent"][0][0] += 1e-3
-    wrong = attend(parse_case(data))
-    from dataclasses import replace
-
-    for loss in (default_loss(attend(case)), Loss(cell=(3, 0))):
-        result = backward(wrong, loss)
-        assert check(backward(attend(case), loss)).agrees
-        assert not check(Backward(replace(wrong, case=case), loss, result.value, result.steps)).agrees
+    caught_when_moved(case, data, cell=(3, 0))
 
 
 def test_a_latent_gradients_arithmetic_with_its_real_numbers():
@@ -882,13 +888,7 @@ def test_the_check_fails_on_a_moved_number_of_x_kv():
     case = CASES["cross: 2 keys for 6 queries, float64, a softcap, sinks, q/k norm"]
     data = case_to_dict(case)
     data["x_kv"][1][0] += 1e-3
-    wrong = attend(parse_case(data))
-    from dataclasses import replace
-
-    for loss in (default_loss(attend(case)), Loss(cell=(5, 0))):
-        result = backward(wrong, loss)
-        assert check(backward(attend(case), loss)).agrees
-        assert not check(Backward(replace(wrong, case=case), loss, result.value, result.steps)).agrees
+    caught_when_moved(case, data, cell=(5, 0))
 
 
 def test_a_cross_gradients_arithmetic_with_its_real_numbers_in_both_languages():
